@@ -1,0 +1,20 @@
+//! room-service: the rooms of a live-streaming app, made durable with a transactional outbox
+//! and pushed to Tencent Cloud IM through one `tower::Service` stack.
+//!
+//! Flow of a command: [`http`] → [`room`] (Room Cell applies a pure [`domain`] command) →
+//! [`store`] (one transaction: command log + outbox rows + snapshot) → [`publish`] (the shared
+//! stack) → best-effort mark delivered. The [`outbox`] worker re-publishes what the
+//! synchronous push missed, through the very same stack. [`app`] wires it all together.
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod config;
+pub mod domain;
+pub mod fake_im;
+pub mod http;
+pub mod outbox;
+pub mod publish;
+pub mod room;
+pub mod secret;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,79 @@
+//! One place that maps any publish error to a bounded [`ErrorClass`], used by logs, metrics
+//! and retry decisions.
+
+use std::error::Error;
+
+/// Bounded class of a publish failure (SPEC §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// The publish timed out: outcome unknown, retried with the identical body.
+    Timeout,
+    /// Network, 5xx, or a transient IM code; unknown codes land here too.
+    Transient,
+    /// The receiver throttled or dropped the message.
+    RateLimited,
+    /// The credentials must be regenerated.
+    AuthRefresh,
+    /// The deployment is misconfigured (app id, group, identifier).
+    Configuration,
+    /// This message can never be delivered as it is.
+    Permanent,
+}
+
+impl ErrorClass {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Transient => "transient",
+            ErrorClass::RateLimited => "rate_limited",
+            ErrorClass::AuthRefresh => "auth_refresh",
+            ErrorClass::Configuration => "configuration",
+            ErrorClass::Permanent => "permanent",
+        }
+    }
+}
+
+/// Errors that know their own class implement this; [`classify`] finds them in a chain.
+pub trait Classify {
+    /// The class of this error.
+    fn class(&self) -> ErrorClass;
+}
+
+/// Classifies an error by walking its `source()` chain: a tower timeout is
+/// [`ErrorClass::Timeout`], a leaf error answers for itself, anything else is transient.
+pub fn classify(error: &(dyn Error + 'static)) -> ErrorClass {
+    let mut current: Option<&(dyn Error + 'static)> = Some(error);
+    while let Some(err) = current {
+        if err.is::<tower::timeout::error::Elapsed>() {
+            return ErrorClass::Timeout;
+        }
+        if let Some(class) = leaf_class(err) {
+            return class;
+        }
+        current = err.source();
+    }
+    ErrorClass::Transient
+}
+
+/// Downcasts to the leaf error types this crate knows.
+fn leaf_class(_err: &(dyn Error + 'static)) -> Option<ErrorClass> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_is_classified_as_timeout() {
+        let err: crate::publish::BoxError = Box::new(tower::timeout::error::Elapsed::new());
+        assert_eq!(classify(err.as_ref()), ErrorClass::Timeout);
+    }
+
+    #[test]
+    fn unknown_errors_are_transient() {
+        let err = std::io::Error::other("boom");
+        assert_eq!(classify(&err), ErrorClass::Transient);
+    }
+}
