@@ -1,1 +1,21 @@
-//! TODO module doc
+//! The pure room domain: identifiers, room state, commands, events and the `apply` function.
+//!
+//! Nothing here does I/O or knows about storage, HTTP or IM; `apply(state, command)` is a pure,
+//! synchronous function tested without a runtime. The room cells (`crate::room`) call it and
+//! make its result durable.
+
+mod apply;
+mod command;
+mod error;
+mod event;
+mod ids;
+mod state;
+
+pub use apply::{Applied, apply, heartbeat};
+pub use command::{Command, CommandContext, LeaveReason};
+pub use error::DomainError;
+pub use event::{Event, EventEnvelope, EventType};
+pub use ids::{CommandId, GiftId, IdError, RoomId, UserId};
+pub use state::{
+    GIFT_RANK_SIZE, Member, MemberView, RankEntry, RoomSnapshot, RoomState, RoomStatus, SenderTotal,
+};

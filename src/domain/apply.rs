@@ -1,0 +1,173 @@
+//! `apply(state, command)`: the pure heart of the domain.
+
+use serde_json::json;
+
+use super::command::{Command, CommandContext, LeaveReason};
+use super::error::DomainError;
+use super::event::{Event, EventType};
+use super::ids::UserId;
+use super::state::{Member, RoomState, RoomStatus, SenderTotal};
+
+/// Maximum gift count per command.
+pub const MAX_GIFT_COUNT: u32 = 9_999;
+/// Maximum value of one gift unit.
+pub const MAX_UNIT_VALUE: u32 = 1_000_000;
+/// Maximum title length in characters.
+pub const MAX_TITLE_CHARS: usize = 128;
+
+/// The result of applying a command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The state after the command (equal to the input when `applied` is false).
+    pub state: RoomState,
+    /// Events, in order; empty when `applied` is false.
+    pub events: Vec<Event>,
+    /// False when the command was a no-op (join of a member, leave of a non-member).
+    pub applied: bool,
+}
+
+impl Applied {
+    fn noop(state: &RoomState) -> Self {
+        Applied { state: state.clone(), events: Vec::new(), applied: false }
+    }
+}
+
+/// Applies `command` to `state` (`None`: the room does not exist) and returns the new state
+/// and its events, or why the command is refused. Pure: no clock, no I/O.
+pub fn apply(
+    state: Option<&RoomState>,
+    command: &Command,
+    ctx: &CommandContext,
+) -> Result<Applied, DomainError> {
+    let state = match (state, command) {
+        (None, Command::CreateRoom { owner_id, title }) => return create(owner_id, title, ctx),
+        (None, _) => return Err(DomainError::RoomNotFound),
+        (Some(state), _) => state,
+    };
+    if state.status == RoomStatus::Closed {
+        return Err(DomainError::RoomClosed);
+    }
+    let mut next = state.clone();
+    next.version += 1;
+    let events = match command {
+        Command::CreateRoom { .. } => return Err(DomainError::RoomExists),
+        Command::JoinRoom { user_id } => {
+            if next.members.contains_key(user_id) {
+                return Ok(Applied::noop(state));
+            }
+            let member = Member { joined_at_ms: ctx.now_ms, last_heartbeat_ms: ctx.now_ms };
+            next.members.insert(user_id.clone(), member);
+            vec![event(
+                EventType::RoomUserJoined,
+                json!({"user_id": user_id, "joined_at_ms": ctx.now_ms, "member_count": next.members.len()}),
+            )]
+        }
+        Command::LeaveRoom { user_id, reason } => {
+            if next.members.remove(user_id).is_none() {
+                return Ok(Applied::noop(state));
+            }
+            vec![event(
+                EventType::RoomUserLeft,
+                json!({"user_id": user_id, "reason": reason, "member_count": next.members.len()}),
+            )]
+        }
+        Command::SendGift { sender_id, receiver_id, gift_id, count, unit_value } => {
+            check_range("count", *count, MAX_GIFT_COUNT)?;
+            check_range("unit_value", *unit_value, MAX_UNIT_VALUE)?;
+            if !next.members.contains_key(sender_id) {
+                return Err(DomainError::NotMember { user_id: sender_id.to_string() });
+            }
+            let value = u64::from(*count) * u64::from(*unit_value);
+            add_gift(&mut next, sender_id, value)?;
+            let mut events = vec![
+                event(
+                    EventType::RoomGiftSent,
+                    json!({
+                        "sender_id": sender_id, "receiver_id": receiver_id, "gift_id": gift_id,
+                        "count": count, "unit_value": unit_value, "total_value": value,
+                    }),
+                ),
+                event(EventType::RoomHeatChanged, json!({"heat": next.heat, "delta": value})),
+            ];
+            let rank = next.compute_rank();
+            let order_changed =
+                !rank.iter().map(|e| &e.user_id).eq(state.gift_rank.iter().map(|e| &e.user_id));
+            next.gift_rank = rank;
+            if order_changed {
+                events.push(event(EventType::RoomRankChanged, json!({"gift_rank": next.gift_rank})));
+            }
+            events
+        }
+        Command::CloseRoom => {
+            let removed = next.members.len();
+            next.members.clear();
+            next.status = RoomStatus::Closed;
+            vec![event(EventType::RoomClosed, json!({"members_removed": removed}))]
+        }
+    };
+    Ok(Applied { state: next, events, applied: true })
+}
+
+/// Refreshes a member's presence clock. Not a command: no version, no events.
+pub fn heartbeat(state: &mut RoomState, user_id: &UserId, now_ms: i64) -> Result<(), DomainError> {
+    if state.status == RoomStatus::Closed {
+        return Err(DomainError::RoomClosed);
+    }
+    let member = state
+        .members
+        .get_mut(user_id)
+        .ok_or_else(|| DomainError::NotMember { user_id: user_id.to_string() })?;
+    member.last_heartbeat_ms = member.last_heartbeat_ms.max(now_ms);
+    Ok(())
+}
+
+fn create(owner_id: &UserId, title: &str, ctx: &CommandContext) -> Result<Applied, DomainError> {
+    let chars = title.chars().count();
+    if chars == 0 || chars > MAX_TITLE_CHARS || title.chars().any(char::is_control) {
+        return Err(DomainError::InvalidArgument {
+            field: "title",
+            reason: format!("must be 1–{MAX_TITLE_CHARS} characters without control characters"),
+        });
+    }
+    let state = RoomState {
+        room_id: ctx.room_id.clone(),
+        owner_id: owner_id.clone(),
+        title: title.to_owned(),
+        status: RoomStatus::Open,
+        members: Default::default(),
+        heat: 0,
+        senders: Default::default(),
+        gift_rank: Vec::new(),
+        version: 1,
+    };
+    let events = vec![event(EventType::RoomCreated, json!({"owner_id": owner_id, "title": title}))];
+    Ok(Applied { state, events, applied: true })
+}
+
+fn add_gift(next: &mut RoomState, sender_id: &UserId, value: u64) -> Result<(), DomainError> {
+    let delta = i64::try_from(value).map_err(|_| DomainError::HeatOverflow)?;
+    next.heat = next.heat.checked_add(delta).ok_or(DomainError::HeatOverflow)?;
+    let version = next.version;
+    let total = next
+        .senders
+        .entry(sender_id.clone())
+        .or_insert(SenderTotal { total_value: 0, first_version: version });
+    total.total_value = total.total_value.checked_add(value).ok_or(DomainError::HeatOverflow)?;
+    Ok(())
+}
+
+fn check_range(field: &'static str, value: u32, max: u32) -> Result<(), DomainError> {
+    if (1..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(DomainError::InvalidArgument { field, reason: format!("must be between 1 and {max}") })
+    }
+}
+
+fn event(event_type: EventType, payload: serde_json::Value) -> Event {
+    Event { event_type, payload }
+}
+
+#[cfg(test)]
+#[path = "apply_tests.rs"]
+mod tests;

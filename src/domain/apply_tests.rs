@@ -1,0 +1,205 @@
+use super::*;
+use crate::domain::{CommandId, GiftId, RankEntry, RoomId};
+
+fn ctx(now_ms: i64) -> CommandContext {
+    CommandContext {
+        room_id: RoomId::parse("r1").unwrap(),
+        command_id: CommandId::parse("c1").unwrap(),
+        request_id: "req".into(),
+        now_ms,
+    }
+}
+
+fn user(id: &str) -> UserId {
+    UserId::parse(id).unwrap()
+}
+
+fn open_room() -> RoomState {
+    let create = Command::CreateRoom { owner_id: user("owner"), title: "Live".into() };
+    apply(None, &create, &ctx(1)).unwrap().state
+}
+
+fn run(state: &RoomState, command: Command) -> Result<Applied, DomainError> {
+    apply(Some(state), &command, &ctx(100))
+}
+
+fn join(state: &RoomState, id: &str) -> RoomState {
+    run(state, Command::JoinRoom { user_id: user(id) }).unwrap().state
+}
+
+fn gift(sender: &str, count: u32, unit_value: u32) -> Command {
+    Command::SendGift {
+        sender_id: user(sender),
+        receiver_id: user("owner"),
+        gift_id: GiftId::parse("rocket").unwrap(),
+        count,
+        unit_value,
+    }
+}
+
+fn types(applied: &Applied) -> Vec<EventType> {
+    applied.events.iter().map(|e| e.event_type).collect()
+}
+
+#[test]
+fn create_makes_an_open_room_at_version_one() {
+    let create = Command::CreateRoom { owner_id: user("owner"), title: "Live".into() };
+    let applied = apply(None, &create, &ctx(1)).unwrap();
+    assert!(applied.applied);
+    assert_eq!(applied.state.status, RoomStatus::Open);
+    assert_eq!(applied.state.version, 1);
+    assert_eq!(types(&applied), vec![EventType::RoomCreated]);
+}
+
+#[test]
+fn create_on_an_existing_room_is_refused() {
+    let create = Command::CreateRoom { owner_id: user("owner"), title: "Again".into() };
+    assert_eq!(run(&open_room(), create), Err(DomainError::RoomExists));
+}
+
+#[test]
+fn create_refuses_empty_or_control_titles() {
+    for title in ["", "a\nb", &"t".repeat(129)] {
+        let create = Command::CreateRoom { owner_id: user("o"), title: title.into() };
+        assert!(matches!(
+            apply(None, &create, &ctx(1)),
+            Err(DomainError::InvalidArgument { field: "title", .. })
+        ));
+    }
+}
+
+#[test]
+fn commands_on_a_missing_room_are_not_found() {
+    let result = apply(None, &Command::JoinRoom { user_id: user("u") }, &ctx(1));
+    assert_eq!(result, Err(DomainError::RoomNotFound));
+}
+
+#[test]
+fn join_adds_a_member_and_bumps_the_version() {
+    let applied = run(&open_room(), Command::JoinRoom { user_id: user("u1") }).unwrap();
+    assert!(applied.applied);
+    assert_eq!(applied.state.version, 2);
+    assert_eq!(applied.state.members[&user("u1")].joined_at_ms, 100);
+    assert_eq!(types(&applied), vec![EventType::RoomUserJoined]);
+}
+
+#[test]
+fn duplicate_join_is_not_applied_and_has_no_events() {
+    let room = join(&open_room(), "u1");
+    let applied = run(&room, Command::JoinRoom { user_id: user("u1") }).unwrap();
+    assert!(!applied.applied);
+    assert!(applied.events.is_empty());
+    assert_eq!(applied.state, room);
+}
+
+#[test]
+fn leave_of_a_non_member_is_not_applied() {
+    let room = open_room();
+    let applied =
+        run(&room, Command::LeaveRoom { user_id: user("ghost"), reason: LeaveReason::User }).unwrap();
+    assert!(!applied.applied);
+    assert!(applied.events.is_empty());
+    assert_eq!(applied.state.version, room.version);
+}
+
+#[test]
+fn leave_removes_the_member_with_its_reason() {
+    let room = join(&open_room(), "u1");
+    let applied = run(&room, Command::LeaveRoom { user_id: user("u1"), reason: LeaveReason::Stale }).unwrap();
+    assert!(applied.state.members.is_empty());
+    assert_eq!(types(&applied), vec![EventType::RoomUserLeft]);
+    assert_eq!(applied.events[0].payload["reason"], "stale");
+}
+
+#[test]
+fn gift_by_a_non_member_is_refused() {
+    let result = run(&open_room(), gift("stranger", 1, 1));
+    assert_eq!(result, Err(DomainError::NotMember { user_id: "stranger".into() }));
+}
+
+#[test]
+fn gift_counts_out_of_range_are_invalid() {
+    let room = join(&open_room(), "u1");
+    for (count, unit_value, field) in
+        [(0, 1, "count"), (10_000, 1, "count"), (1, 0, "unit_value"), (1, 1_000_001, "unit_value")]
+    {
+        let result = run(&room, gift("u1", count, unit_value));
+        assert!(matches!(result, Err(DomainError::InvalidArgument { field: f, .. }) if f == field));
+    }
+}
+
+#[test]
+fn gift_adds_heat_and_ranks_the_sender() {
+    let room = join(&open_room(), "u1");
+    let applied = run(&room, gift("u1", 3, 100)).unwrap();
+    assert_eq!(applied.state.heat, 300);
+    assert_eq!(applied.state.gift_rank, vec![RankEntry { user_id: user("u1"), total_value: 300 }]);
+    assert_eq!(
+        types(&applied),
+        vec![EventType::RoomGiftSent, EventType::RoomHeatChanged, EventType::RoomRankChanged]
+    );
+}
+
+#[test]
+fn rank_changed_only_when_the_order_changes() {
+    let room = join(&join(&open_room(), "a"), "b");
+    let room = run(&room, gift("a", 1, 100)).unwrap().state;
+    let room = run(&room, gift("b", 1, 50)).unwrap().state;
+    // a stays ahead of b: no RankChanged.
+    let same = run(&room, gift("a", 1, 10)).unwrap();
+    assert_eq!(types(&same), vec![EventType::RoomGiftSent, EventType::RoomHeatChanged]);
+    // b overtakes a: RankChanged.
+    let overtakes = run(&same.state, gift("b", 1, 500)).unwrap();
+    assert_eq!(overtakes.events.last().unwrap().event_type, EventType::RoomRankChanged);
+    assert_eq!(overtakes.state.gift_rank[0].user_id, user("b"));
+}
+
+#[test]
+fn rank_ties_go_to_the_earliest_sender_and_keep_ten() {
+    let mut room = open_room();
+    for i in 0..12 {
+        room = join(&room, &format!("u{i:02}"));
+    }
+    for i in (0..12).rev() {
+        room = run(&room, gift(&format!("u{i:02}"), 1, 7)).unwrap().state;
+    }
+    assert_eq!(room.gift_rank.len(), 10);
+    assert_eq!(room.gift_rank[0].user_id, user("u11"), "earliest sender wins the tie");
+}
+
+#[test]
+fn heat_overflow_is_refused_and_changes_nothing() {
+    let mut room = join(&open_room(), "u1");
+    room.heat = i64::MAX - 10;
+    assert_eq!(run(&room, gift("u1", 1, 11)), Err(DomainError::HeatOverflow));
+}
+
+#[test]
+fn close_removes_members_and_refuses_everything_after() {
+    let room = join(&open_room(), "u1");
+    let closed = run(&room, Command::CloseRoom).unwrap();
+    assert_eq!(closed.state.status, RoomStatus::Closed);
+    assert!(closed.state.members.is_empty());
+    assert_eq!(types(&closed), vec![EventType::RoomClosed]);
+    for command in [Command::JoinRoom { user_id: user("u2") }, gift("u1", 1, 1), Command::CloseRoom] {
+        assert_eq!(run(&closed.state, command), Err(DomainError::RoomClosed));
+    }
+}
+
+#[test]
+fn heartbeat_refreshes_members_only() {
+    let mut room = join(&open_room(), "u1");
+    heartbeat(&mut room, &user("u1"), 500).unwrap();
+    assert_eq!(room.members[&user("u1")].last_heartbeat_ms, 500);
+    assert_eq!(room.version, 2, "heartbeat is not a command");
+    assert!(matches!(heartbeat(&mut room, &user("u2"), 600), Err(DomainError::NotMember { .. })));
+}
+
+#[test]
+fn stale_members_are_those_at_or_before_the_cutoff() {
+    let mut room = join(&join(&open_room(), "a"), "b");
+    heartbeat(&mut room, &user("b"), 1_000).unwrap();
+    assert_eq!(room.stale_members(999), vec![user("a")]);
+    room.reset_presence(5_000);
+    assert!(room.stale_members(4_999).is_empty());
+}

@@ -1,0 +1,128 @@
+//! Events produced by commands and the envelope they travel in.
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::command::CommandContext;
+
+/// The closed set of event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventType {
+    /// A room was created.
+    RoomCreated,
+    /// A user joined.
+    RoomUserJoined,
+    /// A user left.
+    RoomUserLeft,
+    /// A gift was sent.
+    RoomGiftSent,
+    /// The room's heat changed.
+    RoomHeatChanged,
+    /// The top-10 gift rank changed order.
+    RoomRankChanged,
+    /// The room was closed.
+    RoomClosed,
+}
+
+impl EventType {
+    /// Every event type.
+    pub const ALL: [EventType; 7] = [
+        EventType::RoomCreated,
+        EventType::RoomUserJoined,
+        EventType::RoomUserLeft,
+        EventType::RoomGiftSent,
+        EventType::RoomHeatChanged,
+        EventType::RoomRankChanged,
+        EventType::RoomClosed,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::RoomCreated => "RoomCreated",
+            EventType::RoomUserJoined => "RoomUserJoined",
+            EventType::RoomUserLeft => "RoomUserLeft",
+            EventType::RoomGiftSent => "RoomGiftSent",
+            EventType::RoomHeatChanged => "RoomHeatChanged",
+            EventType::RoomRankChanged => "RoomRankChanged",
+            EventType::RoomClosed => "RoomClosed",
+        }
+    }
+
+    /// Gifts and room close matter most to viewers.
+    pub fn is_high_priority(self) -> bool {
+        matches!(self, EventType::RoomGiftSent | EventType::RoomClosed)
+    }
+}
+
+impl FromStr for EventType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        EventType::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| format!("unknown event type {s:?}"))
+    }
+}
+
+/// An event as produced by `apply`: its type and payload, before it gets an id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The type.
+    pub event_type: EventType,
+    /// Event-specific fields.
+    pub payload: serde_json::Value,
+}
+
+/// The envelope stored in the outbox and sent to IM inside the message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventEnvelope {
+    /// UUIDv7, the dedup key of events.
+    pub event_id: String,
+    /// Event type name.
+    pub event_type: EventType,
+    /// The room.
+    pub room_id: String,
+    /// Room version after the command.
+    pub room_version: u64,
+    /// The command that produced it.
+    pub command_id: String,
+    /// Tracing id of the request.
+    pub request_id: String,
+    /// When the command was applied (ms since the epoch).
+    pub occurred_at_ms: i64,
+    /// Event-specific fields.
+    pub payload: serde_json::Value,
+}
+
+impl EventEnvelope {
+    /// Wraps an event of the command described by `ctx`, at `room_version`, under `event_id`.
+    pub fn new(event: Event, ctx: &CommandContext, room_version: u64, event_id: String) -> Self {
+        EventEnvelope {
+            event_id,
+            event_type: event.event_type,
+            room_id: ctx.room_id.to_string(),
+            room_version,
+            command_id: ctx.command_id.to_string(),
+            request_id: ctx.request_id.clone(),
+            occurred_at_ms: ctx.now_ms,
+            payload: event.payload,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_type_names_round_trip() {
+        for t in EventType::ALL {
+            assert_eq!(t.as_str().parse::<EventType>(), Ok(t));
+            assert_eq!(serde_json::to_value(t).unwrap(), serde_json::json!(t.as_str()));
+        }
+        assert!("Nope".parse::<EventType>().is_err());
+    }
+}
