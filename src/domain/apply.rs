@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::command::{Command, CommandContext, LeaveReason};
+use super::command::{Command, CommandContext};
 use super::error::DomainError;
 use super::event::{Event, EventType};
 use super::ids::UserId;

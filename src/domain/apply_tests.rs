@@ -1,4 +1,5 @@
 use super::*;
+use crate::domain::LeaveReason;
 use crate::domain::{CommandId, GiftId, RankEntry, RoomId};
 
 fn ctx(now_ms: i64) -> CommandContext {

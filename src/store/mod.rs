@@ -1,1 +1,120 @@
-//! TODO module doc
+//! Storage: one [`Repository`] trait over the three tables (`room_command_log`,
+//! `room_outbox`, `room_snapshot`), implemented for MySQL/MariaDB and SQLite.
+//!
+//! The command path commits a command, its outbox rows and the room snapshot in one
+//! transaction ([`Repository::commit_command`]); the outbox worker claims and marks rows;
+//! the admin endpoints read stats. Every time comparison on outbox rows uses the database's
+//! clock, never the node's.
+
+mod mysql;
+mod sqlite;
+mod types;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+pub use mysql::MySqlRepository;
+pub use sqlite::SqliteRepository;
+pub use types::{
+    Claim, CommandCommit, CommitError, MarkReport, NewOutboxRow, OutboxQuery, OutboxRow, OutboxStats,
+    OutboxStatus, PublishResult, StoreError, StoredCommand, StoredRoom,
+};
+
+/// Which database a repository talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// MySQL 8 or MariaDB >= 10.6.
+    MySql,
+    /// Embedded SQLite file.
+    Sqlite,
+}
+
+/// Shared handle to the repository.
+pub type SharedRepository = Arc<dyn Repository>;
+
+/// Everything the service stores. One conformance suite (`tests/it/store.rs`) runs unchanged
+/// against both implementations.
+#[async_trait]
+pub trait Repository: Send + Sync + std::fmt::Debug + 'static {
+    /// Which database this is.
+    fn backend(&self) -> Backend;
+
+    /// Cheap round trip, for readiness.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// The persisted snapshot of a room, if any.
+    async fn load_room(&self, room_id: &str) -> Result<Option<StoredRoom>, StoreError>;
+
+    /// The logged outcome of a command, if it was ever committed.
+    async fn find_command(&self, command_id: &str) -> Result<Option<StoredCommand>, StoreError>;
+
+    /// One transaction: command log row, outbox rows (`pending`, claimable after
+    /// `publish_timeout`), snapshot guarded by the expected previous version.
+    async fn commit_command(&self, commit: &CommandCommit) -> Result<(), CommitError>;
+
+    /// Best-effort mark of synchronously published events (`pending|retryable` → `delivered`).
+    /// Returns how many rows changed.
+    async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, StoreError>;
+
+    /// Claims up to `claim.limit` claimable rows for `claim.worker_id` under a lease.
+    async fn claim_outbox(&self, claim: &Claim) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// Records a claimed batch's results, fenced on `status='delivering' AND worker_id`.
+    async fn finish_claimed(
+        &self,
+        worker_id: &str,
+        results: &[PublishResult],
+    ) -> Result<MarkReport, StoreError>;
+
+    /// Counts per undelivered status and the age of the oldest undelivered row.
+    async fn outbox_stats(&self) -> Result<OutboxStats, StoreError>;
+
+    /// Rows for the admin listing, by ascending id.
+    async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// Current status of the given events (for replayed command responses).
+    async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError>;
+
+    /// Closes the pool; waits for connections in use to be returned.
+    async fn close(&self);
+}
+
+/// Opens the database named by `url` (`mysql://`, `mariadb://` or `sqlite:`), checks the
+/// engine, and runs migrations when asked.
+pub async fn connect(
+    url: &str,
+    max_connections: u32,
+    run_migrations: bool,
+) -> Result<SharedRepository, StoreError> {
+    if url.starts_with("sqlite:") {
+        let repo = SqliteRepository::connect(url, max_connections).await?;
+        if run_migrations {
+            repo.migrate().await?;
+        }
+        Ok(Arc::new(repo))
+    } else if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+        let url = url.replacen("mariadb:", "mysql:", 1);
+        let repo = MySqlRepository::connect(&url, max_connections).await?;
+        repo.check_engine().await?;
+        if run_migrations {
+            repo.migrate().await?;
+        }
+        Ok(Arc::new(repo))
+    } else {
+        Err(StoreError::Config("database.url must start with sqlite:, mysql: or mariadb:".into()))
+    }
+}
+
+/// Truncates an error message to what fits `last_error` (512 chars), on a char boundary.
+pub fn short_error(message: &str) -> String {
+    const MAX: usize = 512;
+    if message.len() <= MAX {
+        return message.to_owned();
+    }
+    let mut end = MAX - 3;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &message[..end])
+}

@@ -1,0 +1,389 @@
+//! [`Repository`] on MySQL 8 / MariaDB >= 10.6 (production).
+//!
+//! Every session runs at READ COMMITTED (set on connect): REPEATABLE READ gap locks taken by
+//! the claim would block the command path's inserts. The claim is one short transaction:
+//! `SELECT id ... FOR UPDATE SKIP LOCKED` on `idx_room_outbox_claim`, then `UPDATE ... WHERE
+//! id IN (...)`. No transaction is ever held across an IM call.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::{Executor, MySql, QueryBuilder, Row};
+
+use super::types::*;
+use super::{Backend, Repository};
+
+/// Database clock, milliseconds since the epoch.
+macro_rules! now_ms {
+    () => {
+        "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
+    };
+}
+
+const OUTBOX_COLUMNS: &str = "id, event_id, room_id, event_type, envelope, status, retry_count, last_error, \
+     worker_id, lock_until_ms, created_at_ms, updated_at_ms, delivered_at_ms";
+
+/// MySQL/MariaDB repository.
+#[derive(Debug, Clone)]
+pub struct MySqlRepository {
+    pool: MySqlPool,
+}
+
+impl MySqlRepository {
+    /// Opens a pool of at most `max_connections`, every session at READ COMMITTED.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let options = MySqlConnectOptions::from_str(url)?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(5))
+            .after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").await?;
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    /// The underlying pool (tests and benchmarks).
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// Runs `migrations/mysql`.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::migrate!("migrations/mysql").run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Refuses engines on which `FOR UPDATE SKIP LOCKED` does not give disjoint claims:
+    /// MariaDB before 10.6, MySQL before 8, and TiDB (which ignores `FOR UPDATE` there).
+    pub async fn check_engine(&self) -> Result<(), StoreError> {
+        let version: String = sqlx::query_scalar("SELECT VERSION()").fetch_one(&self.pool).await?;
+        check_engine_version(&version).map_err(StoreError::Config)
+    }
+}
+
+/// Decides from `SELECT VERSION()` whether the engine supports the claim.
+pub(crate) fn check_engine_version(version: &str) -> Result<(), String> {
+    let lower = version.to_ascii_lowercase();
+    let numbers: Vec<u32> =
+        version.split(|c: char| !c.is_ascii_digit()).take(2).map(|n| n.parse().unwrap_or(0)).collect();
+    let (major, minor) = (numbers.first().copied().unwrap_or(0), numbers.get(1).copied().unwrap_or(0));
+    let refuse = |why: &str| Err(format!("database engine {version:?} is not supported: {why}"));
+    if lower.contains("tidb") {
+        return refuse(
+            "TiDB ignores FOR UPDATE next to SKIP LOCKED, so two workers could claim the same rows",
+        );
+    }
+    if lower.contains("mariadb") {
+        if (major, minor) < (10, 6) {
+            return refuse("MariaDB >= 10.6 is required for SELECT ... FOR UPDATE SKIP LOCKED");
+        }
+    } else if major < 8 {
+        return refuse("MySQL >= 8.0 is required for SELECT ... FOR UPDATE SKIP LOCKED");
+    }
+    Ok(())
+}
+
+fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+#[async_trait]
+impl Repository for MySqlRepository {
+    fn backend(&self) -> Backend {
+        Backend::MySql
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn load_room(&self, room_id: &str) -> Result<Option<StoredRoom>, StoreError> {
+        let row = sqlx::query("SELECT version, state FROM room_snapshot WHERE room_id = ?")
+            .bind(room_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| StoredRoom { version: r.get::<i64, _>(0) as u64, state: r.get(1) }))
+    }
+
+    async fn find_command(&self, command_id: &str) -> Result<Option<StoredCommand>, StoreError> {
+        let row = sqlx::query(
+            "SELECT room_id, fingerprint, applied, room_version, outcome FROM room_command_log \
+             WHERE command_id = ?",
+        )
+        .bind(command_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| StoredCommand {
+            room_id: r.get(0),
+            fingerprint: r.get(1),
+            applied: r.get::<bool, _>(2),
+            room_version: r.get::<i64, _>(3) as u64,
+            outcome: r.get(4),
+        }))
+    }
+
+    async fn commit_command(&self, c: &CommandCommit) -> Result<(), CommitError> {
+        let mut tx = self.pool.begin().await?;
+        if let Some((expected, state)) = &c.snapshot {
+            let written = if *expected == 0 {
+                let insert = sqlx::query(concat!(
+                    "INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) VALUES (?, ?, ?, ?, ",
+                    now_ms!(),
+                    ")"
+                ))
+                .bind(&c.room_id)
+                .bind(c.room_version as i64)
+                .bind(c.room_status)
+                .bind(state)
+                .execute(&mut *tx)
+                .await;
+                match insert {
+                    Err(e) if is_unique_violation(&e) => 0,
+                    other => other?.rows_affected(),
+                }
+            } else {
+                sqlx::query(concat!(
+                    "UPDATE room_snapshot SET version = ?, status = ?, state = ?, updated_at_ms = ",
+                    now_ms!(),
+                    " WHERE room_id = ? AND version = ?"
+                ))
+                .bind(c.room_version as i64)
+                .bind(c.room_status)
+                .bind(state)
+                .bind(&c.room_id)
+                .bind(*expected as i64)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+            };
+            if written != 1 {
+                return Err(CommitError::VersionConflict);
+            }
+        }
+        let logged = sqlx::query(concat!(
+            "INSERT INTO room_command_log (command_id, room_id, command_type, fingerprint, request_id, \
+             applied, room_version, outcome, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ",
+            now_ms!(),
+            ")"
+        ))
+        .bind(&c.command_id)
+        .bind(&c.room_id)
+        .bind(c.command_type)
+        .bind(&c.fingerprint)
+        .bind(&c.request_id)
+        .bind(c.applied)
+        .bind(c.room_version as i64)
+        .bind(&c.outcome)
+        .execute(&mut *tx)
+        .await;
+        match logged {
+            Err(e) if is_unique_violation(&e) => return Err(CommitError::DuplicateCommand),
+            other => other?,
+        };
+        if !c.outbox.is_empty() {
+            let timeout_ms = c.publish_timeout.as_millis() as i64;
+            let mut insert = QueryBuilder::<MySql>::new(
+                "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, status, retry_count, \
+                 lock_until_ms, created_at_ms, updated_at_ms) ",
+            );
+            insert.push_values(&c.outbox, |mut row, e| {
+                row.push_bind(&e.event_id)
+                    .push_bind(&c.room_id)
+                    .push_bind(e.event_type)
+                    .push_bind(&e.envelope)
+                    .push("'pending'")
+                    .push("0")
+                    .push(concat!(now_ms!(), " + "))
+                    .push_bind_unseparated(timeout_ms)
+                    .push(now_ms!())
+                    .push(now_ms!());
+            });
+            insert.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, StoreError> {
+        if event_ids.is_empty() {
+            return Ok(0);
+        }
+        let mut q = QueryBuilder::<MySql>::new(concat!(
+            "UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = NULL, \
+             delivered_at_ms = ",
+            now_ms!(),
+            ", updated_at_ms = ",
+            now_ms!(),
+            " WHERE status IN ('pending', 'retryable') AND event_id IN ("
+        ));
+        let mut ids = q.separated(", ");
+        for id in event_ids {
+            ids.push_bind(id);
+        }
+        q.push(")");
+        Ok(q.build().execute(&self.pool).await?.rows_affected())
+    }
+
+    async fn claim_outbox(&self, claim: &Claim) -> Result<Vec<OutboxRow>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let ids: Vec<i64> = sqlx::query_scalar(concat!(
+            "SELECT id FROM room_outbox FORCE INDEX (idx_room_outbox_claim) WHERE lock_until_ms <= ",
+            now_ms!(),
+            " AND status IN ('pending', 'retryable', 'delivering') ORDER BY lock_until_ms, id LIMIT ? \
+             FOR UPDATE SKIP LOCKED"
+        ))
+        .bind(claim.limit as i64)
+        .fetch_all(&mut *tx)
+        .await?;
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
+        let mut update =
+            QueryBuilder::<MySql>::new("UPDATE room_outbox SET status = 'delivering', worker_id = ");
+        update
+            .push_bind(&claim.worker_id)
+            .push(concat!(", lock_until_ms = ", now_ms!(), " + "))
+            .push_bind(claim.lease.as_millis() as i64)
+            .push(concat!(", updated_at_ms = ", now_ms!(), " WHERE id IN ("));
+        push_ids(&mut update, &ids);
+        update.build().execute(&mut *tx).await?;
+        let mut select =
+            QueryBuilder::<MySql>::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE id IN ("));
+        push_ids(&mut select, &ids);
+        select.push(" ORDER BY id");
+        let rows = select.build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    async fn finish_claimed(
+        &self,
+        worker_id: &str,
+        results: &[PublishResult],
+    ) -> Result<MarkReport, StoreError> {
+        let mut report = MarkReport::default();
+        if results.is_empty() {
+            return Ok(report);
+        }
+        let mut tx = self.pool.begin().await?;
+        let delivered: Vec<i64> = results.iter().filter(|r| r.outcome.is_ok()).map(|r| r.id).collect();
+        if !delivered.is_empty() {
+            let mut q = QueryBuilder::<MySql>::new(concat!(
+                "UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = NULL, \
+                 delivered_at_ms = ",
+                now_ms!(),
+                ", updated_at_ms = ",
+                now_ms!(),
+                " WHERE status = 'delivering' AND worker_id = "
+            ));
+            q.push_bind(worker_id).push(" AND id IN (");
+            push_ids(&mut q, &delivered);
+            report.delivered = q.build().execute(&mut *tx).await?.rows_affected();
+        }
+        for ((error, retry_after), ids) in group_failures(results) {
+            let mut q = QueryBuilder::<MySql>::new(
+                "UPDATE room_outbox SET status = 'retryable', retry_count = retry_count + 1, last_error = ",
+            );
+            q.push_bind(error)
+                .push(concat!(", lock_until_ms = ", now_ms!(), " + "))
+                .push_bind(retry_after.as_millis() as i64)
+                .push(concat!(
+                    ", updated_at_ms = ",
+                    now_ms!(),
+                    " WHERE status = 'delivering' AND worker_id = "
+                ))
+                .push_bind(worker_id)
+                .push(" AND id IN (");
+            push_ids(&mut q, &ids);
+            report.retried += q.build().execute(&mut *tx).await?.rows_affected();
+        }
+        tx.commit().await?;
+        report.lease_lost = results.len() as u64 - report.delivered - report.retried;
+        Ok(report)
+    }
+
+    async fn outbox_stats(&self) -> Result<OutboxStats, StoreError> {
+        let rows = sqlx::query(concat!(
+            "SELECT status, COUNT(*), ",
+            now_ms!(),
+            " - MIN(created_at_ms), MAX(retry_count) FROM room_outbox \
+             WHERE status IN ('pending', 'delivering', 'retryable', 'failed') GROUP BY status"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        let rows = rows
+            .into_iter()
+            .map(|r| {
+                (
+                    r.get::<String, _>(0),
+                    r.get::<i64, _>(1),
+                    r.get::<Option<i64>, _>(2),
+                    r.get::<Option<i32>, _>(3),
+                )
+            })
+            .collect();
+        Ok(stats_from_groups(rows))
+    }
+
+    async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError> {
+        let mut q =
+            QueryBuilder::<MySql>::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE id > "));
+        q.push_bind(query.after_id);
+        if let Some(status) = query.status {
+            q.push(" AND status = ").push_bind(status.as_str());
+        }
+        q.push(" ORDER BY id LIMIT ").push_bind(i64::from(query.limit));
+        Ok(q.build_query_as::<OutboxRow>().fetch_all(&self.pool).await?)
+    }
+
+    async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError> {
+        if event_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q =
+            QueryBuilder::<MySql>::new("SELECT event_id, status FROM room_outbox WHERE event_id IN (");
+        let mut ids = q.separated(", ");
+        for id in event_ids {
+            ids.push_bind(id);
+        }
+        q.push(")");
+        let rows = q.build().fetch_all(&self.pool).await?;
+        Ok(parse_statuses(rows.iter().map(|r| (r.get::<String, _>(0), r.get::<String, _>(1)))))
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn push_ids(q: &mut QueryBuilder<MySql>, ids: &[i64]) {
+    let mut list = q.separated(", ");
+    for id in ids {
+        list.push_bind(*id);
+    }
+    q.push(")");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_engine_version;
+
+    #[test]
+    fn engine_check_accepts_modern_engines_and_refuses_the_rest() {
+        assert!(check_engine_version("10.11.19-MariaDB-0+deb12u1").is_ok());
+        assert!(check_engine_version("10.6.0-MariaDB").is_ok());
+        assert!(check_engine_version("8.0.36").is_ok());
+        assert!(check_engine_version("10.5.20-MariaDB").unwrap_err().contains("10.6"));
+        assert!(check_engine_version("5.7.44-log").unwrap_err().contains("8.0"));
+        assert!(check_engine_version("8.0.11-TiDB-v7.5.0").unwrap_err().contains("TiDB"));
+    }
+}

@@ -1,0 +1,289 @@
+//! Values passed to and from the [`Repository`](super::Repository).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Status of an outbox row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxStatus {
+    /// Written by the command transaction.
+    Pending,
+    /// Claimed by a worker under a lease.
+    Delivering,
+    /// Published.
+    Delivered,
+    /// A worker publish failed; claimed again later.
+    Retryable,
+    /// Parked for a person (reserved; V1 never writes it).
+    Failed,
+}
+
+impl OutboxStatus {
+    /// Every status.
+    pub const ALL: [OutboxStatus; 5] = [
+        OutboxStatus::Pending,
+        OutboxStatus::Delivering,
+        OutboxStatus::Delivered,
+        OutboxStatus::Retryable,
+        OutboxStatus::Failed,
+    ];
+
+    /// Column value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxStatus::Pending => "pending",
+            OutboxStatus::Delivering => "delivering",
+            OutboxStatus::Delivered => "delivered",
+            OutboxStatus::Retryable => "retryable",
+            OutboxStatus::Failed => "failed",
+        }
+    }
+}
+
+impl FromStr for OutboxStatus {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        OutboxStatus::ALL.into_iter().find(|v| v.as_str() == s).ok_or_else(|| {
+            format!("unknown status {s:?} (expected pending, delivering, delivered, retryable or failed)")
+        })
+    }
+}
+
+/// A persisted room snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRoom {
+    /// Room version it holds.
+    pub version: u64,
+    /// The serialised `RoomState`.
+    pub state: String,
+}
+
+/// A logged command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCommand {
+    /// The room it targeted.
+    pub room_id: String,
+    /// SHA-256 of its body.
+    pub fingerprint: String,
+    /// Whether it changed the room.
+    pub applied: bool,
+    /// Room version after it.
+    pub room_version: u64,
+    /// Its serialised outcome.
+    pub outcome: String,
+}
+
+/// One outbox row to insert with a command.
+#[derive(Debug, Clone)]
+pub struct NewOutboxRow {
+    /// UUIDv7.
+    pub event_id: String,
+    /// Event type name.
+    pub event_type: &'static str,
+    /// Envelope JSON.
+    pub envelope: String,
+}
+
+/// Everything one command commits, in one transaction.
+#[derive(Debug, Clone)]
+pub struct CommandCommit {
+    /// Idempotency key.
+    pub command_id: String,
+    /// Target room.
+    pub room_id: String,
+    /// Bounded command name.
+    pub command_type: &'static str,
+    /// SHA-256 of the command body.
+    pub fingerprint: String,
+    /// Tracing id.
+    pub request_id: String,
+    /// Whether the command changed the room.
+    pub applied: bool,
+    /// Room version after the command.
+    pub room_version: u64,
+    /// Serialised outcome, replayed for a repeated command id.
+    pub outcome: String,
+    /// Snapshot to write when applied: (expected previous version, 0 for a new room; state).
+    pub snapshot: Option<(u64, String)>,
+    /// Room status stored beside the snapshot.
+    pub room_status: &'static str,
+    /// Outbox rows, in event order.
+    pub outbox: Vec<NewOutboxRow>,
+    /// The rows are not claimable by a worker before this much time has passed.
+    pub publish_timeout: Duration,
+}
+
+/// Why a command commit did not happen. Nothing was written in every case.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// The command id is already in the log.
+    #[error("command id already logged")]
+    DuplicateCommand,
+    /// Another writer committed this room's next version first.
+    #[error("room version conflict")]
+    VersionConflict,
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for CommitError {
+    fn from(e: sqlx::Error) -> Self {
+        CommitError::Store(e.into())
+    }
+}
+
+/// A database failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or refused the statement.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Migrations failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The engine or its configuration cannot run this service.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A claim request.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    /// Unique to this claim (node id + fresh token).
+    pub worker_id: String,
+    /// At most this many rows.
+    pub limit: usize,
+    /// Lease over the whole batch.
+    pub lease: Duration,
+}
+
+/// The result of publishing one claimed row.
+#[derive(Debug, Clone)]
+pub struct PublishResult {
+    /// Row id.
+    pub id: i64,
+    /// `Ok` → delivered; `Err(short message)` → retryable after `retry_after`.
+    pub outcome: Result<(), String>,
+    /// For failures: not claimable again before this delay.
+    pub retry_after: Duration,
+}
+
+/// What a batch mark changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MarkReport {
+    /// Rows marked delivered.
+    pub delivered: u64,
+    /// Rows marked retryable.
+    pub retried: u64,
+    /// Rows no longer held by this worker (lease lost): unchanged.
+    pub lease_lost: u64,
+}
+
+/// Backlog figures.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OutboxStats {
+    /// Rows per status, delivered excluded (that count grows without bound).
+    pub pending: u64,
+    /// Claimed rows.
+    pub delivering: u64,
+    /// Rows waiting for another attempt.
+    pub retryable: u64,
+    /// Parked rows.
+    pub failed: u64,
+    /// Age (ms, database clock) of the oldest row not yet delivered.
+    pub oldest_pending_age_ms: Option<i64>,
+    /// Age (ms) of the oldest retryable row.
+    pub oldest_retryable_age_ms: Option<i64>,
+    /// Highest retry count among undelivered rows.
+    pub max_retry_count: i64,
+}
+
+/// Admin listing filter.
+#[derive(Debug, Clone, Default)]
+pub struct OutboxQuery {
+    /// Only this status.
+    pub status: Option<OutboxStatus>,
+    /// Only ids greater than this (paging).
+    pub after_id: i64,
+    /// At most this many rows.
+    pub limit: u32,
+}
+
+/// One outbox row as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct OutboxRow {
+    /// Primary key.
+    pub id: i64,
+    /// UUIDv7.
+    pub event_id: String,
+    /// Room.
+    pub room_id: String,
+    /// Event type name.
+    pub event_type: String,
+    /// Envelope JSON.
+    pub envelope: String,
+    /// Status column.
+    pub status: String,
+    /// Worker attempts that failed.
+    pub retry_count: i32,
+    /// Last worker error.
+    pub last_error: Option<String>,
+    /// Claiming worker.
+    pub worker_id: Option<String>,
+    /// See the schema.
+    pub lock_until_ms: Option<i64>,
+    /// Database clock at insert.
+    pub created_at_ms: i64,
+    /// Database clock at last change.
+    pub updated_at_ms: i64,
+    /// Database clock at delivery.
+    pub delivered_at_ms: Option<i64>,
+}
+
+/// Groups failed results by (error, retry delay) so a batch costs one UPDATE per distinct error.
+pub(super) fn group_failures(results: &[PublishResult]) -> Vec<((&str, Duration), Vec<i64>)> {
+    let mut groups: Vec<((&str, Duration), Vec<i64>)> = Vec::new();
+    for r in results {
+        if let Err(error) = &r.outcome {
+            let key = (error.as_str(), r.retry_after);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, ids)) => ids.push(r.id),
+                None => groups.push((key, vec![r.id])),
+            }
+        }
+    }
+    groups
+}
+
+/// Folds `(status, count, age of oldest, max retry_count)` groups into [`OutboxStats`].
+pub(super) fn stats_from_groups(groups: Vec<(String, i64, Option<i64>, Option<i32>)>) -> OutboxStats {
+    let mut stats = OutboxStats::default();
+    for (status, count, age, max_retry) in groups {
+        let count = count.max(0) as u64;
+        match status.parse::<OutboxStatus>() {
+            Ok(OutboxStatus::Pending) => stats.pending = count,
+            Ok(OutboxStatus::Delivering) => stats.delivering = count,
+            Ok(OutboxStatus::Retryable) => {
+                stats.retryable = count;
+                stats.oldest_retryable_age_ms = age;
+            }
+            Ok(OutboxStatus::Failed) => stats.failed = count,
+            Ok(OutboxStatus::Delivered) | Err(_) => continue,
+        }
+        if status != "failed" {
+            stats.oldest_pending_age_ms = stats.oldest_pending_age_ms.max(age);
+        }
+        stats.max_retry_count = stats.max_retry_count.max(i64::from(max_retry.unwrap_or(0)));
+    }
+    stats
+}
+
+/// Parses `(event_id, status)` pairs, skipping statuses this version does not know.
+pub(super) fn parse_statuses(rows: impl Iterator<Item = (String, String)>) -> Vec<(String, OutboxStatus)> {
+    rows.filter_map(|(id, status)| status.parse().ok().map(|s| (id, s))).collect()
+}
