@@ -1,0 +1,82 @@
+//! The response to a command, and its logged form replayed for a repeated `command_id`.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::domain::{Command, RoomId, RoomSnapshot};
+
+/// How far an event got by the time the command answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// IM accepted it.
+    Delivered,
+    /// Not meant for IM (filtered); marked delivered without a call.
+    Skipped,
+    /// Not delivered yet; the outbox worker will.
+    Pending,
+}
+
+/// One event of a command response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventReceipt {
+    /// Event id.
+    pub event_id: String,
+    /// Event type name.
+    pub event_type: String,
+    /// Delivery state.
+    pub delivery: Delivery,
+}
+
+/// The 200 answer to a command.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommandResponse {
+    /// False when the command was a no-op.
+    pub applied: bool,
+    /// Room version the command produced (the same on replay).
+    pub room_version: u64,
+    /// True when this answers a repeated `command_id` from the log.
+    pub replayed: bool,
+    /// The room now.
+    pub room: Option<RoomSnapshot>,
+    /// The command's events.
+    pub events: Vec<EventReceipt>,
+}
+
+/// What the command log keeps of a command's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LoggedOutcome {
+    pub applied: bool,
+    pub room_version: u64,
+    pub events: Vec<LoggedEvent>,
+}
+
+/// An event id and type, as logged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LoggedEvent {
+    pub event_id: String,
+    pub event_type: String,
+}
+
+/// SHA-256 (hex) of the room id and the canonical command body: a repeated `command_id` must
+/// carry the same fingerprint or it is a conflict.
+pub(crate) fn fingerprint(room_id: &RoomId, command: &Command) -> String {
+    let body = serde_json::to_vec(&(room_id, command)).unwrap_or_default();
+    let digest = Sha256::digest(&body);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::UserId;
+
+    #[test]
+    fn fingerprint_differs_by_body_and_room() {
+        let room = RoomId::parse("r").unwrap();
+        let join = |u: &str| Command::JoinRoom { user_id: UserId::parse(u).unwrap() };
+        assert_eq!(fingerprint(&room, &join("a")), fingerprint(&room, &join("a")));
+        assert_ne!(fingerprint(&room, &join("a")), fingerprint(&room, &join("b")));
+        assert_ne!(fingerprint(&room, &join("a")), fingerprint(&RoomId::parse("s").unwrap(), &join("a")));
+    }
+}

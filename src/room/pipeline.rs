@@ -1,0 +1,358 @@
+//! The command pipeline: validate → cell applies → one transaction → swap memory → publish →
+//! best-effort mark delivered → respond.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Mutex as AsyncMutex;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+use super::error::RoomError;
+use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedEvent, LoggedOutcome, fingerprint};
+use super::Clock;
+use crate::domain::{
+    self, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomSnapshot, RoomState,
+    RoomStatus, UserId,
+};
+use crate::publish::{self, Message, Outcome, Path, Priority, Publisher};
+use crate::store::{CommandCommit, CommitError, NewOutboxRow, OutboxStatus, SharedRepository, StoredCommand};
+
+/// Settings of the room service.
+#[derive(Debug, Clone)]
+pub struct RoomOptions {
+    /// Bounds the synchronous publish of one command; outbox rows are not claimable by the
+    /// worker before it has passed.
+    pub publish_timeout: Duration,
+}
+
+/// One room's cell: its state once loaded (`None` inside: the room does not exist).
+#[derive(Debug, Default)]
+struct Cell {
+    state: AsyncMutex<Option<Option<RoomState>>>,
+}
+
+/// Runs room commands; cheap to clone.
+#[derive(Clone)]
+pub struct RoomService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    repo: SharedRepository,
+    publisher: Publisher,
+    cells: Mutex<HashMap<RoomId, Arc<Cell>>>,
+    options: RoomOptions,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for RoomService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoomService").field("options", &self.inner.options).finish_non_exhaustive()
+    }
+}
+
+/// A committed command waiting to be published.
+struct Committed {
+    response: CommandResponse,
+    envelopes: Vec<(EventEnvelope, Arc<str>)>,
+}
+
+impl RoomService {
+    /// A service over `repo` that publishes through `publisher`.
+    pub fn new(repo: SharedRepository, publisher: Publisher, options: RoomOptions, clock: Clock) -> Self {
+        let inner = Inner { repo, publisher, cells: Mutex::default(), options, clock };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// Applies `command` to `room_id` (idempotent by `command_id`), commits it, publishes its
+    /// events and answers how far each got.
+    pub async fn execute(
+        &self,
+        room_id: RoomId,
+        command_id: CommandId,
+        request_id: String,
+        command: Command,
+    ) -> Result<CommandResponse, RoomError> {
+        let committed = self.commit(&room_id, &command_id, request_id, &command).await?;
+        Ok(self.publish(committed).await)
+    }
+
+    /// Refreshes a member's presence (memory only).
+    pub async fn heartbeat(&self, room_id: &RoomId, user_id: &UserId) -> Result<(), RoomError> {
+        let cell = self.cell(room_id);
+        let mut guard = cell.state.lock().await;
+        let state = self.loaded(room_id, &mut guard).await?;
+        let room = state.as_mut().ok_or(DomainError::RoomNotFound)?;
+        domain::heartbeat(room, user_id, (self.inner.clock)())?;
+        Ok(())
+    }
+
+    /// The room as committed.
+    pub async fn snapshot(&self, room_id: &RoomId) -> Result<RoomSnapshot, RoomError> {
+        let cell = self.cell(room_id);
+        let mut guard = cell.state.lock().await;
+        let state = self.loaded(room_id, &mut guard).await?;
+        Ok(state.as_ref().ok_or(DomainError::RoomNotFound)?.snapshot())
+    }
+
+    /// Open rooms loaded in memory and their members whose last heartbeat is at or before
+    /// `cutoff_ms` (for the presence worker).
+    pub async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<UserId>)> {
+        let cells: Vec<(RoomId, Arc<Cell>)> = {
+            let cells = self.inner.cells.lock().unwrap_or_else(|e| e.into_inner());
+            cells.iter().map(|(id, c)| (id.clone(), c.clone())).collect()
+        };
+        let mut stale = Vec::new();
+        for (room_id, cell) in cells {
+            let guard = cell.state.lock().await;
+            if let Some(Some(room)) = guard.as_ref() {
+                let members = room.stale_members(cutoff_ms);
+                if room.status == RoomStatus::Open && !members.is_empty() {
+                    stale.push((room_id, members));
+                }
+            }
+        }
+        stale
+    }
+
+    fn cell(&self, room_id: &RoomId) -> Arc<Cell> {
+        let mut cells = self.inner.cells.lock().unwrap_or_else(|e| e.into_inner());
+        cells.entry(room_id.clone()).or_default().clone()
+    }
+
+    /// Loads the cell's state from the snapshot if it is not loaded yet.
+    async fn loaded<'a>(
+        &self,
+        room_id: &RoomId,
+        slot: &'a mut Option<Option<RoomState>>,
+    ) -> Result<&'a mut Option<RoomState>, RoomError> {
+        if slot.is_none() {
+            *slot = Some(self.load(room_id).await?);
+        }
+        Ok(slot.get_or_insert(None))
+    }
+
+    async fn load(&self, room_id: &RoomId) -> Result<Option<RoomState>, RoomError> {
+        let Some(stored) = self.inner.repo.load_room(room_id.as_str()).await? else {
+            return Ok(None);
+        };
+        let mut state: RoomState = serde_json::from_str(&stored.state)
+            .map_err(|e| RoomError::Corrupt(format!("snapshot of room {room_id}: {e}")))?;
+        state.reset_presence((self.inner.clock)());
+        Ok(Some(state))
+    }
+
+    /// Applies and commits under the cell lock; memory changes only after commit.
+    async fn commit(
+        &self,
+        room_id: &RoomId,
+        command_id: &CommandId,
+        request_id: String,
+        command: &Command,
+    ) -> Result<Committed, RoomError> {
+        let fingerprint = fingerprint(room_id, command);
+        let cell = self.cell(room_id);
+        let mut guard = cell.state.lock().await;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let state = self.loaded(room_id, &mut guard).await?;
+            let ctx = CommandContext {
+                room_id: room_id.clone(),
+                command_id: command_id.clone(),
+                request_id: request_id.clone(),
+                now_ms: (self.inner.clock)(),
+            };
+            let applied = match domain::apply(state.as_ref(), command, &ctx) {
+                Ok(applied) => applied,
+                // A repeated command may be refused by the state it produced (CreateRoom of
+                // an existing room, CloseRoom of a closed one): the log answers first.
+                Err(refused) => {
+                    let room = state.as_ref().map(RoomState::snapshot);
+                    return self.replay(command_id, &fingerprint, Some(refused), room).await;
+                }
+            };
+            let previous_version = state.as_ref().map_or(0, |s| s.version);
+            let envelopes: Vec<(EventEnvelope, Arc<str>)> = applied
+                .events
+                .iter()
+                .map(|event| {
+                    let id = Uuid::now_v7().to_string();
+                    let envelope = EventEnvelope::new(event.clone(), &ctx, applied.state.version, id);
+                    let json: Arc<str> = serde_json::to_string(&envelope).unwrap_or_default().into();
+                    (envelope, json)
+                })
+                .collect();
+            let logged = LoggedOutcome {
+                applied: applied.applied,
+                room_version: applied.state.version,
+                events: envelopes
+                    .iter()
+                    .map(|(e, _)| LoggedEvent { event_id: e.event_id.clone(), event_type: e.event_type.as_str().into() })
+                    .collect(),
+            };
+            let commit = CommandCommit {
+                command_id: command_id.to_string(),
+                room_id: room_id.to_string(),
+                command_type: command.name(),
+                fingerprint: fingerprint.clone(),
+                request_id: request_id.clone(),
+                applied: applied.applied,
+                room_version: applied.state.version,
+                outcome: serde_json::to_string(&logged).unwrap_or_default(),
+                snapshot: applied
+                    .applied
+                    .then(|| (previous_version, serde_json::to_string(&applied.state).unwrap_or_default())),
+                room_status: match applied.state.status {
+                    RoomStatus::Open => "open",
+                    RoomStatus::Closed => "closed",
+                },
+                outbox: envelopes
+                    .iter()
+                    .map(|(e, json)| NewOutboxRow {
+                        event_id: e.event_id.clone(),
+                        event_type: e.event_type.as_str(),
+                        envelope: json.to_string(),
+                    })
+                    .collect(),
+                publish_timeout: self.inner.options.publish_timeout,
+            };
+            match self.inner.repo.commit_command(&commit).await {
+                Ok(()) => {
+                    let response = CommandResponse {
+                        applied: applied.applied,
+                        room_version: applied.state.version,
+                        replayed: false,
+                        room: Some(applied.state.snapshot()),
+                        events: Vec::new(),
+                    };
+                    if applied.applied {
+                        *state = Some(applied.state);
+                    }
+                    return Ok(Committed { response, envelopes });
+                }
+                Err(CommitError::DuplicateCommand) => {
+                    let room = state.as_ref().map(RoomState::snapshot);
+                    return self.replay(command_id, &fingerprint, None, room).await;
+                }
+                Err(CommitError::VersionConflict) if attempts < 2 => {
+                    tracing::info!(room_id = %room_id, "Room changed on another node; reloading");
+                    *guard = None;
+                }
+                Err(CommitError::VersionConflict) => {
+                    *guard = None;
+                    return Err(RoomError::CommandConflict(
+                        "room was changed concurrently by another node; retry the command".into(),
+                    ));
+                }
+                Err(CommitError::Store(e)) => {
+                    // The commit may or may not have landed: reload before the next command.
+                    *guard = None;
+                    return Err(RoomError::Unavailable(e));
+                }
+            }
+        }
+    }
+
+    /// Answers a command id found in the log (with `room` as the room now), or `refused` when
+    /// it is not there. Called with the cell locked.
+    async fn replay(
+        &self,
+        command_id: &CommandId,
+        fingerprint: &str,
+        refused: Option<DomainError>,
+        room: Option<RoomSnapshot>,
+    ) -> Result<Committed, RoomError> {
+        let Some(stored) = self.inner.repo.find_command(command_id.as_str()).await? else {
+            return Err(match refused {
+                Some(e) => e.into(),
+                None => RoomError::CommandConflict("command id is being used concurrently; retry".into()),
+            });
+        };
+        if stored.fingerprint != fingerprint {
+            return Err(RoomError::CommandConflict(format!(
+                "command_id {command_id} was already used for a different command"
+            )));
+        }
+        let response = self.replayed_response(stored, room).await?;
+        Ok(Committed { response, envelopes: Vec::new() })
+    }
+
+    async fn replayed_response(
+        &self,
+        stored: StoredCommand,
+        room: Option<RoomSnapshot>,
+    ) -> Result<CommandResponse, RoomError> {
+        let logged: LoggedOutcome = serde_json::from_str(&stored.outcome)
+            .map_err(|e| RoomError::Corrupt(format!("logged outcome: {e}")))?;
+        let ids: Vec<String> = logged.events.iter().map(|e| e.event_id.clone()).collect();
+        let statuses: HashMap<String, OutboxStatus> =
+            self.inner.repo.outbox_statuses(&ids).await?.into_iter().collect();
+        let events = logged
+            .events
+            .into_iter()
+            .map(|e| {
+                let delivery = match statuses.get(&e.event_id) {
+                    Some(OutboxStatus::Delivered) => Delivery::Delivered,
+                    _ => Delivery::Pending,
+                };
+                EventReceipt { event_id: e.event_id, event_type: e.event_type, delivery }
+            })
+            .collect();
+        Ok(CommandResponse { applied: logged.applied, room_version: logged.room_version, replayed: true, room, events })
+    }
+
+    /// Publishes a committed command's events in order through the shared stack, marks the
+    /// successes delivered (best effort) and fills in the receipts. Waits at most
+    /// `publish_timeout` in all; what is left stays pending for the worker.
+    async fn publish(&self, committed: Committed) -> CommandResponse {
+        let Committed { mut response, envelopes } = committed;
+        if envelopes.is_empty() {
+            return response;
+        }
+        let mut receipts: Vec<EventReceipt> = envelopes
+            .iter()
+            .map(|(e, _)| EventReceipt {
+                event_id: e.event_id.clone(),
+                event_type: e.event_type.as_str().into(),
+                delivery: Delivery::Pending,
+            })
+            .collect();
+        let publish_all = async {
+            for ((envelope, json), receipt) in envelopes.iter().zip(receipts.iter_mut()) {
+                let message = Message {
+                    event_id: envelope.event_id.clone(),
+                    event_type: envelope.event_type.as_str(),
+                    group: envelope.room_id.clone(),
+                    priority: if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal },
+                    body: json.clone(),
+                    path: Path::Sync,
+                };
+                receipt.delivery = match self.inner.publisher.clone().oneshot(message).await {
+                    Ok(Outcome::Delivered) => Delivery::Delivered,
+                    Ok(Outcome::Skipped) => Delivery::Skipped,
+                    Err(error) => {
+                        tracing::warn!(
+                            event_id = %envelope.event_id,
+                            class = publish::classify(error.as_ref()).as_str(),
+                            %error,
+                            "Synchronous publish failed; the outbox worker will retry"
+                        );
+                        Delivery::Pending
+                    }
+                };
+            }
+        };
+        // Each publish is bounded by the stack's timeout; this bounds the whole command.
+        let _ = tokio::time::timeout(self.inner.options.publish_timeout, publish_all).await;
+        let done: Vec<String> =
+            receipts.iter().filter(|r| r.delivery != Delivery::Pending).map(|r| r.event_id.clone()).collect();
+        if let Err(error) = self.inner.repo.mark_delivered(&done).await {
+            tracing::warn!(%error, events = done.len(), "Could not mark published events delivered; the worker will re-send them");
+        }
+        response.events = receipts;
+        response
+    }
+}
