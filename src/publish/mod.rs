@@ -10,6 +10,10 @@
 //! reuse the layers around a different leaf.
 
 pub mod error;
+pub mod filter;
+
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use error::{ErrorClass, classify};
 
