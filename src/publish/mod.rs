@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod filter;
+pub mod metrics;
 
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use metrics_util::debugging::{DebugValue, Snapshotter};
+
 use super::{Message, Path, Priority};
 
 /// The body every test message carries; tests assert it never shows up in logs.
@@ -17,4 +19,47 @@ pub(crate) fn message(event_type: &'static str, path: Path) -> Message {
         body: Arc::from(SECRET_BODY),
         path,
     }
+}
+
+/// One metric as seen by a `DebuggingRecorder`: name, labels sorted by key, value.
+pub(crate) type Recorded = (String, Vec<(String, String)>, DebugValue);
+
+/// Everything the recorder behind `snapshotter` holds, labels sorted by key.
+pub(crate) fn recorded(snapshotter: &Snapshotter) -> Vec<Recorded> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let (_, key) = key.into_parts();
+            let mut labels: Vec<(String, String)> = key
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            labels.sort();
+            (key.name().to_owned(), labels, value)
+        })
+        .collect()
+}
+
+/// The metrics named `name`, with their labels and values.
+pub(crate) fn named<'a>(
+    recorded: &'a [Recorded],
+    name: &str,
+) -> Vec<(&'a [(String, String)], &'a DebugValue)> {
+    recorded
+        .iter()
+        .filter(|(n, _, _)| n == name)
+        .map(|(_, labels, value)| (labels.as_slice(), value))
+        .collect()
+}
+
+/// Labels from `(key, value)` pairs, sorted by key like [`recorded`] does.
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut labels: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    labels.sort();
+    labels
 }
