@@ -12,6 +12,7 @@
 pub mod error;
 pub mod filter;
 pub mod metrics;
+pub mod trace;
 
 #[cfg(test)]
 pub(crate) mod test_support;
