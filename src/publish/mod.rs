@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod filter;
+pub mod log_sink;
 pub mod metrics;
 pub mod trace;
 
