@@ -13,6 +13,7 @@ pub mod error;
 pub mod filter;
 pub mod log_sink;
 pub mod metrics;
+pub mod stack;
 pub mod trace;
 
 #[cfg(test)]
