@@ -28,12 +28,12 @@ pin_project! {
 }
 
 impl<F> ResponseFuture<F> {
-    pub(super) fn new(inner: F, path: Path, event_type: &'static str) -> Self {
+    pub(super) fn new(inner: F, path: Path, event_type: &'static str, start: Instant) -> Self {
         Self {
             inner,
             path,
             event_type,
-            start: Instant::now(),
+            start,
         }
     }
 }

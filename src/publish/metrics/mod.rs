@@ -17,6 +17,7 @@ mod layer;
 
 use std::task::{Context, Poll};
 
+use tokio::time::Instant;
 use tower::Service;
 
 pub use self::future::ResponseFuture;
@@ -60,8 +61,10 @@ where
     }
 
     fn call(&mut self, message: Message) -> Self::Future {
+        // Started before the inner call: work a leaf does synchronously in `call` counts too.
+        let start = Instant::now();
         let (path, event_type) = (message.path, message.event_type);
-        ResponseFuture::new(self.inner.call(message), path, event_type)
+        ResponseFuture::new(self.inner.call(message), path, event_type, start)
     }
 }
 
