@@ -10,6 +10,14 @@
 //! reuse the layers around a different leaf.
 
 pub mod error;
+pub mod filter;
+pub mod log_sink;
+pub mod metrics;
+pub mod stack;
+pub mod trace;
+
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use error::{ErrorClass, classify};
 

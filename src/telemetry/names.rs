@@ -1,0 +1,196 @@
+//! Every metric name and label key the service exports (SPEC §10), in one place.
+//!
+//! Code records metrics only through these constants; the Grafana dashboard and the Prometheus
+//! alert rules in `dashboards/` are checked against them. Label values are always bounded
+//! (`path`, `event_type`, `class`, `result`, `status`, `command`), never a room id, a user id
+//! or an error text. [`describe_all`] registers units and help texts once at startup, and
+//! [`LATENCY_BUCKETS`] gives histograms real buckets (the Prometheus exporter renders summaries
+//! otherwise).
+
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+
+/// Counter: publishes that succeeded, by `path`, `event_type`, `result` (delivered|skipped).
+pub const PUBLISH_SUCCESS_TOTAL: &str = "room_outbox_publish_success_total";
+/// Counter: publishes that failed, by `path`, `event_type`, `class`.
+pub const PUBLISH_FAILURE_TOTAL: &str = "room_outbox_publish_failure_total";
+/// Histogram (seconds): time of one publish through the stack, by `path`, `event_type`.
+pub const PUBLISH_LATENCY_SECONDS: &str = "room_outbox_publish_latency_seconds";
+/// Gauge: outbox rows by `status` (pending, delivering, retryable, failed; never delivered).
+pub const OUTBOX_ROWS: &str = "room_outbox_rows";
+/// Gauge (seconds): age of the oldest outbox row not yet delivered.
+pub const OUTBOX_OLDEST_PENDING_AGE_SECONDS: &str = "room_outbox_oldest_pending_age_seconds";
+/// Counter: outbox rows claimed by the worker.
+pub const OUTBOX_CLAIMED_TOTAL: &str = "room_outbox_claimed_total";
+/// Counter: worker marks that found their lease lost (the row was reclaimed elsewhere).
+pub const OUTBOX_LEASE_LOST_TOTAL: &str = "room_outbox_lease_lost_total";
+/// Counter: room commands handled, by `command`, `result`.
+pub const COMMANDS_TOTAL: &str = "room_commands_total";
+/// Histogram (seconds): time to handle one room command, by `command`.
+pub const COMMAND_LATENCY_SECONDS: &str = "room_command_latency_seconds";
+/// Counter: HTTP requests served, by `method`, `route`, `status`.
+pub const HTTP_REQUESTS_TOTAL: &str = "http_requests_total";
+/// Histogram (seconds): HTTP request duration, by `method`, `route`, `status`.
+pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
+
+/// Every metric name above, for tests that compare against dashboards and alert rules.
+pub const ALL: [&str; 11] = [
+    PUBLISH_SUCCESS_TOTAL,
+    PUBLISH_FAILURE_TOTAL,
+    PUBLISH_LATENCY_SECONDS,
+    OUTBOX_ROWS,
+    OUTBOX_OLDEST_PENDING_AGE_SECONDS,
+    OUTBOX_CLAIMED_TOTAL,
+    OUTBOX_LEASE_LOST_TOTAL,
+    COMMANDS_TOTAL,
+    COMMAND_LATENCY_SECONDS,
+    HTTP_REQUESTS_TOTAL,
+    HTTP_REQUEST_DURATION_SECONDS,
+];
+
+/// The histograms among [`ALL`]; each gets [`LATENCY_BUCKETS`].
+pub const HISTOGRAMS: [&str; 3] = [
+    PUBLISH_LATENCY_SECONDS,
+    COMMAND_LATENCY_SECONDS,
+    HTTP_REQUEST_DURATION_SECONDS,
+];
+
+/// Label key: who publishes (`sync` | `worker`).
+pub const LABEL_PATH: &str = "path";
+/// Label key: the event type (closed set).
+pub const LABEL_EVENT_TYPE: &str = "event_type";
+/// Label key: outcome of a successful publish (`delivered` | `skipped`), or of a command.
+pub const LABEL_RESULT: &str = "result";
+/// Label key: the error class of a failed publish (see `publish::ErrorClass`).
+pub const LABEL_CLASS: &str = "class";
+/// Label key: an outbox row status, or an HTTP status code.
+pub const LABEL_STATUS: &str = "status";
+/// Label key: the room command name.
+pub const LABEL_COMMAND: &str = "command";
+/// Label key: the HTTP method.
+pub const LABEL_METHOD: &str = "method";
+/// Label key: the matched HTTP route template (never the raw path, which holds ids).
+pub const LABEL_ROUTE: &str = "route";
+
+/// Histogram buckets in seconds, from 1 ms to 10 s (covers a 3 s publish timeout and slow
+/// commands).
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Registers unit and help text of every metric with the installed recorder; call once at
+/// startup, after installing the exporter.
+pub fn describe_all() {
+    describe_counter!(
+        PUBLISH_SUCCESS_TOTAL,
+        Unit::Count,
+        "Events published successfully, by path, event type and result (delivered|skipped)"
+    );
+    describe_counter!(
+        PUBLISH_FAILURE_TOTAL,
+        Unit::Count,
+        "Event publishes that failed, by path, event type and error class"
+    );
+    describe_histogram!(
+        PUBLISH_LATENCY_SECONDS,
+        Unit::Seconds,
+        "Time of one publish through the stack, by path and event type"
+    );
+    describe_gauge!(
+        OUTBOX_ROWS,
+        Unit::Count,
+        "Outbox rows by status (pending, delivering, retryable, failed)"
+    );
+    describe_gauge!(
+        OUTBOX_OLDEST_PENDING_AGE_SECONDS,
+        Unit::Seconds,
+        "Age of the oldest outbox row not yet delivered"
+    );
+    describe_counter!(
+        OUTBOX_CLAIMED_TOTAL,
+        Unit::Count,
+        "Outbox rows claimed by the worker"
+    );
+    describe_counter!(
+        OUTBOX_LEASE_LOST_TOTAL,
+        Unit::Count,
+        "Worker marks that changed nothing because the lease was lost"
+    );
+    describe_counter!(
+        COMMANDS_TOTAL,
+        Unit::Count,
+        "Room commands handled, by command and result"
+    );
+    describe_histogram!(
+        COMMAND_LATENCY_SECONDS,
+        Unit::Seconds,
+        "Time to handle one room command, by command"
+    );
+    describe_counter!(
+        HTTP_REQUESTS_TOTAL,
+        Unit::Count,
+        "HTTP requests served, by method, route and status"
+    );
+    describe_histogram!(
+        HTTP_REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "HTTP request duration, by method, route and status"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_util::debugging::DebuggingRecorder;
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        for name in ALL {
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{name}"
+            );
+        }
+        for name in HISTOGRAMS {
+            assert!(name.ends_with("_seconds"), "{name}");
+        }
+        let mut unique = ALL.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), ALL.len());
+    }
+
+    #[test]
+    fn latency_buckets_are_strictly_increasing_seconds() {
+        assert!(LATENCY_BUCKETS.windows(2).all(|w| w[0] < w[1]));
+        assert!(LATENCY_BUCKETS.first().is_some_and(|b| *b > 0.0));
+        assert!(LATENCY_BUCKETS.last().is_some_and(|b| *b >= 3.0));
+    }
+
+    #[test]
+    fn describe_all_gives_every_metric_a_unit_and_help_text() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let gauges = [OUTBOX_ROWS, OUTBOX_OLDEST_PENDING_AGE_SECONDS];
+        metrics::with_local_recorder(&recorder, || {
+            describe_all();
+            for name in ALL {
+                if HISTOGRAMS.contains(&name) {
+                    metrics::histogram!(name).record(0.0);
+                } else if gauges.contains(&name) {
+                    metrics::gauge!(name).set(0.0);
+                } else {
+                    metrics::counter!(name).increment(0);
+                }
+            }
+        });
+        let described = snapshotter.snapshot().into_vec();
+        assert_eq!(described.len(), ALL.len());
+        for (key, unit, help, _) in described {
+            let name = key.key().name();
+            assert!(unit.is_some() && help.is_some(), "{name} is not described");
+            let seconds = name.ends_with("_seconds");
+            assert_eq!(unit == Some(Unit::Seconds), seconds, "{name}");
+        }
+    }
+}
