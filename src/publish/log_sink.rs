@@ -70,18 +70,12 @@ mod tests {
         let event = &events[0];
         assert_eq!(event.level, Level::INFO);
         let field = |name: &str| event.fields.get(name).map(String::as_str);
-        assert_eq!(
-            field("event_id"),
-            Some("0190f5c2-7b1e-7cc0-8000-000000000001")
-        );
+        assert_eq!(field("event_id"), Some("0190f5c2-7b1e-7cc0-8000-000000000001"));
         assert_eq!(field("event_type"), Some("RoomUserJoined"));
         assert_eq!(field("group"), Some("room-1"));
         assert_eq!(field("path"), Some("worker"));
         assert!(
-            event
-                .fields
-                .values()
-                .all(|v| !v.contains("body-must-not-be-logged")),
+            event.fields.values().all(|v| !v.contains("body-must-not-be-logged")),
             "the body leaked: {:?}",
             event.fields
         );

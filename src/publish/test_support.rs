@@ -39,10 +39,8 @@ pub(crate) fn recorded(snapshotter: &Snapshotter) -> Vec<Recorded> {
         .into_iter()
         .map(|(key, _, _, value)| {
             let (_, key) = key.into_parts();
-            let mut labels: Vec<(String, String)> = key
-                .labels()
-                .map(|l| (l.key().to_owned(), l.value().to_owned()))
-                .collect();
+            let mut labels: Vec<(String, String)> =
+                key.labels().map(|l| (l.key().to_owned(), l.value().to_owned())).collect();
             labels.sort();
             (key.name().to_owned(), labels, value)
         })
@@ -63,10 +61,8 @@ pub(crate) fn named<'a>(
 
 /// Labels from `(key, value)` pairs, sorted by key like [`recorded`] does.
 pub(crate) fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut labels: Vec<(String, String)> = pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
+    let mut labels: Vec<(String, String)> =
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     labels.sort();
     labels
 }
@@ -160,16 +156,9 @@ where
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         if let Some(span) = ctx.span(&id) {
-            let fields = span
-                .extensions()
-                .get::<Fields>()
-                .cloned()
-                .unwrap_or_default();
+            let fields = span.extensions().get::<Fields>().cloned().unwrap_or_default();
             if let Ok(mut spans) = self.spans.lock() {
-                spans.push(ClosedSpan {
-                    name: span.name(),
-                    fields,
-                });
+                spans.push(ClosedSpan { name: span.name(), fields });
             }
         }
     }

@@ -9,9 +9,9 @@ use tokio::sync::Mutex as AsyncMutex;
 use tower::ServiceExt;
 use uuid::Uuid;
 
+use super::Clock;
 use super::error::RoomError;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedEvent, LoggedOutcome, fingerprint};
-use super::Clock;
 use crate::domain::{
     self, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomSnapshot, RoomState,
     RoomStatus, UserId,
@@ -190,7 +190,10 @@ impl RoomService {
                 room_version: applied.state.version,
                 events: envelopes
                     .iter()
-                    .map(|(e, _)| LoggedEvent { event_id: e.event_id.clone(), event_type: e.event_type.as_str().into() })
+                    .map(|(e, _)| LoggedEvent {
+                        event_id: e.event_id.clone(),
+                        event_type: e.event_type.as_str().into(),
+                    })
                     .collect(),
             };
             let commit = CommandCommit {
@@ -301,7 +304,13 @@ impl RoomService {
                 EventReceipt { event_id: e.event_id, event_type: e.event_type, delivery }
             })
             .collect();
-        Ok(CommandResponse { applied: logged.applied, room_version: logged.room_version, replayed: true, room, events })
+        Ok(CommandResponse {
+            applied: logged.applied,
+            room_version: logged.room_version,
+            replayed: true,
+            room,
+            events,
+        })
     }
 
     /// Publishes a committed command's events in order through the shared stack, marks the
@@ -326,7 +335,11 @@ impl RoomService {
                     event_id: envelope.event_id.clone(),
                     event_type: envelope.event_type.as_str(),
                     group: envelope.room_id.clone(),
-                    priority: if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal },
+                    priority: if envelope.event_type.is_high_priority() {
+                        Priority::High
+                    } else {
+                        Priority::Normal
+                    },
                     body: json.clone(),
                     path: Path::Sync,
                 };

@@ -48,11 +48,8 @@ pub const ALL: [&str; 11] = [
 ];
 
 /// The histograms among [`ALL`]; each gets [`LATENCY_BUCKETS`].
-pub const HISTOGRAMS: [&str; 3] = [
-    PUBLISH_LATENCY_SECONDS,
-    COMMAND_LATENCY_SECONDS,
-    HTTP_REQUEST_DURATION_SECONDS,
-];
+pub const HISTOGRAMS: [&str; 3] =
+    [PUBLISH_LATENCY_SECONDS, COMMAND_LATENCY_SECONDS, HTTP_REQUEST_DURATION_SECONDS];
 
 /// Label key: who publishes (`sync` | `worker`).
 pub const LABEL_PATH: &str = "path";
@@ -73,9 +70,8 @@ pub const LABEL_ROUTE: &str = "route";
 
 /// Histogram buckets in seconds, from 1 ms to 10 s (covers a 3 s publish timeout and slow
 /// commands).
-pub const LATENCY_BUCKETS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
+pub const LATENCY_BUCKETS: &[f64] =
+    &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 /// Registers unit and help text of every metric with the installed recorder; call once at
 /// startup, after installing the exporter.
@@ -105,31 +101,19 @@ pub fn describe_all() {
         Unit::Seconds,
         "Age of the oldest outbox row not yet delivered"
     );
-    describe_counter!(
-        OUTBOX_CLAIMED_TOTAL,
-        Unit::Count,
-        "Outbox rows claimed by the worker"
-    );
+    describe_counter!(OUTBOX_CLAIMED_TOTAL, Unit::Count, "Outbox rows claimed by the worker");
     describe_counter!(
         OUTBOX_LEASE_LOST_TOTAL,
         Unit::Count,
         "Worker marks that changed nothing because the lease was lost"
     );
-    describe_counter!(
-        COMMANDS_TOTAL,
-        Unit::Count,
-        "Room commands handled, by command and result"
-    );
+    describe_counter!(COMMANDS_TOTAL, Unit::Count, "Room commands handled, by command and result");
     describe_histogram!(
         COMMAND_LATENCY_SECONDS,
         Unit::Seconds,
         "Time to handle one room command, by command"
     );
-    describe_counter!(
-        HTTP_REQUESTS_TOTAL,
-        Unit::Count,
-        "HTTP requests served, by method, route and status"
-    );
+    describe_counter!(HTTP_REQUESTS_TOTAL, Unit::Count, "HTTP requests served, by method, route and status");
     describe_histogram!(
         HTTP_REQUEST_DURATION_SECONDS,
         Unit::Seconds,
@@ -145,11 +129,7 @@ mod tests {
     #[test]
     fn names_follow_prometheus_conventions() {
         for name in ALL {
-            assert!(
-                name.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
-                "{name}"
-            );
+            assert!(name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'), "{name}");
         }
         for name in HISTOGRAMS {
             assert!(name.ends_with("_seconds"), "{name}");

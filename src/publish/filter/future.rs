@@ -32,15 +32,11 @@ pin_project! {
 
 impl<F> ResponseFuture<F> {
     pub(super) fn called(fut: F) -> Self {
-        Self {
-            state: State::Called { fut },
-        }
+        Self { state: State::Called { fut } }
     }
 
     pub(super) fn skipped() -> Self {
-        Self {
-            state: State::Skipped,
-        }
+        Self { state: State::Skipped }
     }
 }
 

@@ -26,9 +26,7 @@ impl EventFilterLayer {
     where
         I: IntoIterator<Item = &'static str>,
     {
-        Self {
-            skip: event_types.into_iter().collect(),
-        }
+        Self { skip: event_types.into_iter().collect() }
     }
 
     /// The layer for the Tencent IM sink: skips [`IM_SKIPPED_EVENT_TYPES`].

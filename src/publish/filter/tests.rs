@@ -15,21 +15,12 @@ async fn skipped_types_are_answered_without_reaching_the_inner_service() {
 
     for event_type in IM_SKIPPED_EVENT_TYPES {
         // Answered on the first poll: a forwarded message would wait for the handle.
-        let outcome = svc
-            .clone()
-            .oneshot(message(event_type, Path::Sync))
-            .now_or_never();
-        assert!(
-            matches!(outcome, Some(Ok(Outcome::Skipped))),
-            "{event_type}"
-        );
+        let outcome = svc.clone().oneshot(message(event_type, Path::Sync)).now_or_never();
+        assert!(matches!(outcome, Some(Ok(Outcome::Skipped))), "{event_type}");
     }
 
     drop(svc);
-    assert!(
-        handle.next_request().await.is_none(),
-        "a skipped event reached the inner service"
-    );
+    assert!(handle.next_request().await.is_none(), "a skipped event reached the inner service");
 }
 
 #[tokio::test]

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use crate::publish::{BoxError, Outcome, Path, classify};
 use crate::telemetry::names::{
-    LABEL_CLASS, LABEL_EVENT_TYPE, LABEL_PATH, LABEL_RESULT, PUBLISH_FAILURE_TOTAL,
-    PUBLISH_LATENCY_SECONDS, PUBLISH_SUCCESS_TOTAL,
+    LABEL_CLASS, LABEL_EVENT_TYPE, LABEL_PATH, LABEL_RESULT, PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS,
+    PUBLISH_SUCCESS_TOTAL,
 };
 
 pin_project! {
@@ -29,12 +29,7 @@ pin_project! {
 
 impl<F> ResponseFuture<F> {
     pub(super) fn new(inner: F, path: Path, event_type: &'static str, start: Instant) -> Self {
-        Self {
-            inner,
-            path,
-            event_type,
-            start,
-        }
+        Self { inner, path, event_type, start }
     }
 }
 

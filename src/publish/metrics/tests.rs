@@ -7,9 +7,7 @@ use tower_test::mock;
 use super::*;
 use crate::publish::Path;
 use crate::publish::test_support::{labels, message, named, recorded};
-use crate::telemetry::names::{
-    PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS, PUBLISH_SUCCESS_TOTAL,
-};
+use crate::telemetry::names::{PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS, PUBLISH_SUCCESS_TOTAL};
 
 /// Publishes one message through `MetricsLayer` around a mock whose handle answers with
 /// `answer` after `delay`; returns what the recorder saw.
@@ -41,10 +39,7 @@ fn single_latency(recorded: &[crate::publish::test_support::Recorded], path: &st
     let latency = named(recorded, PUBLISH_LATENCY_SECONDS);
     assert_eq!(latency.len(), 1);
     let (latency_labels, value) = latency[0];
-    assert_eq!(
-        latency_labels,
-        labels(&[("path", path), ("event_type", "RoomUserJoined")])
-    );
+    assert_eq!(latency_labels, labels(&[("path", path), ("event_type", "RoomUserJoined")]));
     match value {
         DebugValue::Histogram(samples) => {
             assert_eq!(samples.len(), 1, "one latency sample per publish");
@@ -64,15 +59,8 @@ async fn delivered_is_counted_once_with_its_latency() {
     .await;
 
     let success = named(&seen, PUBLISH_SUCCESS_TOTAL);
-    let expected = labels(&[
-        ("path", "sync"),
-        ("event_type", "RoomUserJoined"),
-        ("result", "delivered"),
-    ]);
-    assert_eq!(
-        success,
-        vec![(expected.as_slice(), &DebugValue::Counter(1))]
-    );
+    let expected = labels(&[("path", "sync"), ("event_type", "RoomUserJoined"), ("result", "delivered")]);
+    assert_eq!(success, vec![(expected.as_slice(), &DebugValue::Counter(1))]);
     assert!(named(&seen, PUBLISH_FAILURE_TOTAL).is_empty());
     let latency = single_latency(&seen, "sync");
     assert!((latency - 0.25).abs() < 0.002, "latency {latency}");
@@ -80,22 +68,11 @@ async fn delivered_is_counted_once_with_its_latency() {
 
 #[tokio::test(start_paused = true)]
 async fn skipped_is_counted_as_result_skipped() {
-    let seen = publish_once(
-        message("RoomUserJoined", Path::Worker),
-        Duration::ZERO,
-        Ok(Outcome::Skipped),
-    )
-    .await;
+    let seen =
+        publish_once(message("RoomUserJoined", Path::Worker), Duration::ZERO, Ok(Outcome::Skipped)).await;
 
-    let expected = labels(&[
-        ("path", "worker"),
-        ("event_type", "RoomUserJoined"),
-        ("result", "skipped"),
-    ]);
-    assert_eq!(
-        named(&seen, PUBLISH_SUCCESS_TOTAL),
-        vec![(expected.as_slice(), &DebugValue::Counter(1))]
-    );
+    let expected = labels(&[("path", "worker"), ("event_type", "RoomUserJoined"), ("result", "skipped")]);
+    assert_eq!(named(&seen, PUBLISH_SUCCESS_TOTAL), vec![(expected.as_slice(), &DebugValue::Counter(1))]);
     assert!(named(&seen, PUBLISH_FAILURE_TOTAL).is_empty());
 }
 
@@ -108,15 +85,8 @@ async fn failure_is_counted_once_with_its_class() {
     )
     .await;
 
-    let expected = labels(&[
-        ("path", "worker"),
-        ("event_type", "RoomUserJoined"),
-        ("class", "transient"),
-    ]);
-    assert_eq!(
-        named(&seen, PUBLISH_FAILURE_TOTAL),
-        vec![(expected.as_slice(), &DebugValue::Counter(1))]
-    );
+    let expected = labels(&[("path", "worker"), ("event_type", "RoomUserJoined"), ("class", "transient")]);
+    assert_eq!(named(&seen, PUBLISH_FAILURE_TOTAL), vec![(expected.as_slice(), &DebugValue::Counter(1))]);
     assert!(named(&seen, PUBLISH_SUCCESS_TOTAL).is_empty());
     let latency = single_latency(&seen, "worker");
     assert!((latency - 1.0).abs() < 0.002, "latency {latency}");
@@ -131,13 +101,6 @@ async fn timeout_from_below_is_classified_timeout() {
     )
     .await;
 
-    let expected = labels(&[
-        ("path", "sync"),
-        ("event_type", "RoomUserJoined"),
-        ("class", "timeout"),
-    ]);
-    assert_eq!(
-        named(&seen, PUBLISH_FAILURE_TOTAL),
-        vec![(expected.as_slice(), &DebugValue::Counter(1))]
-    );
+    let expected = labels(&[("path", "sync"), ("event_type", "RoomUserJoined"), ("class", "timeout")]);
+    assert_eq!(named(&seen, PUBLISH_FAILURE_TOTAL), vec![(expected.as_slice(), &DebugValue::Counter(1))]);
 }

@@ -14,9 +14,7 @@ use crate::publish::metrics::MetricsLayer;
 use crate::publish::test_support::{Capture, labels, message, named, recorded};
 use crate::publish::trace::TraceLayer;
 use crate::publish::{ErrorClass, Path, classify};
-use crate::telemetry::names::{
-    PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS, PUBLISH_SUCCESS_TOTAL,
-};
+use crate::telemetry::names::{PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS, PUBLISH_SUCCESS_TOTAL};
 
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -56,35 +54,22 @@ async fn slow_leaf_times_out_and_is_counted_once_as_timeout() {
     assert_eq!(classify(error.as_ref()), ErrorClass::Timeout);
 
     let seen = recorded(&snapshotter);
-    let failure = labels(&[
-        ("path", "sync"),
-        ("event_type", "RoomGiftSent"),
-        ("class", "timeout"),
-    ]);
-    assert_eq!(
-        named(&seen, PUBLISH_FAILURE_TOTAL),
-        vec![(failure.as_slice(), &DebugValue::Counter(1))]
-    );
+    let failure = labels(&[("path", "sync"), ("event_type", "RoomGiftSent"), ("class", "timeout")]);
+    assert_eq!(named(&seen, PUBLISH_FAILURE_TOTAL), vec![(failure.as_slice(), &DebugValue::Counter(1))]);
     assert!(named(&seen, PUBLISH_SUCCESS_TOTAL).is_empty());
     let latency = named(&seen, PUBLISH_LATENCY_SECONDS);
     match latency.as_slice() {
         [(_, DebugValue::Histogram(samples))] => {
             assert_eq!(samples.len(), 1);
             let secs = samples[0].into_inner();
-            assert!(
-                (secs - PUBLISH_TIMEOUT.as_secs_f64()).abs() < 0.01,
-                "{secs}"
-            );
+            assert!((secs - PUBLISH_TIMEOUT.as_secs_f64()).abs() < 0.01, "{secs}");
         }
         other => panic!("expected one latency histogram, got {other:?}"),
     }
 
     let spans = capture.spans();
     assert_eq!(spans.len(), 1);
-    assert_eq!(
-        spans[0].fields.get("error_class").map(String::as_str),
-        Some("timeout")
-    );
+    assert_eq!(spans[0].fields.get("error_class").map(String::as_str), Some("timeout"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -96,14 +81,8 @@ async fn filtered_type_is_skipped_counted_and_never_reaches_the_leaf() {
     let (leaf, mut handle) = mock::pair::<Message, Outcome>();
     let publisher = stack(leaf);
     for event_type in IM_SKIPPED_EVENT_TYPES {
-        let outcome = publisher
-            .clone()
-            .oneshot(message(event_type, Path::Worker))
-            .now_or_never();
-        assert!(
-            matches!(outcome, Some(Ok(Outcome::Skipped))),
-            "{event_type}"
-        );
+        let outcome = publisher.clone().oneshot(message(event_type, Path::Worker)).now_or_never();
+        assert!(matches!(outcome, Some(Ok(Outcome::Skipped))), "{event_type}");
     }
     drop(publisher);
     assert!(handle.next_request().await.is_none(), "reached the leaf");
@@ -112,11 +91,7 @@ async fn filtered_type_is_skipped_counted_and_never_reaches_the_leaf() {
     let success = named(&seen, PUBLISH_SUCCESS_TOTAL);
     assert_eq!(success.len(), IM_SKIPPED_EVENT_TYPES.len());
     for event_type in IM_SKIPPED_EVENT_TYPES {
-        let expected = labels(&[
-            ("path", "worker"),
-            ("event_type", event_type),
-            ("result", "skipped"),
-        ]);
+        let expected = labels(&[("path", "worker"), ("event_type", event_type), ("result", "skipped")]);
         assert!(
             success.contains(&(expected.as_slice(), &DebugValue::Counter(1))),
             "{event_type}: {success:?}"
@@ -138,13 +113,6 @@ async fn visible_type_reaches_the_log_sink_and_is_counted_delivered() {
     assert_eq!(outcome, Outcome::Delivered);
 
     let seen = recorded(&snapshotter);
-    let expected = labels(&[
-        ("path", "sync"),
-        ("event_type", "RoomUserJoined"),
-        ("result", "delivered"),
-    ]);
-    assert_eq!(
-        named(&seen, PUBLISH_SUCCESS_TOTAL),
-        vec![(expected.as_slice(), &DebugValue::Counter(1))]
-    );
+    let expected = labels(&[("path", "sync"), ("event_type", "RoomUserJoined"), ("result", "delivered")]);
+    assert_eq!(named(&seen, PUBLISH_SUCCESS_TOTAL), vec![(expected.as_slice(), &DebugValue::Counter(1))]);
 }

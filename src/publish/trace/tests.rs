@@ -30,10 +30,7 @@ async fn delivered_publish_records_identity_and_outcome_on_its_span() {
     let span = &spans[0];
     assert_eq!(span.name, "publish");
     let fields = &span.fields;
-    assert_eq!(
-        field(fields, "event_id"),
-        Some("0190f5c2-7b1e-7cc0-8000-000000000001")
-    );
+    assert_eq!(field(fields, "event_id"), Some("0190f5c2-7b1e-7cc0-8000-000000000001"));
     assert_eq!(field(fields, "event_type"), Some("RoomUserJoined"));
     assert_eq!(field(fields, "room_id"), Some("room-1"));
     assert_eq!(field(fields, "path"), Some("sync"));
@@ -47,13 +44,8 @@ async fn skipped_outcome_is_recorded() {
     let capture = Capture::default();
     let _guard = capture.install();
 
-    let svc = TraceLayer::new().layer(service_fn(|_: Message| async {
-        Ok::<_, BoxError>(Outcome::Skipped)
-    }));
-    let outcome = svc
-        .oneshot(message("RoomCreated", Path::Worker))
-        .await
-        .expect("skipped");
+    let svc = TraceLayer::new().layer(service_fn(|_: Message| async { Ok::<_, BoxError>(Outcome::Skipped) }));
+    let outcome = svc.oneshot(message("RoomCreated", Path::Worker)).await.expect("skipped");
     assert_eq!(outcome, Outcome::Skipped);
 
     let spans = capture.spans();
@@ -70,10 +62,7 @@ async fn failure_records_class_and_warns_with_error_text_only() {
     let svc = TraceLayer::new().layer(service_fn(|_: Message| async {
         Err::<Outcome, BoxError>(tower::timeout::error::Elapsed::new().into())
     }));
-    let error = svc
-        .oneshot(message("RoomGiftSent", Path::Sync))
-        .await
-        .expect_err("fails");
+    let error = svc.oneshot(message("RoomGiftSent", Path::Sync)).await.expect_err("fails");
     assert_eq!(error.to_string(), "request timed out");
 
     let spans = capture.spans();
@@ -81,11 +70,7 @@ async fn failure_records_class_and_warns_with_error_text_only() {
     assert_eq!(field(&spans[0].fields, "outcome"), Some("failed"));
     assert_eq!(field(&spans[0].fields, "error_class"), Some("timeout"));
 
-    let warnings: Vec<_> = capture
-        .events()
-        .into_iter()
-        .filter(|e| e.level == Level::WARN)
-        .collect();
+    let warnings: Vec<_> = capture.events().into_iter().filter(|e| e.level == Level::WARN).collect();
     assert_eq!(warnings.len(), 1);
     let warning = &warnings[0];
     assert_eq!(warning.span, Some("publish"));
@@ -100,9 +85,7 @@ async fn failure_records_class_and_warns_with_error_text_only() {
         .chain(spans.iter().flat_map(|s| s.fields.values().cloned()))
         .collect::<Vec<_>>();
     assert!(
-        everything
-            .iter()
-            .all(|v| !v.contains("body-must-not-be-logged")),
+        everything.iter().all(|v| !v.contains("body-must-not-be-logged")),
         "the message body leaked into logs: {everything:?} (body {SECRET_BODY})"
     );
 }
@@ -124,9 +107,7 @@ async fn inner_call_and_future_run_inside_the_span() {
             Ok::<_, BoxError>(Outcome::Delivered)
         }
     }));
-    svc.oneshot(message("RoomUserJoined", Path::Sync))
-        .await
-        .expect("delivered");
+    svc.oneshot(message("RoomUserJoined", Path::Sync)).await.expect("delivered");
 
     let seen = seen.lock().expect("lock").clone();
     assert_eq!(seen, vec![Some("publish"), Some("publish")]);
