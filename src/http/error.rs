@@ -1,0 +1,105 @@
+//! The JSON error body `{"error":{"code","message"}}` and how every failure maps onto it.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::domain::DomainError;
+use crate::room::RoomError;
+
+/// An HTTP error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable snake_case code.
+    pub code: &'static str,
+    /// Human text naming what is wrong.
+    pub message: String,
+}
+
+impl ApiError {
+    /// A new error.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into() }
+    }
+
+    /// 400 naming the field at fault.
+    pub fn invalid(field: &str, reason: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_argument", format!("{field}: {reason}"))
+    }
+
+    /// 503 while the service shuts down.
+    pub fn draining() -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "draining", "service is shutting down; retry on another instance")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<RoomError> for ApiError {
+    fn from(e: RoomError) -> Self {
+        match e {
+            RoomError::Domain(d) => d.into(),
+            RoomError::CommandConflict(m) => ApiError::new(StatusCode::CONFLICT, "command_conflict", m),
+            RoomError::Unavailable(error) => {
+                tracing::warn!(%error, "Storage unavailable");
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable", "storage is unavailable; retry")
+            }
+            RoomError::Corrupt(detail) => {
+                tracing::error!(%detail, "Stored data is corrupt");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "stored data could not be read")
+            }
+        }
+    }
+}
+
+impl From<DomainError> for ApiError {
+    fn from(e: DomainError) -> Self {
+        let message = e.to_string();
+        let (status, code) = match e {
+            DomainError::InvalidArgument { .. } => (StatusCode::BAD_REQUEST, "invalid_argument"),
+            DomainError::RoomNotFound => (StatusCode::NOT_FOUND, "room_not_found"),
+            DomainError::RoomExists => (StatusCode::CONFLICT, "room_exists"),
+            DomainError::RoomClosed => (StatusCode::CONFLICT, "room_closed"),
+            DomainError::NotMember { .. } => (StatusCode::CONFLICT, "not_member"),
+            DomainError::HeatOverflow => (StatusCode::CONFLICT, "heat_overflow"),
+        };
+        ApiError::new(status, code, message)
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        match r.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "request body is too large")
+            }
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "expected a JSON body with content-type: application/json",
+            ),
+            _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", r.body_text()),
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", r.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", r.body_text())
+    }
+}

@@ -1,0 +1,148 @@
+//! Room command and query routes (`/v1/rooms...`).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{Json, RequestId, RoomPath};
+use crate::domain::{Command, CommandId, GiftId, LeaveReason, RoomId, RoomSnapshot, UserId};
+use crate::room::CommandResponse;
+
+/// `POST /v1/rooms`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRoomBody {
+    command_id: CommandId,
+    room_id: RoomId,
+    owner_id: UserId,
+    title: String,
+}
+
+/// `POST /v1/rooms/{id}/join` and `/leave`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberBody {
+    command_id: CommandId,
+    user_id: UserId,
+}
+
+/// `POST /v1/rooms/{id}/gifts`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GiftBody {
+    command_id: CommandId,
+    sender_id: UserId,
+    receiver_id: UserId,
+    gift_id: GiftId,
+    count: u32,
+    unit_value: u32,
+}
+
+/// `POST /v1/rooms/{id}/close`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseBody {
+    command_id: CommandId,
+}
+
+/// `POST /v1/rooms/{id}/heartbeat`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatBody {
+    user_id: UserId,
+}
+
+async fn run(
+    state: &AppState,
+    room_id: RoomId,
+    command_id: CommandId,
+    request_id: String,
+    command: Command,
+) -> Result<axum::Json<CommandResponse>, ApiError> {
+    if state.lifecycle.is_draining() {
+        return Err(ApiError::draining());
+    }
+    Ok(axum::Json(state.rooms.execute(room_id, command_id, request_id, command).await?))
+}
+
+/// CreateRoom.
+pub async fn create(
+    State(state): State<AppState>,
+    RequestId(request_id): RequestId,
+    Json(b): Json<CreateRoomBody>,
+) -> Result<axum::Json<CommandResponse>, ApiError> {
+    let command = Command::CreateRoom { owner_id: b.owner_id, title: b.title };
+    run(&state, b.room_id, b.command_id, request_id, command).await
+}
+
+/// JoinRoom.
+pub async fn join(
+    State(state): State<AppState>,
+    RoomPath(room_id): RoomPath,
+    RequestId(request_id): RequestId,
+    Json(b): Json<MemberBody>,
+) -> Result<axum::Json<CommandResponse>, ApiError> {
+    run(&state, room_id, b.command_id, request_id, Command::JoinRoom { user_id: b.user_id }).await
+}
+
+/// LeaveRoom (reason `user`).
+pub async fn leave(
+    State(state): State<AppState>,
+    RoomPath(room_id): RoomPath,
+    RequestId(request_id): RequestId,
+    Json(b): Json<MemberBody>,
+) -> Result<axum::Json<CommandResponse>, ApiError> {
+    let command = Command::LeaveRoom { user_id: b.user_id, reason: LeaveReason::User };
+    run(&state, room_id, b.command_id, request_id, command).await
+}
+
+/// SendGift.
+pub async fn gift(
+    State(state): State<AppState>,
+    RoomPath(room_id): RoomPath,
+    RequestId(request_id): RequestId,
+    Json(b): Json<GiftBody>,
+) -> Result<axum::Json<CommandResponse>, ApiError> {
+    let command = Command::SendGift {
+        sender_id: b.sender_id,
+        receiver_id: b.receiver_id,
+        gift_id: b.gift_id,
+        count: b.count,
+        unit_value: b.unit_value,
+    };
+    run(&state, room_id, b.command_id, request_id, command).await
+}
+
+/// CloseRoom.
+pub async fn close(
+    State(state): State<AppState>,
+    RoomPath(room_id): RoomPath,
+    RequestId(request_id): RequestId,
+    Json(b): Json<CloseBody>,
+) -> Result<axum::Json<CommandResponse>, ApiError> {
+    run(&state, room_id, b.command_id, request_id, Command::CloseRoom).await
+}
+
+/// Presence heartbeat: 204, memory only.
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    RoomPath(room_id): RoomPath,
+    Json(b): Json<HeartbeatBody>,
+) -> Result<Response, ApiError> {
+    if state.lifecycle.is_draining() {
+        return Err(ApiError::draining());
+    }
+    state.rooms.heartbeat(&room_id, &b.user_id).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The room snapshot, unwrapped.
+pub async fn get(
+    State(state): State<AppState>,
+    RoomPath(room_id): RoomPath,
+) -> Result<axum::Json<RoomSnapshot>, ApiError> {
+    Ok(axum::Json(state.rooms.snapshot(&room_id).await?))
+}
