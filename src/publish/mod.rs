@@ -10,6 +10,7 @@
 //! reuse the layers around a different leaf.
 
 pub mod error;
+pub mod tencent;
 
 pub use error::{ErrorClass, classify};
 

@@ -1,0 +1,3 @@
+//! Tencent Cloud IM leaf (placeholder while the client lands).
+
+pub mod usersig;
