@@ -1,6 +1,11 @@
 //! Unit tests of the usersig module against the official test vector (SPEC §8).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
 use super::*;
+use crate::secret::Secret;
 
 const KEY: &str = "5bd2850fff3ecb11d7c805251c51ee463a25727bddc2385f3fa8bfee1bb93b5e";
 const APP: u64 = 1_400_000_000;
