@@ -43,13 +43,15 @@ fn parse_query(params: &HashMap<String, String>) -> Result<OutboxQuery, ApiError
     for (key, value) in params {
         match key.as_str() {
             "status" if value.is_empty() => {}
-            "status" => query.status = Some(value.parse::<OutboxStatus>().map_err(|e| ApiError::invalid("status", e))?),
+            "status" => {
+                query.status =
+                    Some(value.parse::<OutboxStatus>().map_err(|e| ApiError::invalid("status", e))?)
+            }
             "limit" => {
-                query.limit = value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|l| (1..=MAX_LIMIT).contains(l))
-                    .ok_or_else(|| ApiError::invalid("limit", format!("must be an integer from 1 to {MAX_LIMIT}")))?
+                query.limit =
+                    value.parse::<u32>().ok().filter(|l| (1..=MAX_LIMIT).contains(l)).ok_or_else(|| {
+                        ApiError::invalid("limit", format!("must be an integer from 1 to {MAX_LIMIT}"))
+                    })?
             }
             "after_id" => {
                 query.after_id = value
@@ -58,7 +60,12 @@ fn parse_query(params: &HashMap<String, String>) -> Result<OutboxQuery, ApiError
                     .filter(|a| *a >= 0)
                     .ok_or_else(|| ApiError::invalid("after_id", "must be a non-negative integer"))?
             }
-            other => return Err(ApiError::invalid(other, "unknown query parameter (expected status, limit, after_id)")),
+            other => {
+                return Err(ApiError::invalid(
+                    other,
+                    "unknown query parameter (expected status, limit, after_id)",
+                ));
+            }
         }
     }
     Ok(query)

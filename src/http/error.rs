@@ -33,7 +33,11 @@ impl ApiError {
 
     /// 503 while the service shuts down.
     pub fn draining() -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "draining", "service is shutting down; retry on another instance")
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "draining",
+            "service is shutting down; retry on another instance",
+        )
     }
 }
 
@@ -51,7 +55,11 @@ impl From<RoomError> for ApiError {
             RoomError::CommandConflict(m) => ApiError::new(StatusCode::CONFLICT, "command_conflict", m),
             RoomError::Unavailable(error) => {
                 tracing::warn!(%error, "Storage unavailable");
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable", "storage is unavailable; retry")
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "storage_unavailable",
+                    "storage is unavailable; retry",
+                )
             }
             RoomError::Corrupt(detail) => {
                 tracing::error!(%detail, "Stored data is corrupt");

@@ -26,7 +26,8 @@ impl<S: Send + Sync> FromRequestParts<S> for RoomPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let axum::extract::Path(raw) = axum::extract::Path::<String>::from_request_parts(parts, state).await?;
+        let axum::extract::Path(raw) =
+            axum::extract::Path::<String>::from_request_parts(parts, state).await?;
         RoomId::parse(raw).map(RoomPath).map_err(|e| ApiError::invalid("room_id", e))
     }
 }
@@ -41,7 +42,9 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestId {
         let value = parts.headers.get("x-request-id").map(|v| v.to_str().map(str::to_owned));
         match value {
             None => Ok(RequestId(uuid::Uuid::now_v7().to_string())),
-            Some(Ok(v)) if !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| (0x20..=0x7e).contains(&b)) => {
+            Some(Ok(v))
+                if !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| (0x20..=0x7e).contains(&b)) =>
+            {
                 Ok(RequestId(v))
             }
             Some(_) => Err(ApiError::invalid("x-request-id", "must be 1–128 printable ASCII characters")),

@@ -57,7 +57,10 @@ pub fn classify(error: &(dyn Error + 'static)) -> ErrorClass {
 }
 
 /// Downcasts to the leaf error types this crate knows.
-fn leaf_class(_err: &(dyn Error + 'static)) -> Option<ErrorClass> {
+fn leaf_class(err: &(dyn Error + 'static)) -> Option<ErrorClass> {
+    if let Some(im) = err.downcast_ref::<crate::publish::tencent::ImError>() {
+        return Some(im.class());
+    }
     None
 }
 

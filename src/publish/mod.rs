@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod stack;
 pub mod trace;
 
+pub mod tencent;
 #[cfg(test)]
 pub(crate) mod test_support;
 

@@ -1,0 +1,67 @@
+//! Control endpoints of the fake, for tests and demos driving it over HTTP:
+//! `GET /fake/messages?group=`, `POST /fake/faults`, `POST /fake/latency`, `POST /fake/reset`,
+//! `GET /fake/stats`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::fault::FaultSpec;
+use super::state::{FakeState, FakeStats, RecordedMessage};
+
+/// Query of `GET /fake/messages`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct MessagesQuery {
+    group: Option<String>,
+}
+
+/// Recorded messages, of one `GroupId` or all.
+pub(crate) async fn messages(
+    State(state): State<Arc<FakeState>>,
+    Query(query): Query<MessagesQuery>,
+) -> Json<Vec<RecordedMessage>> {
+    Json(state.messages(query.group.as_deref()))
+}
+
+/// Queues a fault for the next calls.
+pub(crate) async fn faults(State(state): State<Arc<FakeState>>, Json(spec): Json<FaultSpec>) -> Response {
+    match spec.into_fault() {
+        Ok((fault, count)) => {
+            state.inject(fault, count);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
+    }
+}
+
+/// Body of `POST /fake/latency`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LatencyBody {
+    ms: u64,
+}
+
+/// Sets the latency of every later call.
+pub(crate) async fn latency(
+    State(state): State<Arc<FakeState>>,
+    Json(body): Json<LatencyBody>,
+) -> StatusCode {
+    state.set_latency(Duration::from_millis(body.ms));
+    StatusCode::NO_CONTENT
+}
+
+/// Forgets messages, dedup, limits, faults and counters.
+pub(crate) async fn reset(State(state): State<Arc<FakeState>>) -> StatusCode {
+    state.clear();
+    StatusCode::NO_CONTENT
+}
+
+/// Counters.
+pub(crate) async fn stats(State(state): State<Arc<FakeState>>) -> Json<FakeStats> {
+    Json(state.stats())
+}

@@ -1,0 +1,134 @@
+//! Faults the fake IM server can be told to serve on its next calls, and the queue they wait
+//! in. Faults apply to `send_group_msg` only, one per call, in the order they were injected.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// One misbehaviour, served instead of (or before) the normal answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Answer `ActionStatus: FAIL` with this `ErrorCode`.
+    ErrorCode(i64),
+    /// Answer HTTP 502 with an HTML body, like a gateway in front of Tencent.
+    Http502,
+    /// Sleep this long, then answer normally.
+    Delay(Duration),
+    /// Close the connection without writing any response.
+    DropConnection,
+}
+
+/// The JSON form of a fault injection, as posted to `POST /fake/faults`:
+/// `{"kind":"error_code","code":10002,"count":3}`, `{"kind":"http_502"}`,
+/// `{"kind":"delay","ms":4000}`, `{"kind":"drop_connection","count":2}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    /// `error_code`, `http_502`, `delay` or `drop_connection`.
+    pub kind: FaultKind,
+    /// The `ErrorCode`, for `error_code`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i64>,
+    /// The delay in milliseconds, for `delay`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u64>,
+    /// How many of the next calls get this fault (default 1).
+    #[serde(default = "one")]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Kinds of [`FaultSpec`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// See [`Fault::ErrorCode`].
+    ErrorCode,
+    /// See [`Fault::Http502`].
+    #[serde(rename = "http_502")]
+    Http502,
+    /// See [`Fault::Delay`].
+    Delay,
+    /// See [`Fault::DropConnection`].
+    DropConnection,
+}
+
+impl FaultSpec {
+    /// The fault and its count, or why the spec is incomplete.
+    pub fn into_fault(self) -> Result<(Fault, u32), &'static str> {
+        let fault = match self.kind {
+            FaultKind::ErrorCode => Fault::ErrorCode(self.code.ok_or("error_code needs code")?),
+            FaultKind::Http502 => Fault::Http502,
+            FaultKind::Delay => Fault::Delay(Duration::from_millis(self.ms.ok_or("delay needs ms")?)),
+            FaultKind::DropConnection => Fault::DropConnection,
+        };
+        Ok((fault, self.count))
+    }
+}
+
+/// Faults waiting for calls, first in first out.
+#[derive(Debug, Default)]
+pub(crate) struct FaultQueue {
+    pending: VecDeque<(Fault, u32)>,
+}
+
+impl FaultQueue {
+    /// Queues `fault` for the next `count` calls (after those already queued).
+    pub(crate) fn push(&mut self, fault: Fault, count: u32) {
+        if count > 0 {
+            self.pending.push_back((fault, count));
+        }
+    }
+
+    /// The fault for this call, if any.
+    pub(crate) fn next(&mut self) -> Option<Fault> {
+        let (fault, remaining) = self.pending.front_mut()?;
+        let fault = fault.clone();
+        *remaining -= 1;
+        if *remaining == 0 {
+            self.pending.pop_front();
+        }
+        Some(fault)
+    }
+
+    /// How many calls still get a fault.
+    pub(crate) fn remaining(&self) -> u64 {
+        self.pending.iter().map(|(_, n)| u64::from(*n)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_are_served_in_order_and_count_down() {
+        let mut q = FaultQueue::default();
+        q.push(Fault::ErrorCode(10002), 2);
+        q.push(Fault::Http502, 1);
+        q.push(Fault::DropConnection, 0);
+        assert_eq!(q.remaining(), 3);
+        assert_eq!(q.next(), Some(Fault::ErrorCode(10002)));
+        assert_eq!(q.next(), Some(Fault::ErrorCode(10002)));
+        assert_eq!(q.next(), Some(Fault::Http502));
+        assert_eq!(q.next(), None);
+    }
+
+    #[test]
+    fn specs_parse_from_json() {
+        let spec: FaultSpec =
+            serde_json::from_str(r#"{"kind":"error_code","code":10002,"count":3}"#).unwrap();
+        assert_eq!(spec.into_fault(), Ok((Fault::ErrorCode(10002), 3)));
+        let spec: FaultSpec = serde_json::from_str(r#"{"kind":"delay","ms":250}"#).unwrap();
+        assert_eq!(spec.into_fault(), Ok((Fault::Delay(Duration::from_millis(250)), 1)));
+        let spec: FaultSpec = serde_json::from_str(r#"{"kind":"http_502"}"#).unwrap();
+        assert_eq!(spec.into_fault(), Ok((Fault::Http502, 1)));
+        let spec: FaultSpec = serde_json::from_str(r#"{"kind":"error_code"}"#).unwrap();
+        assert!(spec.into_fault().is_err());
+        assert!(serde_json::from_str::<FaultSpec>(r#"{"kind":"melt"}"#).is_err());
+    }
+}

@@ -1,0 +1,72 @@
+//! The fake's own accept loop. `axum::serve` cannot close one connection on request, and the
+//! "connection dropped without a response" fault needs exactly that: each connection gets a
+//! [`DropConnection`] handle in its requests' extensions; firing it drops the connection.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tower::ServiceExt;
+
+/// Closes the connection a request came on, without a response.
+#[derive(Clone, Debug)]
+pub(crate) struct DropConnection(Arc<Notify>);
+
+impl DropConnection {
+    /// Fires: the connection is dropped, with the handler still waiting in it.
+    pub(crate) fn now(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// Accepts connections until `shutdown` completes, then aborts those still open.
+pub(crate) async fn run(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let mut connections = JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(serve_connection(stream, router.clone()));
+                }
+                Err(error) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!(%error, "Fake IM failed to accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.shutdown().await;
+    Ok(())
+}
+
+async fn serve_connection(stream: TcpStream, router: Router) {
+    let _ = stream.set_nodelay(true);
+    let kill = Arc::new(Notify::new());
+    let handle = DropConnection(kill.clone());
+    let service = tower::service_fn(move |mut request: axum::http::Request<Incoming>| {
+        request.extensions_mut().insert(handle.clone());
+        router.clone().oneshot(request.map(axum::body::Body::new))
+    });
+    let builder = Builder::new(TokioExecutor::new());
+    let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+    tokio::select! {
+        _ = connection => {}
+        () = kill.notified() => {}
+    }
+}

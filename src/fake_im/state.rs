@@ -1,0 +1,217 @@
+//! What the fake IM server remembers: recorded messages, the `(GroupId, Random)` dedup window,
+//! the per-group and global rate windows, queued faults and counters. All of it sits behind
+//! one short-held mutex; nothing awaits while holding it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::FakeImOptions;
+use super::fault::{Fault, FaultQueue};
+
+/// How long Tencent drops a repeated `(GroupId, Random)`.
+pub const DEDUP_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+/// Width of the rate-limit windows.
+const RATE_WINDOW: Duration = Duration::from_secs(1);
+
+/// One message the fake accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedMessage {
+    /// The full IM `GroupId` (prefix included).
+    pub group: String,
+    /// The `Random` it was sent with.
+    pub random: u32,
+    /// `event_id` from `CloudCustomData`, when it held one.
+    pub event_id: Option<String>,
+    /// `MsgContent.Data` of the custom element (the envelope).
+    pub data: String,
+    /// `MsgContent.Desc` of the custom element (the event type).
+    pub desc: String,
+    /// `MsgPriority`, when given.
+    pub priority: Option<String>,
+    /// Sequence number in its group, from 1.
+    pub msg_seq: u64,
+    /// Unix seconds when it was accepted.
+    pub msg_time: u64,
+}
+
+/// Counters since start or the last reset.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FakeStats {
+    /// Every `send_group_msg` call, whatever its answer.
+    pub calls: u64,
+    /// Messages recorded.
+    pub accepted: u64,
+    /// Repeats of a `(GroupId, Random)` seen within 5 minutes: answered OK, not recorded.
+    pub duplicates: u64,
+    /// Messages over the per-group limit: answered OK with `MsgDropReason`, not recorded.
+    pub dropped: u64,
+    /// Calls answered `ActionStatus: FAIL` (injected codes included).
+    pub rejected: u64,
+    /// Calls that were served an injected fault.
+    pub faults_served: u64,
+    /// Calls that will still be served a queued fault.
+    pub faults_pending: u64,
+}
+
+/// A message that passed validation, about to be deduped, rate-limited and recorded.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    pub(crate) group: String,
+    pub(crate) random: u32,
+    pub(crate) event_id: Option<String>,
+    pub(crate) data: String,
+    pub(crate) desc: String,
+    pub(crate) priority: Option<String>,
+}
+
+/// What happened to a [`Candidate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Recorded with this sequence number.
+    Recorded { msg_seq: u64 },
+    /// A repeat; the original sequence number.
+    Duplicate { msg_seq: u64 },
+    /// Over the per-group limit.
+    Dropped,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    messages: Vec<RecordedMessage>,
+    seen: HashMap<(String, u32), u64>,
+    seen_order: VecDeque<(Instant, (String, u32))>,
+    group_windows: HashMap<String, VecDeque<Instant>>,
+    global_window: VecDeque<Instant>,
+    seqs: HashMap<String, u64>,
+    faults: FaultQueue,
+    stats: FakeStats,
+}
+
+/// Shared state of one fake server.
+#[derive(Debug)]
+pub(crate) struct FakeState {
+    pub(crate) options: FakeImOptions,
+    latency: Mutex<Duration>,
+    book: Mutex<Book>,
+}
+
+/// Takes a slot in a sliding one-second window, or says the window is full.
+fn take_slot(window: &mut VecDeque<Instant>, now: Instant, limit: Option<u32>) -> bool {
+    let Some(limit) = limit else { return true };
+    while window.front().is_some_and(|t| now.saturating_duration_since(*t) >= RATE_WINDOW) {
+        window.pop_front();
+    }
+    if window.len() >= limit as usize {
+        return false;
+    }
+    window.push_back(now);
+    true
+}
+
+impl FakeState {
+    pub(crate) fn new(options: FakeImOptions) -> Self {
+        Self { latency: Mutex::new(options.latency), options, book: Mutex::new(Book::default()) }
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The latency added to every `send_group_msg` call.
+    pub(crate) fn latency(&self) -> Duration {
+        *self.latency.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn set_latency(&self, latency: Duration) {
+        *self.latency.lock().unwrap_or_else(|e| e.into_inner()) = latency;
+    }
+
+    /// Counts a call and hands out the fault it must be served, if any.
+    pub(crate) fn begin_call(&self) -> Option<Fault> {
+        let mut book = self.book();
+        book.stats.calls += 1;
+        let fault = book.faults.next();
+        if fault.is_some() {
+            book.stats.faults_served += 1;
+        }
+        fault
+    }
+
+    pub(crate) fn inject(&self, fault: Fault, count: u32) {
+        self.book().faults.push(fault, count);
+    }
+
+    pub(crate) fn count_rejection(&self) {
+        self.book().stats.rejected += 1;
+    }
+
+    /// Takes a slot of the global (per SDKAppID) call limit.
+    pub(crate) fn take_global_slot(&self, now: Instant) -> bool {
+        let limit = self.options.global_limit_per_sec;
+        take_slot(&mut self.book().global_window, now, limit)
+    }
+
+    /// Dedups, rate-limits per group and records.
+    pub(crate) fn admit(&self, now: Instant, msg_time: u64, c: Candidate) -> Admission {
+        let mut book = self.book();
+        while book.seen_order.front().is_some_and(|(t, _)| now.saturating_duration_since(*t) >= DEDUP_WINDOW)
+        {
+            if let Some((_, key)) = book.seen_order.pop_front() {
+                book.seen.remove(&key);
+            }
+        }
+        let key = (c.group.clone(), c.random);
+        if let Some(msg_seq) = book.seen.get(&key).copied() {
+            book.stats.duplicates += 1;
+            return Admission::Duplicate { msg_seq };
+        }
+        let limit = self.options.per_group_limit_per_sec;
+        let window = book.group_windows.entry(c.group.clone()).or_default();
+        if !take_slot(window, now, limit) {
+            book.stats.dropped += 1;
+            return Admission::Dropped;
+        }
+        let seq = book.seqs.entry(c.group.clone()).or_insert(0);
+        *seq += 1;
+        let msg_seq = *seq;
+        book.seen.insert(key.clone(), msg_seq);
+        book.seen_order.push_back((now, key));
+        book.stats.accepted += 1;
+        book.messages.push(RecordedMessage {
+            group: c.group,
+            random: c.random,
+            event_id: c.event_id,
+            data: c.data,
+            desc: c.desc,
+            priority: c.priority,
+            msg_seq,
+            msg_time,
+        });
+        Admission::Recorded { msg_seq }
+    }
+
+    /// Recorded messages of one group (all groups with `None`), oldest first.
+    pub(crate) fn messages(&self, group: Option<&str>) -> Vec<RecordedMessage> {
+        let book = self.book();
+        book.messages.iter().filter(|m| group.is_none_or(|g| m.group == g)).cloned().collect()
+    }
+
+    pub(crate) fn stats(&self) -> FakeStats {
+        let book = self.book();
+        FakeStats { faults_pending: book.faults.remaining(), ..book.stats.clone() }
+    }
+
+    /// Forgets messages, dedup and rate windows, faults and counters; keeps the latency.
+    pub(crate) fn clear(&self) {
+        *self.book() = Book::default();
+    }
+}
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

@@ -1,0 +1,178 @@
+//! The Tencent Cloud IM leaf of the publish stack: [`TencentImService`] sends one [`Message`]
+//! as a custom group message (`send_group_msg`, SPEC §8) and answers [`Outcome::Delivered`] or
+//! an [`ImError`] that knows its [`crate::publish::ErrorClass`].
+//!
+//! It sits below the timeout layer, so it sets only a connect timeout of its own; the usersig
+//! comes from a [`usersig::UserSigCache`] that is invalidated when Tencent answers 70001/70052.
+
+pub mod error;
+pub mod usersig;
+pub mod wire;
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use reqwest::Url;
+
+pub use error::ImError;
+use usersig::{Clock, UserSigCache};
+use wire::SendGroupMsg;
+
+use crate::publish::{BoxError, Message, Outcome};
+use crate::secret::Secret;
+
+/// Largest answer body read; Tencent's answers are a few hundred bytes.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// Validated settings of the IM leaf.
+#[derive(Clone, Debug)]
+pub struct TencentImOptions {
+    /// `https://console.tim.qq.com`, a regional domain, or a loopback fake.
+    pub base_url: String,
+    /// The application id.
+    pub sdk_app_id: u64,
+    /// The admin account the calls are made as.
+    pub admin_identifier: String,
+    /// Key for the usersig; never logged.
+    pub secret_key: Secret,
+    /// IM `GroupId` = prefix + `Message::group`.
+    pub group_id_prefix: String,
+    /// Lifetime of a generated usersig.
+    pub usersig_ttl: Duration,
+    /// TCP/TLS connect timeout; the whole call is bounded by the timeout layer above.
+    pub connect_timeout: Duration,
+}
+
+/// Sends messages to Tencent IM. Cheap to clone: clones share the HTTP connection pool and the
+/// usersig cache.
+#[derive(Clone, Debug)]
+pub struct TencentImService {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: reqwest::Client,
+    endpoint: Url,
+    sdk_app_id: String,
+    admin_identifier: String,
+    group_id_prefix: String,
+    usersig: UserSigCache,
+}
+
+impl TencentImService {
+    /// A service on the system clock.
+    pub fn new(options: TencentImOptions) -> Result<Self, ImError> {
+        Self::with_clock(options, Arc::new(usersig::system_now_secs))
+    }
+
+    /// A service whose usersigs are dated by `clock` (Unix seconds).
+    pub fn with_clock(options: TencentImOptions, clock: Clock) -> Result<Self, ImError> {
+        let endpoint =
+            Url::parse(&format!("{}{}", options.base_url.trim_end_matches('/'), wire::SEND_GROUP_MSG_PATH))
+                .map_err(|_| ImError::InvalidOptions("base_url is not a URL".into()))?;
+        if !matches!(endpoint.scheme(), "http" | "https") {
+            return Err(ImError::InvalidOptions("base_url must be http or https".into()));
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .tcp_keepalive(Duration::from_secs(30))
+            // A redirect would carry the usersig to another place; treat it as an error.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ImError::InvalidOptions(ImError::from_reqwest(e).to_string()))?;
+        let usersig = UserSigCache::with_clock(
+            options.secret_key,
+            options.sdk_app_id,
+            options.admin_identifier.clone(),
+            options.usersig_ttl,
+            clock,
+        );
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                endpoint,
+                sdk_app_id: options.sdk_app_id.to_string(),
+                admin_identifier: options.admin_identifier,
+                group_id_prefix: options.group_id_prefix,
+                usersig,
+            }),
+        })
+    }
+
+    /// The usersig cache (shared by all clones), e.g. to watch regenerations in tests.
+    pub fn usersig_cache(&self) -> &UserSigCache {
+        &self.inner.usersig
+    }
+}
+
+impl Inner {
+    /// The request URL; it carries the usersig, so it never leaves this module.
+    fn url(&self, random: u32) -> Url {
+        let mut url = self.endpoint.clone();
+        let usersig = self.usersig.get();
+        url.query_pairs_mut()
+            .append_pair("sdkappid", &self.sdk_app_id)
+            .append_pair("identifier", &self.admin_identifier)
+            .append_pair("usersig", usersig.expose())
+            .append_pair("random", &random.to_string())
+            .append_pair("contenttype", "json");
+        url
+    }
+
+    async fn send(&self, body: Vec<u8>, random: u32) -> Result<Outcome, ImError> {
+        let mut response = self
+            .client
+            .post(self.url(random))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(ImError::from_reqwest)?;
+        let status = response.status().as_u16();
+        let mut answer = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(ImError::from_reqwest)? {
+            if answer.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(if status == 200 {
+                    ImError::Undecodable("answer too large")
+                } else {
+                    ImError::HttpStatus(status)
+                });
+            }
+            answer.extend_from_slice(&chunk);
+        }
+        match wire::interpret(status, &answer) {
+            Ok(()) => Ok(Outcome::Delivered),
+            Err(err) => {
+                if let Some(code @ (70001 | 70052)) = err.im_code() {
+                    tracing::warn!(code, "Usersig rejected; regenerating it for the next call");
+                    self.usersig.invalidate();
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+impl tower::Service<Message> for TencentImService {
+    type Response = Outcome;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Outcome, BoxError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, message: Message) -> Self::Future {
+        let request = SendGroupMsg::for_message(&self.inner.group_id_prefix, &message);
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            // Refused before anything is sent.
+            let body = request.to_bytes()?;
+            Ok(inner.send(body, request.random).await?)
+        })
+    }
+}

@@ -1,0 +1,170 @@
+//! The `send_group_msg` wire format: request body, answer, and how an answer maps to success
+//! or an [`ImError`]. Shared by the client ([`super::TencentImService`]) and the fake server
+//! (`crate::fake_im`) so both speak exactly the same JSON.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::error::{ImError, shorten};
+use crate::publish::{Message, Priority};
+
+/// Path of the API, appended to the base URL.
+pub const SEND_GROUP_MSG_PATH: &str = "/v4/group_open_http_svc/send_group_msg";
+
+/// Largest serialized request body sent (SPEC §8); larger ones are refused before sending.
+pub const MAX_BODY_BYTES: usize = 8000;
+
+/// `Random` of an event: the first 4 bytes of SHA-256(event_id), so every retry of the event
+/// sends the identical body and Tencent's 5-minute dedup drops repeats.
+pub fn random_for(event_id: &str) -> u32 {
+    let digest = Sha256::digest(event_id.as_bytes());
+    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+}
+
+/// Body of `send_group_msg`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SendGroupMsg {
+    /// Prefix + room id.
+    pub group_id: String,
+    /// Dedup key, see [`random_for`].
+    pub random: u32,
+    /// One custom element carrying the envelope.
+    pub msg_body: Vec<MsgElem>,
+    /// JSON string `{"event_id": ...}`.
+    pub cloud_custom_data: String,
+    /// `"High"` or `"Normal"`.
+    pub msg_priority: String,
+}
+
+/// One message element.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct MsgElem {
+    /// Always `"TIMCustomElem"` here.
+    pub msg_type: String,
+    /// The custom payload.
+    pub msg_content: CustomContent,
+}
+
+/// Content of a `TIMCustomElem`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CustomContent {
+    /// The envelope JSON, as a string.
+    pub data: String,
+    /// The event type.
+    pub desc: String,
+}
+
+/// What `CloudCustomData` holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloudCustomData {
+    /// The event id, for receivers to dedup on.
+    pub event_id: String,
+}
+
+impl SendGroupMsg {
+    /// The body for `message`, its group id prefixed.
+    pub fn for_message(group_id_prefix: &str, message: &Message) -> Self {
+        let custom = CloudCustomData { event_id: message.event_id.clone() };
+        Self {
+            group_id: format!("{group_id_prefix}{}", message.group),
+            random: random_for(&message.event_id),
+            msg_body: vec![MsgElem {
+                msg_type: "TIMCustomElem".to_owned(),
+                msg_content: CustomContent {
+                    data: message.body.to_string(),
+                    desc: message.event_type.to_owned(),
+                },
+            }],
+            cloud_custom_data: serde_json::to_string(&custom).unwrap_or_default(),
+            msg_priority: match message.priority {
+                Priority::High => "High",
+                Priority::Normal => "Normal",
+            }
+            .to_owned(),
+        }
+    }
+
+    /// The serialized body, or [`ImError::TooLarge`] over [`MAX_BODY_BYTES`].
+    pub fn to_bytes(&self) -> Result<Vec<u8>, ImError> {
+        let bytes = serde_json::to_vec(self).map_err(|_| ImError::Undecodable("unserializable"))?;
+        if bytes.len() > MAX_BODY_BYTES {
+            return Err(ImError::TooLarge { size: bytes.len(), limit: MAX_BODY_BYTES });
+        }
+        Ok(bytes)
+    }
+}
+
+/// Tencent's answer. Every field is optional on the way in; unknown fields are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Answer {
+    /// `"OK"` or `"FAIL"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_status: Option<String>,
+    /// 0 on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<i64>,
+    /// Human text; may be absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_info: Option<String>,
+    /// Server time of the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_time: Option<u64>,
+    /// Sequence number of the message in its group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_seq: Option<u64>,
+    /// Non-empty when frequency control dropped the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_drop_reason: Option<String>,
+}
+
+impl Answer {
+    /// A success answer.
+    pub fn ok(msg_time: u64, msg_seq: u64) -> Self {
+        Self {
+            action_status: Some("OK".into()),
+            error_code: Some(0),
+            error_info: Some(String::new()),
+            msg_time: Some(msg_time),
+            msg_seq: Some(msg_seq),
+            msg_drop_reason: None,
+        }
+    }
+
+    /// A failure answer.
+    pub fn fail(code: i64, info: impl Into<String>) -> Self {
+        Self {
+            action_status: Some("FAIL".into()),
+            error_code: Some(code),
+            error_info: Some(info.into()),
+            ..Self::default()
+        }
+    }
+}
+
+/// Maps an HTTP status and body to success or an [`ImError`].
+pub fn interpret(status: u16, body: &[u8]) -> Result<(), ImError> {
+    if status != 200 {
+        return Err(ImError::HttpStatus(status));
+    }
+    let answer: Answer =
+        serde_json::from_slice(body).map_err(|_| ImError::Undecodable("not a json answer"))?;
+    let code = answer.error_code.ok_or(ImError::Undecodable("no ErrorCode"))?;
+    if code != 0 {
+        return Err(ImError::im(code, answer.error_info.as_deref().unwrap_or("")));
+    }
+    if answer.action_status.as_deref() != Some("OK") {
+        return Err(ImError::Undecodable("ErrorCode 0 without ActionStatus OK"));
+    }
+    match answer.msg_drop_reason.as_deref() {
+        Some(reason) if !reason.is_empty() => Err(ImError::Dropped(shorten(reason))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;
