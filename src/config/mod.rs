@@ -52,6 +52,10 @@ pub const DEFAULT_CONFIG_PATH: &str = "config/config.yaml";
 pub const ENV_PREFIX: &str = "ROOM_SERVICE__";
 
 /// Loads and validates the configuration from `path` and the process environment.
+///
+/// A missing file is an error naming the path, except at exactly [`DEFAULT_CONFIG_PATH`],
+/// where the built-in defaults are used and [`Settings::source`] says so (log it). Environment
+/// variables override file values; a non-UTF-8 value of a `ROOM_SERVICE__*` variable fails.
 pub fn load(path: &Path) -> Result<Settings, ConfigError> {
     let mut vars = Vec::new();
     for (name, value) in std::env::vars_os() {
@@ -81,19 +85,28 @@ pub fn load_with_env(
     path: &Path,
     vars: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Settings, ConfigError> {
+    load_from(path, path == Path::new(DEFAULT_CONFIG_PATH), vars)
+}
+
+/// The loader; `missing_ok` lets a missing file fall back to the defaults.
+fn load_from(
+    path: &Path,
+    missing_ok: bool,
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<Settings, ConfigError> {
     let (mut figment, source, file) = match std::fs::metadata(path) {
         Ok(_) => (
             Figment::new().merge(Yaml::file_exact(path)),
             ConfigSource::File(path.to_owned()),
             Some(path.to_owned()),
         ),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if path != Path::new(DEFAULT_CONFIG_PATH) {
-                return Err(ConfigError::FileNotFound {
-                    path: path.to_owned(),
-                });
-            }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && missing_ok => {
             (Figment::new(), ConfigSource::Defaults, None)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ConfigError::FileNotFound {
+                path: path.to_owned(),
+            });
         }
         Err(e) => {
             return Err(ConfigError::Unreadable {

@@ -87,10 +87,11 @@ pub enum Backend {
 impl Backend {
     /// The backend named by the URL's scheme, or `None` for any other scheme.
     pub fn from_url(url: &str) -> Option<Self> {
-        let lower = url.trim_start().to_ascii_lowercase();
-        if lower.starts_with("sqlite:") {
+        // Lowercase only, as the database driver expects it.
+        let url = url.trim_start();
+        if url.starts_with("sqlite:") {
             Some(Self::Sqlite)
-        } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
+        } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
             Some(Self::MySql)
         } else {
             None

@@ -105,6 +105,20 @@ fn missing_explicit_file_fails_naming_the_path() {
 }
 
 #[test]
+fn missing_default_file_falls_back_to_defaults_with_env_applied() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("config.yaml");
+    let env = [(
+        "ROOM_SERVICE__HTTP__BODY_LIMIT_BYTES".to_owned(),
+        "1024".to_owned(),
+    )];
+    let s = super::load_from(&path, true, env).expect("defaults are valid");
+    assert_eq!(s.source, ConfigSource::Defaults);
+    assert_eq!(s.http.body_limit_bytes, 1024);
+    assert_eq!(s.http.listen.to_string(), "127.0.0.1:8080");
+}
+
+#[test]
 fn env_overrides_win_over_the_file_and_are_typed_per_key() {
     let yaml =
         "node_id: from-file\nhttp: {listen: \"127.0.0.1:1\"}\noutbox_worker: {batch_size: 5}\n";
