@@ -1,0 +1,243 @@
+//! The configuration exactly as an operator writes it (SPEC §7): serde structs that mirror the
+//! YAML file key for key, with the documented defaults. Unknown keys are rejected at every
+//! level. Nothing here is validated; [`super::validate`] turns a [`RawConfig`] into the
+//! runtime [`super::Settings`], and no other module ever sees these types.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+
+use crate::secret::Secret;
+
+/// Deserializes a section that may be written as an empty YAML mapping (`http:` with every key
+/// commented out, i.e. `null`) into the section's defaults.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawConfig {
+    /// Name of this instance in logs and in the outbox `worker_id`; empty means the hostname.
+    pub node_id: String,
+    /// The HTTP server.
+    #[serde(deserialize_with = "null_as_default")]
+    pub http: RawHttp,
+    /// The database holding rooms, the command log and the outbox.
+    #[serde(deserialize_with = "null_as_default")]
+    pub database: RawDatabase,
+    /// Tencent Cloud IM, the leaf of the publish stack.
+    #[serde(deserialize_with = "null_as_default")]
+    pub tencent_im: RawTencentIm,
+    /// The background worker that re-publishes pending outbox rows.
+    #[serde(deserialize_with = "null_as_default")]
+    pub outbox_worker: RawOutboxWorker,
+    /// The worker that evicts members whose heartbeats stopped.
+    #[serde(deserialize_with = "null_as_default")]
+    pub presence: RawPresence,
+    /// Logging.
+    #[serde(deserialize_with = "null_as_default")]
+    pub log: RawLog,
+}
+
+/// `http.*`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawHttp {
+    /// Socket address to bind, `ip:port`.
+    pub listen: String,
+    /// Largest accepted request body in bytes (413 above it).
+    pub body_limit_bytes: usize,
+}
+
+impl Default for RawHttp {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            body_limit_bytes: 65_536,
+        }
+    }
+}
+
+/// `database.*`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawDatabase {
+    /// `sqlite:...`, `mysql://user:pass@host:3306/db` or `mariadb://...`; may hold a password.
+    pub url: Secret,
+    /// Upper bound of the connection pool.
+    pub max_connections: u32,
+    /// Run the embedded migrations at startup.
+    pub run_migrations: bool,
+}
+
+impl Default for RawDatabase {
+    fn default() -> Self {
+        Self {
+            url: Secret::new("sqlite://data/room-service.db?mode=rwc"),
+            max_connections: 16,
+            run_migrations: true,
+        }
+    }
+}
+
+/// `tencent_im.*`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawTencentIm {
+    /// False: events go to a log sink, still through the same stack.
+    pub enabled: bool,
+    /// REST API origin: a regional Tencent domain, or a loopback fake in tests.
+    pub base_url: String,
+    /// The application's SDKAppID.
+    pub sdk_app_id: u64,
+    /// The app administrator account the REST calls are made as.
+    pub admin_identifier: String,
+    /// Key used to sign UserSigs; comes from `ROOM_SERVICE__TENCENT_IM__SECRET_KEY`.
+    pub secret_key: Secret,
+    /// IM GroupId = prefix + room_id.
+    pub group_id_prefix: String,
+    /// Lifetime of a generated UserSig.
+    pub usersig_ttl: RawDuration,
+}
+
+impl Default for RawTencentIm {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            base_url: "https://console.tim.qq.com".into(),
+            sdk_app_id: 0,
+            admin_identifier: "administrator".into(),
+            secret_key: Secret::default(),
+            group_id_prefix: String::new(),
+            usersig_ttl: RawDuration::new("24h"),
+        }
+    }
+}
+
+/// `outbox_worker.*`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawOutboxWorker {
+    /// Run the worker in this instance.
+    pub enabled: bool,
+    /// Time between two batches; non-positive means the default.
+    pub poll_interval: RawDuration,
+    /// Rows claimed per batch; non-positive means the default.
+    pub batch_size: i64,
+    /// Bound on one IM call, sync and worker path alike; non-positive means the default.
+    pub publish_timeout: RawDuration,
+    /// `""` or `fixed_interval`.
+    pub retry_strategy: String,
+}
+
+impl Default for RawOutboxWorker {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            poll_interval: RawDuration::new("1s"),
+            batch_size: 100,
+            publish_timeout: RawDuration::new("3s"),
+            retry_strategy: "fixed_interval".into(),
+        }
+    }
+}
+
+/// `presence.*`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawPresence {
+    /// Run the stale-member worker.
+    pub enabled: bool,
+    /// A member silent for this long is removed with reason `stale`.
+    pub stale_after: RawDuration,
+    /// How often rooms are scanned for stale members.
+    pub scan_interval: RawDuration,
+}
+
+impl Default for RawPresence {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            stale_after: RawDuration::new("60s"),
+            scan_interval: RawDuration::new("10s"),
+        }
+    }
+}
+
+/// `log.*`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawLog {
+    /// `json` or `pretty`.
+    pub format: String,
+    /// A level name or an `EnvFilter` directive list.
+    pub level: String,
+}
+
+impl Default for RawLog {
+    fn default() -> Self {
+        Self {
+            format: "json".into(),
+            level: "info".into(),
+        }
+    }
+}
+
+/// A duration as written: `"1s"`, `"250ms"`, `"-1s"`, or a bare integer such as `0`.
+/// Parsing (and the sign) is left to validation so that non-positive values can fall back to
+/// defaults where the spec says so.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct RawDuration(String);
+
+impl RawDuration {
+    /// Wraps a literal.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+
+    /// The text as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for RawDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawDuration {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DurationVisitor;
+
+        impl Visitor<'_> for DurationVisitor {
+            type Value = RawDuration;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration string such as \"1s\" or \"250ms\"")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawDuration::new(v))
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(RawDuration::new(v.to_string()))
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(RawDuration::new(v.to_string()))
+            }
+        }
+
+        deserializer.deserialize_any(DurationVisitor)
+    }
+}

@@ -1,0 +1,212 @@
+//! Validated runtime settings: what `main.rs`/`app` hand to the services. Every value here
+//! has passed the rules of [`super::validate`]; durations are [`Duration`]s, addresses are
+//! parsed, secrets are [`Secret`]s (so `Debug` never prints them).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::secret::Secret;
+
+/// Default `outbox_worker.poll_interval`, also used when the configured one is non-positive.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// Default `outbox_worker.batch_size`, also used when the configured one is non-positive.
+pub const DEFAULT_BATCH_SIZE: usize = 100;
+/// Largest accepted `outbox_worker.batch_size`; a larger value fails startup (it is not
+/// clamped, so an operator never gets a batch size other than the one they asked for).
+pub const MAX_BATCH_SIZE: usize = 1000;
+/// Default `outbox_worker.publish_timeout`, also used when the configured one is non-positive.
+pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
+/// Extra time a claim lease holds beyond `batch_size × publish_timeout`, covering the claim and
+/// mark statements around the publishes.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
+/// Longest lease a configuration may imply: rows claimed by a crashed instance are retried
+/// after at most this long. `batch_size × publish_timeout` above it fails startup.
+pub const MAX_LEASE: Duration = Duration::from_secs(60 * 60);
+
+/// Everything the service needs at runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// This instance's name (`[A-Za-z0-9_.-]{1,64}`): the configured one, or the sanitized
+    /// hostname.
+    pub node_id: String,
+    /// The HTTP server.
+    pub http: HttpSettings,
+    /// The database.
+    pub database: DatabaseSettings,
+    /// Tencent Cloud IM.
+    pub tencent_im: TencentImSettings,
+    /// The outbox worker (its `publish_timeout` also bounds the synchronous publish).
+    pub outbox_worker: OutboxWorkerSettings,
+    /// The presence (stale member) worker.
+    pub presence: PresenceSettings,
+    /// Logging.
+    pub log: LogSettings,
+    /// Where the values came from, for the first log line after startup.
+    pub source: ConfigSource,
+}
+
+/// Where a [`Settings`] was loaded from (environment overrides apply in both cases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// The YAML file at this path.
+    File(PathBuf),
+    /// No file existed at the default path; built-in defaults were used.
+    Defaults,
+}
+
+/// The HTTP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// Address to bind.
+    pub listen: SocketAddr,
+    /// Largest accepted request body in bytes (> 0).
+    pub body_limit_bytes: usize,
+}
+
+/// The database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseSettings {
+    /// Connection URL; a secret because it may carry a password.
+    pub url: Secret,
+    /// Pool size (>= 1).
+    pub max_connections: u32,
+    /// Run migrations at startup.
+    pub run_migrations: bool,
+}
+
+/// Which database engine a URL points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `mysql://` or `mariadb://`.
+    MySql,
+    /// `sqlite:`.
+    Sqlite,
+}
+
+impl Backend {
+    /// The backend named by the URL's scheme, or `None` for any other scheme.
+    pub fn from_url(url: &str) -> Option<Self> {
+        // Lowercase only, as the database driver expects it.
+        let url = url.trim_start();
+        if url.starts_with("sqlite:") {
+            Some(Self::Sqlite)
+        } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            Some(Self::MySql)
+        } else {
+            None
+        }
+    }
+}
+
+impl DatabaseSettings {
+    /// The engine of [`DatabaseSettings::url`] (validation guarantees a known scheme).
+    pub fn backend(&self) -> Backend {
+        Backend::from_url(self.url.expose()).unwrap_or(Backend::Sqlite)
+    }
+
+    /// The URL with any password replaced by `***`, fit for a log line.
+    pub fn redacted_url(&self) -> String {
+        let url = self.url.expose();
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return url.to_owned();
+        };
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(authority_end);
+        match authority.rsplit_once('@') {
+            Some((userinfo, host)) => {
+                let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+                format!("{scheme}://{user}:***@{host}{tail}")
+            }
+            None => url.to_owned(),
+        }
+    }
+}
+
+/// Tencent Cloud IM. When `enabled`, every field has been checked to be usable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TencentImSettings {
+    /// False: events go to the log sink.
+    pub enabled: bool,
+    /// `http(s)://host[:port]` without a trailing slash.
+    pub base_url: String,
+    /// SDKAppID (> 0 when enabled).
+    pub sdk_app_id: u64,
+    /// Administrator account of the REST calls.
+    pub admin_identifier: String,
+    /// UserSig signing key (non-empty when enabled; surrounding whitespace removed).
+    pub secret_key: Secret,
+    /// IM GroupId = prefix + room_id.
+    pub group_id_prefix: String,
+    /// Lifetime of a generated UserSig (>= 1 minute).
+    pub usersig_ttl: Duration,
+}
+
+/// How failed outbox rows are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RetryStrategy {
+    /// Retry on the next poll tick (V1, the only strategy).
+    #[default]
+    FixedInterval,
+}
+
+/// The outbox worker, normalised: every value is positive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxWorkerSettings {
+    /// Run the worker in this instance.
+    pub enabled: bool,
+    /// Time between batches (> 0).
+    pub poll_interval: Duration,
+    /// Rows per claim, 1..=[`MAX_BATCH_SIZE`].
+    pub batch_size: usize,
+    /// Bound on one publish (> 0), on both the sync and the worker path.
+    pub publish_timeout: Duration,
+    /// Retry policy.
+    pub retry_strategy: RetryStrategy,
+}
+
+impl OutboxWorkerSettings {
+    /// The lease a claim must take so it cannot expire while its batch is still being
+    /// published one row after another: `batch_size × publish_timeout + LEASE_MARGIN`.
+    /// Validation keeps it at or below `MAX_LEASE + LEASE_MARGIN`.
+    pub fn lease(&self) -> Duration {
+        lease_for(self.batch_size, self.publish_timeout)
+    }
+}
+
+/// `batch_size × publish_timeout + LEASE_MARGIN`, saturating.
+pub(crate) fn lease_for(batch_size: usize, publish_timeout: Duration) -> Duration {
+    let factor = u32::try_from(batch_size).unwrap_or(u32::MAX);
+    publish_timeout
+        .saturating_mul(factor)
+        .saturating_add(LEASE_MARGIN)
+}
+
+/// The presence worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresenceSettings {
+    /// Run the stale-member worker.
+    pub enabled: bool,
+    /// Silence after which a member is removed (> 0 when enabled).
+    pub stale_after: Duration,
+    /// Scan period (> 0 when enabled).
+    pub scan_interval: Duration,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable, for a terminal.
+    Pretty,
+}
+
+/// Logging.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSettings {
+    /// Output format.
+    pub format: LogFormat,
+    /// An `EnvFilter` directive list (a level name such as `info` is one).
+    pub level: String,
+}

@@ -1,0 +1,108 @@
+//! Loads the three files shipped in `config/` (SPEC §7) with the environment they expect and
+//! checks their key values, so a broken or drifting shipped file fails the build.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::*;
+
+const SECRET_VAR: &str = "ROOM_SERVICE__TENCENT_IM__SECRET_KEY";
+
+fn shipped(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("config")
+        .join(name)
+}
+
+fn with_secret() -> Vec<(String, String)> {
+    vec![(SECRET_VAR.to_owned(), "test-secret-key".to_owned())]
+}
+
+#[test]
+fn local_config_uses_sqlite_and_no_im() {
+    let s = load_with_env(&shipped("config.yaml"), Vec::new()).expect("config.yaml is valid");
+    assert_eq!(s.http.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(
+        s.database.url.expose(),
+        "sqlite://data/room-service.db?mode=rwc"
+    );
+    assert_eq!(s.database.backend(), Backend::Sqlite);
+    assert!(!s.tencent_im.enabled);
+    assert!(s.outbox_worker.enabled);
+    assert_eq!(s.outbox_worker.publish_timeout, Duration::from_secs(3));
+    assert_eq!(s.source, ConfigSource::File(shipped("config.yaml")));
+}
+
+#[test]
+fn docker_config_uses_compose_services_and_needs_the_secret_from_env() {
+    let path = shipped("config.docker.yaml");
+    let error = load_with_env(&path, Vec::new()).expect_err("IM enabled without the key");
+    assert_eq!(error.keys(), ["tencent_im.secret_key"]);
+
+    let s = load_with_env(&path, with_secret()).expect("config.docker.yaml is valid");
+    assert_eq!(s.http.listen.to_string(), "0.0.0.0:8080");
+    assert_eq!(
+        s.database.url.expose(),
+        "mysql://room:room@mysql:3306/room_service"
+    );
+    assert_eq!(s.database.backend(), Backend::MySql);
+    assert!(s.tencent_im.enabled);
+    assert_eq!(s.tencent_im.base_url, "http://fake-im:9000");
+    assert_eq!(s.tencent_im.sdk_app_id, 1_400_000_000);
+    assert_eq!(s.tencent_im.secret_key.expose(), "test-secret-key");
+    assert_eq!(s.log.format, LogFormat::Json);
+}
+
+#[test]
+fn tencent_example_points_at_tencent_and_needs_the_secret_from_env() {
+    let path = shipped("config.tencent.example.yaml");
+    let error = load_with_env(&path, Vec::new()).expect_err("IM enabled without the key");
+    assert_eq!(error.keys(), ["tencent_im.secret_key"]);
+
+    let s = load_with_env(&path, with_secret()).expect("the Tencent example is valid");
+    assert!(s.tencent_im.enabled);
+    assert_eq!(s.tencent_im.base_url, "https://console.tim.qq.com");
+    assert!(s.tencent_im.sdk_app_id > 0);
+    assert_eq!(s.tencent_im.admin_identifier, "administrator");
+    assert_eq!(s.tencent_im.usersig_ttl, Duration::from_secs(24 * 3600));
+    assert_eq!(s.database.backend(), Backend::MySql);
+}
+
+#[test]
+fn every_shipped_file_sets_and_documents_every_key() {
+    let sections = [
+        "http",
+        "database",
+        "tencent_im",
+        "outbox_worker",
+        "presence",
+        "log",
+    ];
+    for name in [
+        "config.yaml",
+        "config.docker.yaml",
+        "config.tencent.example.yaml",
+    ] {
+        let text = std::fs::read_to_string(shipped(name)).expect("shipped file is readable");
+        let lines: Vec<&str> = text.lines().collect();
+        let mut leaves = 0;
+        for (i, line) in lines.iter().enumerate() {
+            let Some((key, _)) = line.split_once(':') else {
+                continue;
+            };
+            if line.trim_start().starts_with('#') || sections.contains(&key) {
+                continue;
+            }
+            leaves += 1;
+            let above = i
+                .checked_sub(1)
+                .and_then(|j| lines.get(j))
+                .map(|l| l.trim_start());
+            assert!(
+                above.is_some_and(|l| l.starts_with('#')),
+                "{name}: `{line}` has no comment"
+            );
+        }
+        assert_eq!(leaves, 23, "{name} must set all 23 keys explicitly");
+    }
+}

@@ -1,0 +1,196 @@
+//! Unit tests of the value rules of SPEC §7, one test per rule, each asserting the key named.
+
+use std::time::Duration;
+
+use super::rules::sanitize_node_id;
+use super::tests::{IM_ON, fails_on, load_yaml, ok};
+use super::*;
+
+#[test]
+fn bad_durations_fail_naming_the_key() {
+    fails_on(
+        "outbox_worker: {poll_interval: \"fast\"}\n",
+        &[],
+        "outbox_worker.poll_interval",
+    );
+    fails_on(
+        "presence: {stale_after: \"5\"}\n",
+        &[],
+        "presence.stale_after",
+    );
+    fails_on(
+        "tencent_im: {usersig_ttl: \"\"}\n",
+        &[],
+        "tencent_im.usersig_ttl",
+    );
+    let s = ok(
+        "outbox_worker: {poll_interval: \"250ms\", batch_size: 10, publish_timeout: \"1m 30s\"}\n",
+    );
+    assert_eq!(s.outbox_worker.poll_interval, Duration::from_millis(250));
+    assert_eq!(s.outbox_worker.publish_timeout, Duration::from_secs(90));
+}
+
+#[test]
+fn bad_listen_address_fails_naming_the_key() {
+    fails_on("http: {listen: \"localhost\"}\n", &[], "http.listen");
+    fails_on(
+        "http: {body_limit_bytes: 0}\n",
+        &[],
+        "http.body_limit_bytes",
+    );
+    fails_on(
+        "http: {body_limit_bytes: -1}\n",
+        &[],
+        "http.body_limit_bytes",
+    );
+}
+
+#[test]
+fn retry_strategy_other_than_fixed_interval_fails() {
+    let key = "outbox_worker.retry_strategy";
+    let message = fails_on("outbox_worker: {retry_strategy: exponential}\n", &[], key);
+    assert!(message.contains("exponential"), "{message}");
+    let s = ok("outbox_worker: {retry_strategy: \"\"}\n");
+    assert_eq!(s.outbox_worker.retry_strategy, RetryStrategy::FixedInterval);
+}
+
+#[test]
+fn non_positive_outbox_values_become_defaults() {
+    for (poll, batch, timeout) in [
+        ("\"0s\"", "0", "\"-1s\""),
+        ("0", "-5", "-3"),
+        ("\"-2ms\"", "-1", "\"0ms\""),
+    ] {
+        let yaml = format!(
+            "outbox_worker: {{poll_interval: {poll}, batch_size: {batch}, publish_timeout: {timeout}}}\n"
+        );
+        let ow = ok(&yaml).outbox_worker;
+        assert_eq!(ow.poll_interval, DEFAULT_POLL_INTERVAL, "{yaml}");
+        assert_eq!(ow.batch_size, DEFAULT_BATCH_SIZE, "{yaml}");
+        assert_eq!(ow.publish_timeout, DEFAULT_PUBLISH_TIMEOUT, "{yaml}");
+    }
+}
+
+#[test]
+fn batch_size_above_the_maximum_fails_and_the_maximum_passes() {
+    fails_on(
+        "outbox_worker: {batch_size: 1001}\n",
+        &[],
+        "outbox_worker.batch_size",
+    );
+    assert_eq!(
+        ok("outbox_worker: {batch_size: 1000}\n")
+            .outbox_worker
+            .batch_size,
+        MAX_BATCH_SIZE
+    );
+}
+
+#[test]
+fn a_batch_that_could_outlive_its_lease_limit_fails() {
+    let yaml = "outbox_worker: {batch_size: 1000, publish_timeout: \"4s\"}\n";
+    fails_on(yaml, &[], "outbox_worker.publish_timeout");
+    let s = ok("outbox_worker: {batch_size: 1000, publish_timeout: \"3s\"}\n");
+    assert!(s.outbox_worker.lease() >= Duration::from_secs(3000));
+}
+
+#[test]
+fn enabled_im_requires_its_keys() {
+    fails_on(IM_ON, &[], "tencent_im.secret_key");
+    let env = [("ROOM_SERVICE__TENCENT_IM__SECRET_KEY", "  k3y \n")];
+    let s = load_yaml(IM_ON, &env).expect("valid with the secret from env");
+    assert_eq!(s.tencent_im.secret_key.expose(), "k3y");
+    let yaml = "tencent_im: {enabled: true, sdk_app_id: 0, admin_identifier: \"\", base_url: \"ftp://x\"}\n";
+    let error = load_yaml(yaml, &env).expect_err("three problems");
+    assert_eq!(
+        error.keys(),
+        [
+            "tencent_im.base_url",
+            "tencent_im.sdk_app_id",
+            "tencent_im.admin_identifier"
+        ]
+    );
+    fails_on(
+        "tencent_im: {enabled: true, base_url: \"not a url\"}\n",
+        &env,
+        "tencent_im.base_url",
+    );
+    fails_on(
+        "tencent_im: {usersig_ttl: \"59s\"}\n",
+        &[],
+        "tencent_im.usersig_ttl",
+    );
+    fails_on(
+        "tencent_im: {group_id_prefix: \"@TGS#x\"}\n",
+        &[],
+        "tencent_im.group_id_prefix",
+    );
+    // Disabled IM accepts the placeholders.
+    assert!(
+        !ok("tencent_im: {enabled: false, sdk_app_id: 0}\n")
+            .tencent_im
+            .enabled
+    );
+}
+
+#[test]
+fn database_url_scheme_and_pool_size_are_checked() {
+    fails_on(
+        "database: {url: \"postgres://u:p@h/db\"}\n",
+        &[],
+        "database.url",
+    );
+    fails_on(
+        "database: {max_connections: 0}\n",
+        &[],
+        "database.max_connections",
+    );
+    let s = ok("database: {url: \"mariadb://u:p@h:3306/db\"}\n");
+    assert_eq!(s.database.backend(), Backend::MySql);
+    let s = ok("database: {url: \"mysql://u:pw@h:3306/db?ssl-mode=required\"}\n");
+    assert_eq!(s.database.backend(), Backend::MySql);
+    assert_eq!(
+        s.database.redacted_url(),
+        "mysql://u:***@h:3306/db?ssl-mode=required"
+    );
+}
+
+#[test]
+fn presence_durations_must_be_positive_when_enabled() {
+    fails_on(
+        "presence: {stale_after: \"0s\"}\n",
+        &[],
+        "presence.stale_after",
+    );
+    fails_on(
+        "presence: {scan_interval: \"-1s\"}\n",
+        &[],
+        "presence.scan_interval",
+    );
+    assert!(
+        !ok("presence: {enabled: false, stale_after: \"0s\"}\n")
+            .presence
+            .enabled
+    );
+}
+
+#[test]
+fn log_format_and_level_are_checked() {
+    fails_on("log: {format: xml}\n", &[], "log.format");
+    fails_on("log: {level: infoo}\n", &[], "log.level");
+    fails_on("log: {level: \"\"}\n", &[], "log.level");
+    fails_on("log: {level: \"sqlx=loud\"}\n", &[], "log.level");
+    let s = ok("log: {format: Pretty, level: \"info,sqlx=warn,room_service[cmd]=debug\"}\n");
+    assert_eq!(s.log.format, LogFormat::Pretty);
+    assert_eq!(s.log.level, "info,sqlx=warn,room_service[cmd]=debug");
+}
+
+#[test]
+fn node_id_is_checked_or_derived_from_the_hostname() {
+    fails_on("node_id: \"has space\"\n", &[], "node_id");
+    fails_on(&format!("node_id: {}\n", "a".repeat(65)), &[], "node_id");
+    assert_eq!(ok("node_id: node-1.a_b\n").node_id, "node-1.a_b");
+    assert_eq!(sanitize_node_id("my host/ü"), "my-host--");
+    assert_eq!(sanitize_node_id(""), "room-service");
+    assert_eq!(sanitize_node_id(&"x".repeat(100)).len(), 64);
+}

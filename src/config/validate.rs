@@ -1,0 +1,233 @@
+//! The rules of SPEC §7: turns a [`RawConfig`] into [`Settings`] or reports every broken rule
+//! at once, each naming its key. Outbox worker values that are non-positive are replaced by
+//! their defaults here (the spec's normalisation); everything else that is wrong fails.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::error::ConfigError;
+use super::raw::{
+    RawConfig, RawDatabase, RawHttp, RawLog, RawOutboxWorker, RawPresence, RawTencentIm,
+};
+use super::rules::{
+    MIN_USERSIG_TTL, Problems, check_base_url, check_log_level, is_valid_node_id, sanitize_node_id,
+};
+use super::settings::{
+    Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
+    DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat, LogSettings, MAX_BATCH_SIZE,
+    MAX_LEASE, OutboxWorkerSettings, PresenceSettings, RetryStrategy, Settings, TencentImSettings,
+    lease_for,
+};
+use crate::secret::Secret;
+
+/// Applies every rule; `hostname` supplies the node id when none is configured.
+pub(crate) fn validate(
+    raw: RawConfig,
+    source: ConfigSource,
+    hostname: impl FnOnce() -> String,
+) -> Result<Settings, ConfigError> {
+    let mut p = Problems::default();
+    let node_id = match raw.node_id.trim() {
+        "" => sanitize_node_id(&hostname()),
+        id if is_valid_node_id(id) => id.to_owned(),
+        _ => {
+            p.add("node_id", "must be 1-64 characters of [A-Za-z0-9_.-]");
+            String::new()
+        }
+    };
+    let settings = Settings {
+        node_id,
+        http: http(&mut p, raw.http),
+        database: database(&mut p, raw.database),
+        tencent_im: tencent_im(&mut p, raw.tencent_im),
+        outbox_worker: outbox_worker(&mut p, raw.outbox_worker),
+        presence: presence(&mut p, raw.presence),
+        log: log(&mut p, raw.log),
+        source,
+    };
+    match ConfigError::from_list(p.0) {
+        Some(error) => Err(error),
+        None => Ok(settings),
+    }
+}
+
+fn http(p: &mut Problems, raw: RawHttp) -> HttpSettings {
+    let listen = raw.listen.trim().parse::<SocketAddr>().unwrap_or_else(|e| {
+        p.add(
+            "http.listen",
+            format!("{:?} is not an ip:port address ({e})", raw.listen),
+        );
+        SocketAddr::from(([127, 0, 0, 1], 8080))
+    });
+    if raw.body_limit_bytes == 0 {
+        p.add("http.body_limit_bytes", "must be greater than zero");
+    }
+    HttpSettings {
+        listen,
+        body_limit_bytes: raw.body_limit_bytes,
+    }
+}
+
+fn database(p: &mut Problems, raw: RawDatabase) -> DatabaseSettings {
+    // The value never goes into a message: it may carry a password.
+    let url = Secret::new(raw.url.expose().trim());
+    if Backend::from_url(url.expose()).is_none() {
+        p.add(
+            "database.url",
+            "must start with sqlite:, mysql:// or mariadb://",
+        );
+    }
+    if raw.max_connections == 0 {
+        p.add("database.max_connections", "must be at least 1");
+    }
+    DatabaseSettings {
+        url,
+        max_connections: raw.max_connections,
+        run_migrations: raw.run_migrations,
+    }
+}
+
+fn tencent_im(p: &mut Problems, raw: RawTencentIm) -> TencentImSettings {
+    // Whitespace around a key (a trailing newline from a secrets file) is never part of it.
+    let secret_key = Secret::new(raw.secret_key.expose().trim());
+    let mut base_url = raw.base_url.trim().to_owned();
+    if raw.enabled {
+        match check_base_url(&base_url) {
+            Ok(url) => base_url = url,
+            Err(reason) => p.add("tencent_im.base_url", reason),
+        }
+        if raw.sdk_app_id == 0 {
+            p.add(
+                "tencent_im.sdk_app_id",
+                "must be greater than zero when tencent_im.enabled",
+            );
+        }
+        if raw.admin_identifier.trim().is_empty() {
+            p.add(
+                "tencent_im.admin_identifier",
+                "must not be empty when tencent_im.enabled",
+            );
+        }
+        if secret_key.is_empty() {
+            p.add(
+                "tencent_im.secret_key",
+                "must not be empty when tencent_im.enabled; set ROOM_SERVICE__TENCENT_IM__SECRET_KEY",
+            );
+        }
+    }
+    let prefix = &raw.group_id_prefix;
+    if !prefix.bytes().all(|b| b.is_ascii_graphic()) || prefix.starts_with("@TGS#") {
+        p.add(
+            "tencent_im.group_id_prefix",
+            "must be printable ASCII without spaces and must not start with @TGS#",
+        );
+    }
+    let usersig_ttl = p.positive("tencent_im.usersig_ttl", &raw.usersig_ttl, MIN_USERSIG_TTL);
+    if usersig_ttl < MIN_USERSIG_TTL {
+        p.add("tencent_im.usersig_ttl", "must be at least 1m");
+    }
+    TencentImSettings {
+        enabled: raw.enabled,
+        base_url,
+        sdk_app_id: raw.sdk_app_id,
+        admin_identifier: raw.admin_identifier.trim().to_owned(),
+        secret_key,
+        group_id_prefix: raw.group_id_prefix,
+        usersig_ttl,
+    }
+}
+
+/// Non-positive values become defaults (SPEC §5 normalisation); a batch size above
+/// [`MAX_BATCH_SIZE`] and a batch that could outlive [`MAX_LEASE`] fail.
+fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings {
+    let poll_interval = p.or_default(
+        "outbox_worker.poll_interval",
+        &raw.poll_interval,
+        DEFAULT_POLL_INTERVAL,
+    );
+    let publish_timeout = p.or_default(
+        "outbox_worker.publish_timeout",
+        &raw.publish_timeout,
+        DEFAULT_PUBLISH_TIMEOUT,
+    );
+    let batch_size = match usize::try_from(raw.batch_size) {
+        Ok(0) | Err(_) => DEFAULT_BATCH_SIZE,
+        Ok(n) if n > MAX_BATCH_SIZE => {
+            p.add(
+                "outbox_worker.batch_size",
+                format!("{n} is above the maximum of {MAX_BATCH_SIZE}"),
+            );
+            DEFAULT_BATCH_SIZE
+        }
+        Ok(n) => n,
+    };
+    let batch_time = lease_for(batch_size, publish_timeout).saturating_sub(LEASE_MARGIN);
+    if batch_time > MAX_LEASE {
+        p.add(
+            "outbox_worker.publish_timeout",
+            format!(
+                "batch_size × publish_timeout is {}, above the {} limit on a claim lease; \
+                 lower outbox_worker.batch_size or outbox_worker.publish_timeout",
+                humantime::format_duration(batch_time),
+                humantime::format_duration(MAX_LEASE)
+            ),
+        );
+    }
+    let retry_strategy = match raw.retry_strategy.as_str() {
+        "" | "fixed_interval" => RetryStrategy::FixedInterval,
+        other => {
+            p.add(
+                "outbox_worker.retry_strategy",
+                format!("{other:?} is not supported; use \"fixed_interval\""),
+            );
+            RetryStrategy::FixedInterval
+        }
+    };
+    OutboxWorkerSettings {
+        enabled: raw.enabled,
+        poll_interval,
+        batch_size,
+        publish_timeout,
+        retry_strategy,
+    }
+}
+
+/// Durations must be positive when the worker runs; a disabled worker tolerates zero.
+fn presence(p: &mut Problems, raw: RawPresence) -> PresenceSettings {
+    let (stale, scan) = (Duration::from_secs(60), Duration::from_secs(10));
+    let (stale_after, scan_interval) = if raw.enabled {
+        (
+            p.positive("presence.stale_after", &raw.stale_after, stale),
+            p.positive("presence.scan_interval", &raw.scan_interval, scan),
+        )
+    } else {
+        (
+            p.or_default("presence.stale_after", &raw.stale_after, stale),
+            p.or_default("presence.scan_interval", &raw.scan_interval, scan),
+        )
+    };
+    PresenceSettings {
+        enabled: raw.enabled,
+        stale_after,
+        scan_interval,
+    }
+}
+
+fn log(p: &mut Problems, raw: RawLog) -> LogSettings {
+    let format = match raw.format.trim().to_ascii_lowercase().as_str() {
+        "json" => LogFormat::Json,
+        "pretty" => LogFormat::Pretty,
+        _ => {
+            p.add(
+                "log.format",
+                format!("{:?} is neither \"json\" nor \"pretty\"", raw.format),
+            );
+            LogFormat::Json
+        }
+    };
+    let level = raw.level.trim().to_owned();
+    if let Err(reason) = check_log_level(&level) {
+        p.add("log.level", reason);
+    }
+    LogSettings { format, level }
+}
