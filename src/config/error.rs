@@ -61,11 +61,7 @@ impl ConfigError {
 
     /// An invalid value with no known origin.
     pub(crate) fn invalid(key: &str, reason: impl Into<String>) -> Self {
-        Self::InvalidValue {
-            key: key.to_owned(),
-            origin: None,
-            reason: reason.into(),
-        }
+        Self::InvalidValue { key: key.to_owned(), origin: None, reason: reason.into() }
     }
 
     /// One error for a list: the error itself when alone, [`ConfigError::Multiple`] otherwise.
@@ -121,27 +117,16 @@ impl Origins {
         });
         match env {
             Some((_, var)) => Some(format!("environment variable {var}")),
-            None => self
-                .file
-                .as_ref()
-                .map(|path| format!("file {}", path.display())),
+            None => self.file.as_ref().map(|path| format!("file {}", path.display())),
         }
     }
 
     /// Adds the origin of the key to validation errors that lack one.
     pub(crate) fn annotate(&self, error: ConfigError) -> ConfigError {
         match error {
-            ConfigError::InvalidValue {
-                key,
-                origin: None,
-                reason,
-            } => {
+            ConfigError::InvalidValue { key, origin: None, reason } => {
                 let origin = self.of(&key);
-                ConfigError::InvalidValue {
-                    key,
-                    origin,
-                    reason,
-                }
+                ConfigError::InvalidValue { key, origin, reason }
             }
             ConfigError::Multiple(errors) => {
                 ConfigError::Multiple(errors.into_iter().map(|e| self.annotate(e)).collect())
@@ -153,10 +138,8 @@ impl Origins {
     /// Maps figment's extraction errors to ours, naming keys and hiding secret values.
     pub(crate) fn map_figment(&self, error: figment::Error) -> ConfigError {
         let errors = error.into_iter().map(|e| self.map_one(e)).collect();
-        ConfigError::from_list(errors).unwrap_or_else(|| ConfigError::Unreadable {
-            origin: None,
-            message: "unknown error".into(),
-        })
+        ConfigError::from_list(errors)
+            .unwrap_or_else(|| ConfigError::Unreadable { origin: None, message: "unknown error".into() })
     }
 
     fn map_one(&self, error: figment::Error) -> ConfigError {
@@ -178,16 +161,11 @@ impl Origins {
                 message: describe(&kind, true),
             },
             kind => {
-                let holds_secret = SECRET_KEYS
-                    .iter()
-                    .any(|k| *k == path || k.starts_with(&format!("{path}.")));
+                let holds_secret =
+                    SECRET_KEYS.iter().any(|k| *k == path || k.starts_with(&format!("{path}.")));
                 let reason = describe(&kind, holds_secret);
                 let origin = self.of(&path);
-                ConfigError::InvalidValue {
-                    key: path,
-                    origin,
-                    reason,
-                }
+                ConfigError::InvalidValue { key: path, origin, reason }
             }
         }
     }

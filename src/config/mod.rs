@@ -37,8 +37,8 @@ use serde_saphyr::figment::Yaml;
 pub use error::ConfigError;
 pub use settings::{
     Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
-    DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat, LogSettings, MAX_BATCH_SIZE,
-    MAX_LEASE, OutboxWorkerSettings, PresenceSettings, RetryStrategy, Settings, TencentImSettings,
+    DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_LEASE,
+    OutboxWorkerSettings, PresenceSettings, RetryStrategy, Settings, TencentImSettings,
 };
 
 use error::Origins;
@@ -59,11 +59,7 @@ pub const ENV_PREFIX: &str = "ROOM_SERVICE__";
 pub fn load(path: &Path) -> Result<Settings, ConfigError> {
     let mut vars = Vec::new();
     for (name, value) in std::env::vars_os() {
-        let Some(name) = name
-            .to_str()
-            .filter(|n| n.starts_with(ENV_PREFIX))
-            .map(str::to_owned)
-        else {
+        let Some(name) = name.to_str().filter(|n| n.starts_with(ENV_PREFIX)).map(str::to_owned) else {
             continue;
         };
         match value.into_string() {
@@ -104,9 +100,7 @@ fn load_from(
             (Figment::new(), ConfigSource::Defaults, None)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ConfigError::FileNotFound {
-                path: path.to_owned(),
-            });
+            return Err(ConfigError::FileNotFound { path: path.to_owned() });
         }
         Err(e) => {
             return Err(ConfigError::Unreadable {
@@ -117,10 +111,7 @@ fn load_from(
     };
 
     let mut env = HashMap::new();
-    let mut vars: Vec<_> = vars
-        .into_iter()
-        .filter(|(name, _)| name.starts_with(ENV_PREFIX))
-        .collect();
+    let mut vars: Vec<_> = vars.into_iter().filter(|(name, _)| name.starts_with(ENV_PREFIX)).collect();
     vars.sort();
     for (name, value) in vars {
         let key = env_key(&name)?;
@@ -129,9 +120,7 @@ fn load_from(
     }
     let origins = Origins { env, file };
 
-    let raw: RawConfig = figment
-        .extract_lossy()
-        .map_err(|e| origins.map_figment(e))?;
+    let raw: RawConfig = figment.extract_lossy().map_err(|e| origins.map_figment(e))?;
     validate::validate(raw, source, hostname).map_err(|e| origins.annotate(e))
 }
 
@@ -140,9 +129,7 @@ fn env_key(name: &str) -> Result<String, ConfigError> {
     let rest = name.strip_prefix(ENV_PREFIX).unwrap_or(name);
     let segments: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
     let valid = segments.iter().all(|s| {
-        !s.is_empty()
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
     });
     if !valid {
         return Err(ConfigError::UnknownKey {

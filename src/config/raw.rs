@@ -58,10 +58,7 @@ pub(crate) struct RawHttp {
 
 impl Default for RawHttp {
     fn default() -> Self {
-        Self {
-            listen: "127.0.0.1:8080".into(),
-            body_limit_bytes: 65_536,
-        }
+        Self { listen: "127.0.0.1:8080".into(), body_limit_bytes: 65_536 }
     }
 }
 
@@ -163,11 +160,7 @@ pub(crate) struct RawPresence {
 
 impl Default for RawPresence {
     fn default() -> Self {
-        Self {
-            enabled: true,
-            stale_after: RawDuration::new("60s"),
-            scan_interval: RawDuration::new("10s"),
-        }
+        Self { enabled: true, stale_after: RawDuration::new("60s"), scan_interval: RawDuration::new("10s") }
     }
 }
 
@@ -183,10 +176,7 @@ pub(crate) struct RawLog {
 
 impl Default for RawLog {
     fn default() -> Self {
-        Self {
-            format: "json".into(),
-            level: "info".into(),
-        }
+        Self { format: "json".into(), level: "info".into() }
     }
 }
 

@@ -28,9 +28,7 @@ pub(crate) fn parse_duration(raw: &RawDuration) -> Result<Parsed, String> {
     if let Ok(number) = text.parse::<i64>() {
         return match number {
             ..=0 => Ok(Parsed::NonPositive),
-            _ => Err(format!(
-                "{text:?} has no unit; write e.g. \"{number}s\" or \"{number}ms\""
-            )),
+            _ => Err(format!("{text:?} has no unit; write e.g. \"{number}s\" or \"{number}ms\"")),
         };
     }
     let (negative, magnitude) = match text.strip_prefix('-') {
@@ -41,9 +39,7 @@ pub(crate) fn parse_duration(raw: &RawDuration) -> Result<Parsed, String> {
         Ok(_) if negative => Ok(Parsed::NonPositive),
         Ok(d) if d.is_zero() => Ok(Parsed::NonPositive),
         Ok(d) => Ok(Parsed::Positive(d)),
-        Err(e) => Err(format!(
-            "{text:?} is not a duration such as \"1s\" or \"250ms\" ({e})"
-        )),
+        Err(e) => Err(format!("{text:?} is not a duration such as \"1s\" or \"250ms\" ({e})")),
     }
 }
 
@@ -87,9 +83,7 @@ impl Problems {
 /// True for `[A-Za-z0-9_.-]{1,64}`.
 pub(crate) fn is_valid_node_id(id: &str) -> bool {
     (1..=MAX_NODE_ID_LEN).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 /// Forces a hostname into the node id alphabet: other characters become `-`, the result is cut
@@ -97,20 +91,10 @@ pub(crate) fn is_valid_node_id(id: &str) -> bool {
 pub(crate) fn sanitize_node_id(hostname: &str) -> String {
     let cleaned: String = hostname
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '-' })
         .take(MAX_NODE_ID_LEN)
         .collect();
-    if cleaned.is_empty() {
-        "room-service".into()
-    } else {
-        cleaned
-    }
+    if cleaned.is_empty() { "room-service".into() } else { cleaned }
 }
 
 /// Checks a log level: a list of `EnvFilter` directives where a bare word must be a level name
@@ -119,8 +103,7 @@ pub(crate) fn check_log_level(level: &str) -> Result<(), String> {
     const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];
     if level.trim().is_empty() {
         return Err(
-            "empty; expected a level such as \"info\" or directives such as \"info,sqlx=warn\""
-                .into(),
+            "empty; expected a level such as \"info\" or directives such as \"info,sqlx=warn\"".into()
         );
     }
     for directive in level.split(',').map(str::trim).filter(|d| !d.is_empty()) {
@@ -146,9 +129,7 @@ pub(crate) fn check_base_url(url: &str) -> Result<String, String> {
         return Err(format!("{url:?} has no host"));
     }
     if parsed.query().is_some() || parsed.fragment().is_some() || !parsed.username().is_empty() {
-        return Err(format!(
-            "{url:?} must not carry credentials, a query or a fragment"
-        ));
+        return Err(format!("{url:?} must not carry credentials, a query or a fragment"));
     }
     Ok(url.trim_end_matches('/').to_owned())
 }

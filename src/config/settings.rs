@@ -177,9 +177,7 @@ impl OutboxWorkerSettings {
 /// `batch_size × publish_timeout + LEASE_MARGIN`, saturating.
 pub(crate) fn lease_for(batch_size: usize, publish_timeout: Duration) -> Duration {
     let factor = u32::try_from(batch_size).unwrap_or(u32::MAX);
-    publish_timeout
-        .saturating_mul(factor)
-        .saturating_add(LEASE_MARGIN)
+    publish_timeout.saturating_mul(factor).saturating_add(LEASE_MARGIN)
 }
 
 /// The presence worker.

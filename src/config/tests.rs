@@ -28,15 +28,8 @@ pub(super) fn ok(yaml: &str) -> Settings {
 pub(super) fn fails_on(yaml: &str, env: &[(&str, &str)], key: &str) -> String {
     let error = load_yaml(yaml, env).expect_err("expected the config to be refused");
     let message = error.to_string();
-    assert!(
-        error.keys().contains(&key),
-        "keys {:?} lack {key}: {message}",
-        error.keys()
-    );
-    assert!(
-        message.contains(&format!("`{key}`")),
-        "message does not name {key}: {message}"
-    );
+    assert!(error.keys().contains(&key), "keys {:?} lack {key}: {message}", error.keys());
+    assert!(message.contains(&format!("`{key}`")), "message does not name {key}: {message}");
     message
 }
 
@@ -50,40 +43,25 @@ fn empty_file_gives_the_spec_defaults() {
         assert!(is_valid_node_id(&s.node_id), "node id {:?}", s.node_id);
         assert_eq!(s.http.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(s.http.body_limit_bytes, 65_536);
-        assert_eq!(
-            s.database.url.expose(),
-            "sqlite://data/room-service.db?mode=rwc"
-        );
+        assert_eq!(s.database.url.expose(), "sqlite://data/room-service.db?mode=rwc");
         assert_eq!(s.database.backend(), Backend::Sqlite);
-        assert_eq!(
-            (s.database.max_connections, s.database.run_migrations),
-            (16, true)
-        );
+        assert_eq!((s.database.max_connections, s.database.run_migrations), (16, true));
         let im = &s.tencent_im;
         assert!(!im.enabled);
         assert_eq!(im.base_url, "https://console.tim.qq.com");
-        assert_eq!(
-            (im.sdk_app_id, im.admin_identifier.as_str()),
-            (0, "administrator")
-        );
+        assert_eq!((im.sdk_app_id, im.admin_identifier.as_str()), (0, "administrator"));
         assert!(im.secret_key.is_empty() && im.group_id_prefix.is_empty());
         assert_eq!(im.usersig_ttl, Duration::from_secs(24 * 3600));
         let ow = &s.outbox_worker;
         assert!(ow.enabled);
-        assert_eq!(
-            (ow.poll_interval, ow.batch_size),
-            (Duration::from_secs(1), 100)
-        );
+        assert_eq!((ow.poll_interval, ow.batch_size), (Duration::from_secs(1), 100));
         assert_eq!(ow.publish_timeout, Duration::from_secs(3));
         assert_eq!(ow.retry_strategy, RetryStrategy::FixedInterval);
         assert_eq!(ow.lease(), Duration::from_secs(300) + LEASE_MARGIN);
         assert!(s.presence.enabled);
         assert_eq!(s.presence.stale_after, Duration::from_secs(60));
         assert_eq!(s.presence.scan_interval, Duration::from_secs(10));
-        assert_eq!(
-            (s.log.format, s.log.level.as_str()),
-            (LogFormat::Json, "info")
-        );
+        assert_eq!((s.log.format, s.log.level.as_str()), (LogFormat::Json, "info"));
         assert!(matches!(s.source, ConfigSource::File(_)));
     }
 }
@@ -108,10 +86,7 @@ fn missing_explicit_file_fails_naming_the_path() {
 fn missing_default_file_falls_back_to_defaults_with_env_applied() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("config.yaml");
-    let env = [(
-        "ROOM_SERVICE__HTTP__BODY_LIMIT_BYTES".to_owned(),
-        "1024".to_owned(),
-    )];
+    let env = [("ROOM_SERVICE__HTTP__BODY_LIMIT_BYTES".to_owned(), "1024".to_owned())];
     let s = super::load_from(&path, true, env).expect("defaults are valid");
     assert_eq!(s.source, ConfigSource::Defaults);
     assert_eq!(s.http.body_limit_bytes, 1024);
@@ -120,8 +95,7 @@ fn missing_default_file_falls_back_to_defaults_with_env_applied() {
 
 #[test]
 fn env_overrides_win_over_the_file_and_are_typed_per_key() {
-    let yaml =
-        "node_id: from-file\nhttp: {listen: \"127.0.0.1:1\"}\noutbox_worker: {batch_size: 5}\n";
+    let yaml = "node_id: from-file\nhttp: {listen: \"127.0.0.1:1\"}\noutbox_worker: {batch_size: 5}\n";
     let env = [
         ("ROOM_SERVICE__NODE_ID", "from-env"),
         ("ROOM_SERVICE__HTTP__LISTEN", "0.0.0.0:9999"),
@@ -136,11 +110,7 @@ fn env_overrides_win_over_the_file_and_are_typed_per_key() {
     assert_eq!(s.http.listen.to_string(), "0.0.0.0:9999");
     assert_eq!(s.outbox_worker.batch_size, 7);
     assert!(!s.outbox_worker.enabled);
-    assert_eq!(
-        s.tencent_im.secret_key.expose(),
-        "123456",
-        "a numeric secret stays a string"
-    );
+    assert_eq!(s.tencent_im.secret_key.expose(), "123456", "a numeric secret stays a string");
     assert_eq!(s.log.format, LogFormat::Pretty);
 }
 
@@ -161,20 +131,13 @@ fn unknown_nested_key_fails_naming_it() {
 fn secrets_never_reach_debug_or_errors() {
     let env = [
         ("ROOM_SERVICE__TENCENT_IM__SECRET_KEY", "sup3r-s3cret-key"),
-        (
-            "ROOM_SERVICE__DATABASE__URL",
-            "mysql://room:hunter2pw@db:3306/x",
-        ),
+        ("ROOM_SERVICE__DATABASE__URL", "mysql://room:hunter2pw@db:3306/x"),
     ];
     let s = load_yaml(IM_ON, &env).expect("valid");
     let debug = format!("{s:?}");
-    assert!(
-        !debug.contains("sup3r-s3cret-key") && !debug.contains("hunter2pw"),
-        "{debug}"
-    );
+    assert!(!debug.contains("sup3r-s3cret-key") && !debug.contains("hunter2pw"), "{debug}");
     // Wrongly typed secrets and a bad database URL: the values stay out of the message.
-    let yaml =
-        "tencent_im: {secret_key: 987654321}\ndatabase: {url: \"postgres://u:hunter2pw@h/db\"}\n";
+    let yaml = "tencent_im: {secret_key: 987654321}\ndatabase: {url: \"postgres://u:hunter2pw@h/db\"}\n";
     let message = fails_on(yaml, &[], "tencent_im.secret_key");
     assert!(!message.contains("987654321"), "{message}");
     let message = fails_on("database: {url: \"hunter2pw\"}\n", &[], "database.url");
@@ -191,18 +154,10 @@ fn secrets_never_reach_debug_or_errors() {
 fn all_problems_are_reported_together_and_bad_types_name_the_key() {
     let yaml = "http: {listen: nope}\nlog: {format: xml}\noutbox_worker: {batch_size: many}\n";
     let error = load_yaml(yaml, &[]).expect_err("invalid");
-    assert_eq!(
-        error.keys(),
-        ["outbox_worker.batch_size"],
-        "type errors come first"
-    );
+    assert_eq!(error.keys(), ["outbox_worker.batch_size"], "type errors come first");
     let error = load_yaml("http: {listen: nope}\nlog: {format: xml}\n", &[]).expect_err("invalid");
     assert_eq!(error.keys(), ["http.listen", "log.format"]);
-    fails_on(
-        "",
-        &[("ROOM_SERVICE__DATABASE__RUN_MIGRATIONS", "perhaps")],
-        "database.run_migrations",
-    );
+    fails_on("", &[("ROOM_SERVICE__DATABASE__RUN_MIGRATIONS", "perhaps")], "database.run_migrations");
 }
 
 #[test]

@@ -9,9 +9,7 @@ use super::*;
 const SECRET_VAR: &str = "ROOM_SERVICE__TENCENT_IM__SECRET_KEY";
 
 fn shipped(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("config")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config").join(name)
 }
 
 fn with_secret() -> Vec<(String, String)> {
@@ -22,10 +20,7 @@ fn with_secret() -> Vec<(String, String)> {
 fn local_config_uses_sqlite_and_no_im() {
     let s = load_with_env(&shipped("config.yaml"), Vec::new()).expect("config.yaml is valid");
     assert_eq!(s.http.listen.to_string(), "127.0.0.1:8080");
-    assert_eq!(
-        s.database.url.expose(),
-        "sqlite://data/room-service.db?mode=rwc"
-    );
+    assert_eq!(s.database.url.expose(), "sqlite://data/room-service.db?mode=rwc");
     assert_eq!(s.database.backend(), Backend::Sqlite);
     assert!(!s.tencent_im.enabled);
     assert!(s.outbox_worker.enabled);
@@ -41,10 +36,7 @@ fn docker_config_uses_compose_services_and_needs_the_secret_from_env() {
 
     let s = load_with_env(&path, with_secret()).expect("config.docker.yaml is valid");
     assert_eq!(s.http.listen.to_string(), "0.0.0.0:8080");
-    assert_eq!(
-        s.database.url.expose(),
-        "mysql://room:room@mysql:3306/room_service"
-    );
+    assert_eq!(s.database.url.expose(), "mysql://room:room@mysql:3306/room_service");
     assert_eq!(s.database.backend(), Backend::MySql);
     assert!(s.tencent_im.enabled);
     assert_eq!(s.tencent_im.base_url, "http://fake-im:9000");
@@ -70,19 +62,8 @@ fn tencent_example_points_at_tencent_and_needs_the_secret_from_env() {
 
 #[test]
 fn every_shipped_file_sets_and_documents_every_key() {
-    let sections = [
-        "http",
-        "database",
-        "tencent_im",
-        "outbox_worker",
-        "presence",
-        "log",
-    ];
-    for name in [
-        "config.yaml",
-        "config.docker.yaml",
-        "config.tencent.example.yaml",
-    ] {
+    let sections = ["http", "database", "tencent_im", "outbox_worker", "presence", "log"];
+    for name in ["config.yaml", "config.docker.yaml", "config.tencent.example.yaml"] {
         let text = std::fs::read_to_string(shipped(name)).expect("shipped file is readable");
         let lines: Vec<&str> = text.lines().collect();
         let mut leaves = 0;
@@ -94,14 +75,8 @@ fn every_shipped_file_sets_and_documents_every_key() {
                 continue;
             }
             leaves += 1;
-            let above = i
-                .checked_sub(1)
-                .and_then(|j| lines.get(j))
-                .map(|l| l.trim_start());
-            assert!(
-                above.is_some_and(|l| l.starts_with('#')),
-                "{name}: `{line}` has no comment"
-            );
+            let above = i.checked_sub(1).and_then(|j| lines.get(j)).map(|l| l.trim_start());
+            assert!(above.is_some_and(|l| l.starts_with('#')), "{name}: `{line}` has no comment");
         }
         assert_eq!(leaves, 23, "{name} must set all 23 keys explicitly");
     }

@@ -8,24 +8,10 @@ use super::*;
 
 #[test]
 fn bad_durations_fail_naming_the_key() {
-    fails_on(
-        "outbox_worker: {poll_interval: \"fast\"}\n",
-        &[],
-        "outbox_worker.poll_interval",
-    );
-    fails_on(
-        "presence: {stale_after: \"5\"}\n",
-        &[],
-        "presence.stale_after",
-    );
-    fails_on(
-        "tencent_im: {usersig_ttl: \"\"}\n",
-        &[],
-        "tencent_im.usersig_ttl",
-    );
-    let s = ok(
-        "outbox_worker: {poll_interval: \"250ms\", batch_size: 10, publish_timeout: \"1m 30s\"}\n",
-    );
+    fails_on("outbox_worker: {poll_interval: \"fast\"}\n", &[], "outbox_worker.poll_interval");
+    fails_on("presence: {stale_after: \"5\"}\n", &[], "presence.stale_after");
+    fails_on("tencent_im: {usersig_ttl: \"\"}\n", &[], "tencent_im.usersig_ttl");
+    let s = ok("outbox_worker: {poll_interval: \"250ms\", batch_size: 10, publish_timeout: \"1m 30s\"}\n");
     assert_eq!(s.outbox_worker.poll_interval, Duration::from_millis(250));
     assert_eq!(s.outbox_worker.publish_timeout, Duration::from_secs(90));
 }
@@ -33,16 +19,8 @@ fn bad_durations_fail_naming_the_key() {
 #[test]
 fn bad_listen_address_fails_naming_the_key() {
     fails_on("http: {listen: \"localhost\"}\n", &[], "http.listen");
-    fails_on(
-        "http: {body_limit_bytes: 0}\n",
-        &[],
-        "http.body_limit_bytes",
-    );
-    fails_on(
-        "http: {body_limit_bytes: -1}\n",
-        &[],
-        "http.body_limit_bytes",
-    );
+    fails_on("http: {body_limit_bytes: 0}\n", &[], "http.body_limit_bytes");
+    fails_on("http: {body_limit_bytes: -1}\n", &[], "http.body_limit_bytes");
 }
 
 #[test]
@@ -56,11 +34,9 @@ fn retry_strategy_other_than_fixed_interval_fails() {
 
 #[test]
 fn non_positive_outbox_values_become_defaults() {
-    for (poll, batch, timeout) in [
-        ("\"0s\"", "0", "\"-1s\""),
-        ("0", "-5", "-3"),
-        ("\"-2ms\"", "-1", "\"0ms\""),
-    ] {
+    for (poll, batch, timeout) in
+        [("\"0s\"", "0", "\"-1s\""), ("0", "-5", "-3"), ("\"-2ms\"", "-1", "\"0ms\"")]
+    {
         let yaml = format!(
             "outbox_worker: {{poll_interval: {poll}, batch_size: {batch}, publish_timeout: {timeout}}}\n"
         );
@@ -73,17 +49,8 @@ fn non_positive_outbox_values_become_defaults() {
 
 #[test]
 fn batch_size_above_the_maximum_fails_and_the_maximum_passes() {
-    fails_on(
-        "outbox_worker: {batch_size: 1001}\n",
-        &[],
-        "outbox_worker.batch_size",
-    );
-    assert_eq!(
-        ok("outbox_worker: {batch_size: 1000}\n")
-            .outbox_worker
-            .batch_size,
-        MAX_BATCH_SIZE
-    );
+    fails_on("outbox_worker: {batch_size: 1001}\n", &[], "outbox_worker.batch_size");
+    assert_eq!(ok("outbox_worker: {batch_size: 1000}\n").outbox_worker.batch_size, MAX_BATCH_SIZE);
 }
 
 #[test]
@@ -102,76 +69,30 @@ fn enabled_im_requires_its_keys() {
     assert_eq!(s.tencent_im.secret_key.expose(), "k3y");
     let yaml = "tencent_im: {enabled: true, sdk_app_id: 0, admin_identifier: \"\", base_url: \"ftp://x\"}\n";
     let error = load_yaml(yaml, &env).expect_err("three problems");
-    assert_eq!(
-        error.keys(),
-        [
-            "tencent_im.base_url",
-            "tencent_im.sdk_app_id",
-            "tencent_im.admin_identifier"
-        ]
-    );
-    fails_on(
-        "tencent_im: {enabled: true, base_url: \"not a url\"}\n",
-        &env,
-        "tencent_im.base_url",
-    );
-    fails_on(
-        "tencent_im: {usersig_ttl: \"59s\"}\n",
-        &[],
-        "tencent_im.usersig_ttl",
-    );
-    fails_on(
-        "tencent_im: {group_id_prefix: \"@TGS#x\"}\n",
-        &[],
-        "tencent_im.group_id_prefix",
-    );
+    assert_eq!(error.keys(), ["tencent_im.base_url", "tencent_im.sdk_app_id", "tencent_im.admin_identifier"]);
+    fails_on("tencent_im: {enabled: true, base_url: \"not a url\"}\n", &env, "tencent_im.base_url");
+    fails_on("tencent_im: {usersig_ttl: \"59s\"}\n", &[], "tencent_im.usersig_ttl");
+    fails_on("tencent_im: {group_id_prefix: \"@TGS#x\"}\n", &[], "tencent_im.group_id_prefix");
     // Disabled IM accepts the placeholders.
-    assert!(
-        !ok("tencent_im: {enabled: false, sdk_app_id: 0}\n")
-            .tencent_im
-            .enabled
-    );
+    assert!(!ok("tencent_im: {enabled: false, sdk_app_id: 0}\n").tencent_im.enabled);
 }
 
 #[test]
 fn database_url_scheme_and_pool_size_are_checked() {
-    fails_on(
-        "database: {url: \"postgres://u:p@h/db\"}\n",
-        &[],
-        "database.url",
-    );
-    fails_on(
-        "database: {max_connections: 0}\n",
-        &[],
-        "database.max_connections",
-    );
+    fails_on("database: {url: \"postgres://u:p@h/db\"}\n", &[], "database.url");
+    fails_on("database: {max_connections: 0}\n", &[], "database.max_connections");
     let s = ok("database: {url: \"mariadb://u:p@h:3306/db\"}\n");
     assert_eq!(s.database.backend(), Backend::MySql);
     let s = ok("database: {url: \"mysql://u:pw@h:3306/db?ssl-mode=required\"}\n");
     assert_eq!(s.database.backend(), Backend::MySql);
-    assert_eq!(
-        s.database.redacted_url(),
-        "mysql://u:***@h:3306/db?ssl-mode=required"
-    );
+    assert_eq!(s.database.redacted_url(), "mysql://u:***@h:3306/db?ssl-mode=required");
 }
 
 #[test]
 fn presence_durations_must_be_positive_when_enabled() {
-    fails_on(
-        "presence: {stale_after: \"0s\"}\n",
-        &[],
-        "presence.stale_after",
-    );
-    fails_on(
-        "presence: {scan_interval: \"-1s\"}\n",
-        &[],
-        "presence.scan_interval",
-    );
-    assert!(
-        !ok("presence: {enabled: false, stale_after: \"0s\"}\n")
-            .presence
-            .enabled
-    );
+    fails_on("presence: {stale_after: \"0s\"}\n", &[], "presence.stale_after");
+    fails_on("presence: {scan_interval: \"-1s\"}\n", &[], "presence.scan_interval");
+    assert!(!ok("presence: {enabled: false, stale_after: \"0s\"}\n").presence.enabled);
 }
 
 #[test]

@@ -6,17 +6,14 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::error::ConfigError;
-use super::raw::{
-    RawConfig, RawDatabase, RawHttp, RawLog, RawOutboxWorker, RawPresence, RawTencentIm,
-};
+use super::raw::{RawConfig, RawDatabase, RawHttp, RawLog, RawOutboxWorker, RawPresence, RawTencentIm};
 use super::rules::{
     MIN_USERSIG_TTL, Problems, check_base_url, check_log_level, is_valid_node_id, sanitize_node_id,
 };
 use super::settings::{
     Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
-    DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat, LogSettings, MAX_BATCH_SIZE,
-    MAX_LEASE, OutboxWorkerSettings, PresenceSettings, RetryStrategy, Settings, TencentImSettings,
-    lease_for,
+    DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_LEASE,
+    OutboxWorkerSettings, PresenceSettings, RetryStrategy, Settings, TencentImSettings, lease_for,
 };
 use crate::secret::Secret;
 
@@ -53,38 +50,25 @@ pub(crate) fn validate(
 
 fn http(p: &mut Problems, raw: RawHttp) -> HttpSettings {
     let listen = raw.listen.trim().parse::<SocketAddr>().unwrap_or_else(|e| {
-        p.add(
-            "http.listen",
-            format!("{:?} is not an ip:port address ({e})", raw.listen),
-        );
+        p.add("http.listen", format!("{:?} is not an ip:port address ({e})", raw.listen));
         SocketAddr::from(([127, 0, 0, 1], 8080))
     });
     if raw.body_limit_bytes == 0 {
         p.add("http.body_limit_bytes", "must be greater than zero");
     }
-    HttpSettings {
-        listen,
-        body_limit_bytes: raw.body_limit_bytes,
-    }
+    HttpSettings { listen, body_limit_bytes: raw.body_limit_bytes }
 }
 
 fn database(p: &mut Problems, raw: RawDatabase) -> DatabaseSettings {
     // The value never goes into a message: it may carry a password.
     let url = Secret::new(raw.url.expose().trim());
     if Backend::from_url(url.expose()).is_none() {
-        p.add(
-            "database.url",
-            "must start with sqlite:, mysql:// or mariadb://",
-        );
+        p.add("database.url", "must start with sqlite:, mysql:// or mariadb://");
     }
     if raw.max_connections == 0 {
         p.add("database.max_connections", "must be at least 1");
     }
-    DatabaseSettings {
-        url,
-        max_connections: raw.max_connections,
-        run_migrations: raw.run_migrations,
-    }
+    DatabaseSettings { url, max_connections: raw.max_connections, run_migrations: raw.run_migrations }
 }
 
 fn tencent_im(p: &mut Problems, raw: RawTencentIm) -> TencentImSettings {
@@ -97,16 +81,10 @@ fn tencent_im(p: &mut Problems, raw: RawTencentIm) -> TencentImSettings {
             Err(reason) => p.add("tencent_im.base_url", reason),
         }
         if raw.sdk_app_id == 0 {
-            p.add(
-                "tencent_im.sdk_app_id",
-                "must be greater than zero when tencent_im.enabled",
-            );
+            p.add("tencent_im.sdk_app_id", "must be greater than zero when tencent_im.enabled");
         }
         if raw.admin_identifier.trim().is_empty() {
-            p.add(
-                "tencent_im.admin_identifier",
-                "must not be empty when tencent_im.enabled",
-            );
+            p.add("tencent_im.admin_identifier", "must not be empty when tencent_im.enabled");
         }
         if secret_key.is_empty() {
             p.add(
@@ -140,23 +118,14 @@ fn tencent_im(p: &mut Problems, raw: RawTencentIm) -> TencentImSettings {
 /// Non-positive values become defaults (SPEC §5 normalisation); a batch size above
 /// [`MAX_BATCH_SIZE`] and a batch that could outlive [`MAX_LEASE`] fail.
 fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings {
-    let poll_interval = p.or_default(
-        "outbox_worker.poll_interval",
-        &raw.poll_interval,
-        DEFAULT_POLL_INTERVAL,
-    );
-    let publish_timeout = p.or_default(
-        "outbox_worker.publish_timeout",
-        &raw.publish_timeout,
-        DEFAULT_PUBLISH_TIMEOUT,
-    );
+    let poll_interval =
+        p.or_default("outbox_worker.poll_interval", &raw.poll_interval, DEFAULT_POLL_INTERVAL);
+    let publish_timeout =
+        p.or_default("outbox_worker.publish_timeout", &raw.publish_timeout, DEFAULT_PUBLISH_TIMEOUT);
     let batch_size = match usize::try_from(raw.batch_size) {
         Ok(0) | Err(_) => DEFAULT_BATCH_SIZE,
         Ok(n) if n > MAX_BATCH_SIZE => {
-            p.add(
-                "outbox_worker.batch_size",
-                format!("{n} is above the maximum of {MAX_BATCH_SIZE}"),
-            );
+            p.add("outbox_worker.batch_size", format!("{n} is above the maximum of {MAX_BATCH_SIZE}"));
             DEFAULT_BATCH_SIZE
         }
         Ok(n) => n,
@@ -183,13 +152,7 @@ fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings
             RetryStrategy::FixedInterval
         }
     };
-    OutboxWorkerSettings {
-        enabled: raw.enabled,
-        poll_interval,
-        batch_size,
-        publish_timeout,
-        retry_strategy,
-    }
+    OutboxWorkerSettings { enabled: raw.enabled, poll_interval, batch_size, publish_timeout, retry_strategy }
 }
 
 /// Durations must be positive when the worker runs; a disabled worker tolerates zero.
@@ -206,11 +169,7 @@ fn presence(p: &mut Problems, raw: RawPresence) -> PresenceSettings {
             p.or_default("presence.scan_interval", &raw.scan_interval, scan),
         )
     };
-    PresenceSettings {
-        enabled: raw.enabled,
-        stale_after,
-        scan_interval,
-    }
+    PresenceSettings { enabled: raw.enabled, stale_after, scan_interval }
 }
 
 fn log(p: &mut Problems, raw: RawLog) -> LogSettings {
@@ -218,10 +177,7 @@ fn log(p: &mut Problems, raw: RawLog) -> LogSettings {
         "json" => LogFormat::Json,
         "pretty" => LogFormat::Pretty,
         _ => {
-            p.add(
-                "log.format",
-                format!("{:?} is neither \"json\" nor \"pretty\"", raw.format),
-            );
+            p.add("log.format", format!("{:?} is neither \"json\" nor \"pretty\"", raw.format));
             LogFormat::Json
         }
     };
