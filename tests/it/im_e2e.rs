@@ -1,0 +1,103 @@
+//! The service and the fake Tencent IM together over loopback HTTP: what reaches IM, what is
+//! filtered, and what a failing IM leaves in the outbox.
+
+use std::time::{Duration, Instant};
+
+use room_service::fake_im::Fault;
+use serde_json::{Value, json};
+
+use crate::support::app::{TestApp, fake_im, settings};
+use crate::support::{TestDb, backends};
+
+async fn setup_room(app: &TestApp) {
+    let (status, body) =
+        app.post("/v1/rooms", json!({"command_id": "create", "room_id": "r1", "owner_id": "alice", "title": "Live"})).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn a_join_reaches_im_once_with_the_committed_envelope() {
+    for db in backends().await {
+        let im = fake_im().await;
+        let app = TestApp::start(settings(db.url(), Some(&im), &[])).await;
+        setup_room(&app).await;
+        let (status, body) = app.post("/v1/rooms/r1/join", json!({"command_id": "j1", "user_id": "bob"})).await;
+        assert_eq!(status, 200, "{db}: {body}");
+        assert_eq!(body["events"][0]["delivery"], "delivered", "{db}");
+        let event_id = body["events"][0]["event_id"].as_str().unwrap();
+
+        let messages = im.messages("r1");
+        assert_eq!(messages.len(), 1, "{db}: RoomCreated is filtered, the join is sent once");
+        let sent = &messages[0];
+        assert_eq!(sent.event_id.as_deref(), Some(event_id), "{db}");
+        assert_eq!(sent.desc, "RoomUserJoined", "{db}");
+        let envelope: Value = serde_json::from_str(&sent.data).unwrap();
+        assert_eq!(envelope["event_id"], event_id, "{db}");
+        assert_eq!(envelope["payload"]["user_id"], "bob", "{db}");
+        assert_eq!(db.outbox_row(event_id).await.status, "delivered", "{db}");
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn filtered_events_never_reach_im_yet_end_delivered() {
+    let db = TestDb::sqlite().await;
+    let im = fake_im().await;
+    let app = TestApp::start(settings(db.url(), Some(&im), &[])).await;
+    setup_room(&app).await;
+    app.post("/v1/rooms/r1/join", json!({"command_id": "j1", "user_id": "bob"})).await;
+    let gift = json!({"command_id": "g1", "sender_id": "bob", "receiver_id": "alice", "gift_id": "rocket", "count": 1, "unit_value": 9});
+    let (_, body) = app.post("/v1/rooms/r1/gifts", gift).await;
+    let sent: Vec<String> = im.all_messages().into_iter().map(|m| m.desc).collect();
+    assert_eq!(sent, ["RoomUserJoined", "RoomGiftSent"]);
+    assert_eq!(im.messages("r1")[1].priority.as_deref(), Some("High"));
+    for event in body["events"].as_array().unwrap() {
+        let row = db.outbox_row(event["event_id"].as_str().unwrap()).await;
+        assert_eq!(row.status, "delivered", "{event}");
+    }
+    for row in db.outbox().await {
+        assert_eq!(row.status, "delivered", "{row:?}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn im_failure_keeps_the_command_and_leaves_rows_pending() {
+    for db in backends().await {
+        let im = fake_im().await;
+        let app = TestApp::start(settings(db.url(), Some(&im), &[])).await;
+        setup_room(&app).await;
+        for (n, fault) in [Fault::Http502, Fault::ErrorCode(10002), Fault::DropConnection].into_iter().enumerate() {
+            im.inject(fault.clone(), 1);
+            let user = format!("u{n}");
+            let (status, body) =
+                app.post("/v1/rooms/r1/join", json!({"command_id": format!("j{n}"), "user_id": user})).await;
+            assert_eq!(status, 200, "{db} {fault:?}: {body}");
+            assert_eq!(body["events"][0]["delivery"], "pending", "{db} {fault:?}");
+            let row = db.outbox_row(body["events"][0]["event_id"].as_str().unwrap()).await;
+            assert_eq!((row.status.as_str(), row.retry_count), ("pending", 0), "{db} {fault:?}");
+            let (_, room) = app.get("/v1/rooms/r1").await;
+            assert!(room["members"].as_array().unwrap().iter().any(|m| m["user_id"] == user), "{db}: room updated");
+        }
+        // IM healthy again: the next command is delivered synchronously.
+        let (_, body) = app.post("/v1/rooms/r1/join", json!({"command_id": "ok", "user_id": "late"})).await;
+        assert_eq!(body["events"][0]["delivery"], "delivered", "{db}");
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_slow_im_never_holds_the_response_past_publish_timeout() {
+    let db = TestDb::sqlite().await;
+    let im = fake_im().await;
+    let app = TestApp::start(settings(db.url(), Some(&im), &[("outbox_worker.publish_timeout", "300ms")])).await;
+    setup_room(&app).await;
+    im.inject(Fault::Delay(Duration::from_secs(3)), 1);
+    let started = Instant::now();
+    let (status, body) = app.post("/v1/rooms/r1/join", json!({"command_id": "j1", "user_id": "bob"})).await;
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["events"][0]["delivery"], "pending");
+    assert!(took < Duration::from_millis(2_500), "answered after {took:?}");
+    app.stop().await;
+}

@@ -1,0 +1,63 @@
+//! The real binary: killed with SIGKILL and restarted, it gives back the last committed state.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn spawn(db_url: &str, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_room-service"))
+        .args(["--config", "config/config.yaml", "serve"])
+        .env("ROOM_SERVICE__DATABASE__URL", db_url)
+        .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{port}"))
+        .env("ROOM_SERVICE__LOG__LEVEL", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn room-service")
+}
+
+async fn wait_ready(client: &reqwest::Client, base: &str) {
+    for _ in 0..100 {
+        if let Ok(r) = client.get(format!("{base}/readyz")).send().await
+            && r.status() == 200
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("service at {base} never became ready");
+}
+
+#[tokio::test]
+async fn sigkill_and_restart_gives_back_the_last_committed_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let db_url = format!("sqlite://{}/data/rooms.db?mode=rwc", dir.path().display());
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+
+    let mut child = spawn(&db_url, port);
+    wait_ready(&client, &base).await;
+    let post = |path: &str, body: Value| client.post(format!("{base}{path}")).json(&body).send();
+    assert_eq!(post("/v1/rooms", json!({"command_id": "c", "room_id": "r1", "owner_id": "o", "title": "t"})).await.unwrap().status(), 200);
+    for i in 0..5 {
+        let r = post("/v1/rooms/r1/join", json!({"command_id": format!("j{i}"), "user_id": format!("u{i}")})).await.unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let before: Value = client.get(format!("{base}/v1/rooms/r1")).send().await.unwrap().json().await.unwrap();
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let mut child = spawn(&db_url, port);
+    wait_ready(&client, &base).await;
+    let after: Value = client.get(format!("{base}/v1/rooms/r1")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(after, before);
+    assert_eq!(after["version"], 6);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

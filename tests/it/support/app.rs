@@ -1,0 +1,125 @@
+//! The service started in-process on a loopback port, over a [`TestDb`](super::TestDb), with
+//! IM disabled (log sink) or pointed at a [`FakeIm`] — the same publish stack as `main.rs`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use room_service::app::{self, RunningApp};
+use room_service::config::{self, Settings};
+use room_service::fake_im::{FakeIm, FakeImOptions};
+use room_service::publish::filter::EventFilterLayer;
+use room_service::publish::log_sink::LogSink;
+use room_service::publish::metrics::MetricsLayer;
+use room_service::publish::stack::into_publisher;
+use room_service::publish::tencent::{TencentImOptions, TencentImService};
+use room_service::publish::trace::TraceLayer;
+use room_service::publish::Publisher;
+use room_service::secret::Secret;
+use serde_json::Value;
+use tower::ServiceBuilder;
+use tower::util::Either;
+
+/// SDKAppID the fake accepts in tests.
+pub const SDK_APP_ID: u64 = 1_400_000_000;
+/// Secret key shared by the service and the fake in tests.
+pub const SECRET_KEY: &str = "5bd2850fff3ecb11d7c805251c51ee463a25727bddc2385f3fa8bfee1bb93b5e";
+
+/// A fake Tencent IM with the test credentials and no rate limits.
+pub async fn fake_im() -> FakeIm {
+    let mut options = FakeImOptions::new(SDK_APP_ID, SECRET_KEY, "administrator");
+    options.per_group_limit_per_sec = None;
+    options.global_limit_per_sec = None;
+    FakeIm::start(options).await
+}
+
+/// Settings from `config/config.yaml` with the database, a free port, IM and the given
+/// overrides (`("outbox_worker.enabled", "false")`, ...) applied as env variables would be.
+pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -> Settings {
+    let mut vars = vec![
+        ("database.url".to_owned(), db_url.to_owned()),
+        ("http.listen".to_owned(), "127.0.0.1:0".to_owned()),
+        ("outbox_worker.enabled".to_owned(), "false".to_owned()),
+        ("presence.enabled".to_owned(), "false".to_owned()),
+        ("outbox_worker.publish_timeout".to_owned(), "1s".to_owned()),
+    ];
+    if let Some(im) = im {
+        vars.push(("tencent_im.enabled".into(), "true".into()));
+        vars.push(("tencent_im.base_url".into(), im.base_url()));
+        vars.push(("tencent_im.sdk_app_id".into(), SDK_APP_ID.to_string()));
+        vars.push(("tencent_im.secret_key".into(), SECRET_KEY.into()));
+    }
+    vars.extend(overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let env = vars.into_iter().map(|(k, v)| {
+        (format!("{}{}", config::ENV_PREFIX, k.replace('.', "__").to_ascii_uppercase()), v)
+    });
+    config::load_with_env(Path::new("config/config.yaml"), env).expect("test settings")
+}
+
+/// The publish stack exactly as `main.rs` composes it.
+pub fn publisher(settings: &Settings) -> Publisher {
+    let im = &settings.tencent_im;
+    let leaf = if im.enabled {
+        Either::Left(
+            TencentImService::new(TencentImOptions {
+                base_url: im.base_url.clone(),
+                sdk_app_id: im.sdk_app_id,
+                admin_identifier: im.admin_identifier.clone(),
+                secret_key: Secret::new(im.secret_key.expose()),
+                group_id_prefix: im.group_id_prefix.clone(),
+                usersig_ttl: im.usersig_ttl,
+                connect_timeout: Duration::from_secs(1),
+            })
+            .expect("im client"),
+        )
+    } else {
+        Either::Right(LogSink::new())
+    };
+    into_publisher(
+        ServiceBuilder::new()
+            .layer(TraceLayer::new())
+            .layer(MetricsLayer::new())
+            .layer(EventFilterLayer::im())
+            .timeout(settings.outbox_worker.publish_timeout)
+            .service(leaf),
+    )
+}
+
+/// A running service and an HTTP client for it.
+pub struct TestApp {
+    /// The service.
+    pub app: RunningApp,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// Client.
+    pub http: reqwest::Client,
+}
+
+impl TestApp {
+    /// Starts the service with `settings`.
+    pub async fn start(settings: Settings) -> TestApp {
+        let publisher = publisher(&settings);
+        let app = app::start(settings, publisher).await.expect("start app");
+        let base = format!("http://{}", app.addr);
+        TestApp { app, base, http: reqwest::Client::new() }
+    }
+
+    /// POSTs JSON; returns status and body.
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self.http.post(format!("{}{path}", self.base)).json(&body).send().await.expect("post");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// GETs; returns status and body (JSON, or a string).
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self.http.get(format!("{}{path}", self.base)).send().await.expect("get");
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Stops the service in order.
+    pub async fn stop(self) {
+        self.app.stop().await.expect("clean stop");
+    }
+}
