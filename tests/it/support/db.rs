@@ -249,8 +249,17 @@ impl Drop for DropDatabase {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             runtime.block_on(async {
                 let mut conn = MySqlConnection::connect(&url).await?;
-                // Do not hang on a metadata lock held by a leaked transaction; the sweep
-                // catches what this misses.
+                // A test that failed may still hold a transaction (and its metadata lock) on a
+                // connection its runtime can no longer roll back: end those sessions first.
+                let sessions: Vec<i64> =
+                    sqlx::query_scalar("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ?")
+                        .bind(&name)
+                        .fetch_all(&mut conn)
+                        .await?;
+                for id in sessions {
+                    let _ = conn.execute(AssertSqlSafe(format!("KILL CONNECTION {id}"))).await;
+                }
+                // Never hang here; the sweep catches what this misses.
                 conn.execute("SET SESSION lock_wait_timeout = 5").await?;
                 conn.execute(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`"))).await?;
                 conn.close().await?;
