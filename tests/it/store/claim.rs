@@ -209,3 +209,19 @@ async fn finish_claimed_by_a_worker_that_does_not_hold_the_rows_changes_nothing(
         assert_eq!(report, MarkReport { delivered: 1, retried: 0, lease_lost: 1 }, "{db}");
     }
 }
+
+#[tokio::test]
+async fn finish_claimed_stores_a_long_error_shortened_to_fit_last_error() {
+    for db in backends().await {
+        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        let id = claim_ids(&db, &claim("w1", 10, LONG)).await[0];
+        let long = format!("{}{}", "é".repeat(300), "x".repeat(300)); // 600 chars
+        let report = db.repo.finish_claimed("w1", &[failed(id, &long, Duration::ZERO)]).await;
+        let report = report.unwrap_or_else(|e| panic!("{db}: a long error must not fail the mark: {e}"));
+        assert_eq!(report.retried, 1, "{db}");
+        let stored = db.outbox().await.remove(0).last_error.unwrap_or_else(|| panic!("{db}: no last_error"));
+        let chars = stored.chars().count();
+        assert!(chars <= 512, "{db}: {chars} chars stored; last_error holds 512");
+        assert!(stored.starts_with("éé"), "{db}: keeps the start of the message");
+    }
+}
