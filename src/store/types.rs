@@ -246,11 +246,13 @@ pub struct OutboxRow {
 }
 
 /// Groups failed results by (error, retry delay) so a batch costs one UPDATE per distinct error.
-pub(super) fn group_failures(results: &[PublishResult]) -> Vec<((&str, Duration), Vec<i64>)> {
-    let mut groups: Vec<((&str, Duration), Vec<i64>)> = Vec::new();
+/// Errors are shortened to what `last_error` holds: a longer one would fail the whole mark on
+/// MySQL in strict mode (and be stored whole on SQLite).
+pub(super) fn group_failures(results: &[PublishResult]) -> Vec<((String, Duration), Vec<i64>)> {
+    let mut groups: Vec<((String, Duration), Vec<i64>)> = Vec::new();
     for r in results {
         if let Err(error) = &r.outcome {
-            let key = (error.as_str(), r.retry_after);
+            let key = (super::short_error(error), r.retry_after);
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, ids)) => ids.push(r.id),
                 None => groups.push((key, vec![r.id])),

@@ -1,3 +1,6 @@
-//! The one integration-test binary: real loopback HTTP between our components.
+//! The one integration-test binary: real loopback HTTP and real databases between our
+//! components. Shared helpers live in `support/`.
 
+mod store;
+mod support;
 mod tencent_im;

@@ -1,0 +1,227 @@
+//! The outbox status machine: sync `mark_delivered`, worker claims under a lease, and the
+//! fenced `finish_claimed`.
+
+use std::time::Duration;
+
+use room_service::store::{Claim, MarkReport, OutboxRow, PublishResult};
+
+use super::{commit, event_ids};
+use crate::support::{TestDb, backends};
+
+fn claim(worker_id: &str, limit: usize, lease: Duration) -> Claim {
+    Claim { worker_id: worker_id.to_owned(), limit, lease }
+}
+
+const LONG: Duration = Duration::from_secs(60);
+
+async fn claim_ids(db: &TestDb, c: &Claim) -> Vec<i64> {
+    let rows = db.repo.claim_outbox(c).await.unwrap_or_else(|e| panic!("{db}: claim: {e}"));
+    rows.iter().map(|r| r.id).collect()
+}
+
+fn ok(id: i64) -> PublishResult {
+    PublishResult { id, outcome: Ok(()), retry_after: Duration::ZERO }
+}
+
+fn failed(id: i64, error: &str, retry_after: Duration) -> PublishResult {
+    PublishResult { id, outcome: Err(error.to_owned()), retry_after }
+}
+
+#[tokio::test]
+async fn mark_delivered_moves_pending_rows_only() {
+    for db in backends().await {
+        let c = commit("r1", "c1", 0, 3);
+        db.repo.commit_command(&c).await.unwrap();
+        let events = event_ids(&c);
+        let claimed = claim_ids(&db, &claim("w1", 1, LONG)).await;
+        let delivering_before = db.outbox_row(&events[0]).await;
+        assert_eq!(delivering_before.status, "delivering", "{db}");
+
+        let mut ids = events.clone();
+        ids.push("no-such-event".into());
+        let before = db.now_ms().await;
+        assert_eq!(db.repo.mark_delivered(&ids).await.unwrap(), 2, "{db}: the two pending rows");
+        let after = db.now_ms().await;
+        for event in &events[1..] {
+            let row = db.outbox_row(event).await;
+            assert_eq!(row.status, "delivered", "{db}");
+            assert_eq!(row.lock_until_ms, None, "{db}");
+            let at = row.delivered_at_ms.unwrap_or_else(|| panic!("{db}: delivered_at_ms NULL"));
+            assert!((before - 1..=after + 1).contains(&at), "{db}: delivered_at_ms {at}");
+        }
+        assert_eq!(claimed, vec![delivering_before.id], "{db}");
+        assert_eq!(db.outbox_row(&events[0]).await, delivering_before, "{db}: delivering row untouched");
+        assert_eq!(db.repo.mark_delivered(&events).await.unwrap(), 0, "{db}: nothing left to mark");
+        assert_eq!(db.repo.mark_delivered(&[]).await.unwrap(), 0, "{db}");
+    }
+}
+
+#[tokio::test]
+async fn fresh_pending_row_is_claimable_only_after_publish_timeout() {
+    for db in backends().await {
+        let mut slow = commit("r1", "c1", 0, 1);
+        slow.publish_timeout = Duration::from_secs(5);
+        db.repo.commit_command(&slow).await.unwrap();
+        assert_eq!(claim_ids(&db, &claim("w1", 10, LONG)).await, Vec::<i64>::new(), "{db}: too fresh");
+        let row = db.outbox_row(&slow.outbox[0].event_id).await;
+        assert_eq!((row.status.as_str(), row.worker_id), ("pending", None), "{db}");
+
+        let now = commit("r2", "c2", 0, 1);
+        db.repo.commit_command(&now).await.unwrap();
+        let id = db.outbox_row(&now.outbox[0].event_id).await.id;
+        assert_eq!(claim_ids(&db, &claim("w1", 10, LONG)).await, vec![id], "{db}: publish_timeout 0");
+    }
+}
+
+#[tokio::test]
+async fn claim_marks_rows_delivering_under_a_lease() {
+    for db in backends().await {
+        db.repo.commit_command(&commit("r1", "c1", 0, 2)).await.unwrap();
+        let before = db.now_ms().await;
+        let claimed = db.repo.claim_outbox(&claim("node-a/1", 10, LONG)).await.unwrap();
+        let after = db.now_ms().await;
+        assert_eq!(claimed.len(), 2, "{db}");
+        assert_eq!(claimed, db.outbox().await, "{db}: returned rows are the stored rows");
+        for row in &claimed {
+            assert_eq!(row.status, "delivering", "{db}");
+            assert_eq!(row.worker_id.as_deref(), Some("node-a/1"), "{db}");
+            assert_eq!(row.retry_count, 0, "{db}");
+            let lock = row.lock_until_ms.unwrap_or_else(|| panic!("{db}: no lease"));
+            assert!((before + 60_000 - 1..=after + 60_000 + 1).contains(&lock), "{db}: lease {lock}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn unexpired_lease_is_not_claimed_by_another_worker() {
+    for db in backends().await {
+        db.repo.commit_command(&commit("r1", "c1", 0, 2)).await.unwrap();
+        assert_eq!(claim_ids(&db, &claim("w1", 10, LONG)).await.len(), 2, "{db}");
+        assert_eq!(claim_ids(&db, &claim("w2", 10, LONG)).await, Vec::<i64>::new(), "{db}");
+        for row in db.outbox().await {
+            assert_eq!(row.worker_id.as_deref(), Some("w1"), "{db}: lease kept");
+        }
+    }
+}
+
+#[tokio::test]
+async fn expired_lease_is_reclaimed_and_the_old_holder_is_fenced_out() {
+    for db in backends().await {
+        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        let first = claim_ids(&db, &claim("w1", 10, Duration::ZERO)).await;
+        assert_eq!(first.len(), 1, "{db}");
+        assert_eq!(claim_ids(&db, &claim("w2", 10, LONG)).await, first, "{db}: expired lease reclaimed");
+        let held = db.outbox().await;
+        assert_eq!(held[0].worker_id.as_deref(), Some("w2"), "{db}");
+
+        let report = db.repo.finish_claimed("w1", &[failed(first[0], "late", Duration::ZERO)]).await.unwrap();
+        assert_eq!(report, MarkReport { delivered: 0, retried: 0, lease_lost: 1 }, "{db}");
+        assert_eq!(db.outbox().await, held, "{db}: the stale mark changed nothing");
+    }
+}
+
+#[tokio::test]
+async fn claim_respects_limit_and_lock_until_then_id_order() {
+    for db in backends().await {
+        db.repo.commit_command(&commit("r1", "c1", 0, 5)).await.unwrap();
+        let ids: Vec<i64> = db.outbox().await.iter().map(|r| r.id).collect();
+        // Claim order by lock_until_ms: ids[3], ids[1] (tie, lower id first), ids[4], ids[0], ids[2].
+        let now = db.now_ms().await;
+        for (id, ago) in [(ids[0], 1_000), (ids[1], 5_000), (ids[2], 500), (ids[3], 5_000), (ids[4], 2_000)] {
+            db.execute(format!("UPDATE room_outbox SET lock_until_ms = {} WHERE id = {id}", now - ago)).await;
+        }
+        // ids[1] and ids[3] tie on lock_until_ms; the lower id wins the single slot.
+        let (low, high) = (ids[1].min(ids[3]), ids[1].max(ids[3]));
+        assert_eq!(claim_ids(&db, &claim("w1", 1, LONG)).await, vec![low], "{db}");
+        let mut second = claim_ids(&db, &claim("w2", 2, LONG)).await;
+        second.sort();
+        let mut expected = vec![high, ids[4]];
+        expected.sort();
+        assert_eq!(second, expected, "{db}: limit 2, next by lock_until_ms");
+        let mut rest = claim_ids(&db, &claim("w3", 10, LONG)).await;
+        rest.sort();
+        assert_eq!(rest, vec![ids[0], ids[2]], "{db}");
+    }
+}
+
+#[tokio::test]
+async fn finish_claimed_records_successes_and_failures() {
+    for db in backends().await {
+        db.repo.commit_command(&commit("r1", "c1", 0, 4)).await.unwrap();
+        let ids = claim_ids(&db, &claim("w1", 10, LONG)).await;
+        assert_eq!(ids.len(), 4, "{db}");
+        let results = [
+            ok(ids[0]),
+            failed(ids[1], "im timeout", Duration::from_secs(30)),
+            ok(ids[2]),
+            failed(ids[3], "im 90001", Duration::from_secs(90)),
+        ];
+        let before = db.now_ms().await;
+        let report = db.repo.finish_claimed("w1", &results).await.unwrap();
+        let after = db.now_ms().await;
+        assert_eq!(report, MarkReport { delivered: 2, retried: 2, lease_lost: 0 }, "{db}");
+
+        let rows = db.outbox().await;
+        for row in [&rows[0], &rows[2]] {
+            assert_eq!((row.status.as_str(), row.last_error.as_deref()), ("delivered", None), "{db}");
+            assert_eq!(row.lock_until_ms, None, "{db}");
+            assert!(row.delivered_at_ms.is_some_and(|at| (before - 1..=after + 1).contains(&at)), "{db}");
+        }
+        for (row, error, delay) in [(&rows[1], "im timeout", 30_000), (&rows[3], "im 90001", 90_000)] {
+            assert_eq!(row.status, "retryable", "{db}");
+            assert_eq!((row.retry_count, row.last_error.as_deref()), (1, Some(error)), "{db}");
+            let lock = row.lock_until_ms.unwrap_or_else(|| panic!("{db}: no retry time"));
+            assert!((before + delay - 1..=after + delay + 1).contains(&lock), "{db}: retry at {lock}");
+            assert_eq!(row.delivered_at_ms, None, "{db}");
+        }
+        assert_eq!(claim_ids(&db, &claim("w2", 10, LONG)).await, Vec::<i64>::new(), "{db}: not yet due");
+    }
+}
+
+#[tokio::test]
+async fn retryable_row_is_claimed_again_when_due_and_counts_attempts() {
+    for db in backends().await {
+        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        let id = claim_ids(&db, &claim("w1", 10, LONG)).await[0];
+        db.repo.finish_claimed("w1", &[failed(id, "first", Duration::ZERO)]).await.unwrap();
+        assert_eq!(claim_ids(&db, &claim("w2", 10, LONG)).await, vec![id], "{db}: due at once");
+        let report = db.repo.finish_claimed("w2", &[failed(id, "second", Duration::ZERO)]).await.unwrap();
+        assert_eq!(report.retried, 1, "{db}");
+        let row: OutboxRow = db.outbox().await.remove(0);
+        assert_eq!((row.retry_count, row.last_error.as_deref()), (2, Some("second")), "{db}");
+    }
+}
+
+#[tokio::test]
+async fn finish_claimed_by_a_worker_that_does_not_hold_the_rows_changes_nothing() {
+    for db in backends().await {
+        db.repo.commit_command(&commit("r1", "c1", 0, 3)).await.unwrap();
+        let ids = claim_ids(&db, &claim("w1", 10, LONG)).await;
+        let held = db.outbox().await;
+        let results = [ok(ids[0]), failed(ids[1], "boom", Duration::ZERO), ok(ids[2])];
+        let report = db.repo.finish_claimed("w1-previous-claim", &results).await.unwrap();
+        assert_eq!(report, MarkReport { delivered: 0, retried: 0, lease_lost: 3 }, "{db}");
+        assert_eq!(db.outbox().await, held, "{db}: rows unchanged");
+
+        // Once delivered by its holder, a repeated mark by the same worker is a lost lease too.
+        db.repo.finish_claimed("w1", &[ok(ids[0])]).await.unwrap();
+        let report = db.repo.finish_claimed("w1", &[ok(ids[0]), ok(ids[1])]).await.unwrap();
+        assert_eq!(report, MarkReport { delivered: 1, retried: 0, lease_lost: 1 }, "{db}");
+    }
+}
+
+#[tokio::test]
+async fn finish_claimed_stores_a_long_error_shortened_to_fit_last_error() {
+    for db in backends().await {
+        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        let id = claim_ids(&db, &claim("w1", 10, LONG)).await[0];
+        let long = format!("{}{}", "é".repeat(300), "x".repeat(300)); // 600 chars
+        let report = db.repo.finish_claimed("w1", &[failed(id, &long, Duration::ZERO)]).await;
+        let report = report.unwrap_or_else(|e| panic!("{db}: a long error must not fail the mark: {e}"));
+        assert_eq!(report.retried, 1, "{db}");
+        let stored = db.outbox().await.remove(0).last_error.unwrap_or_else(|| panic!("{db}: no last_error"));
+        let chars = stored.chars().count();
+        assert!(chars <= 512, "{db}: {chars} chars stored; last_error holds 512");
+        assert!(stored.starts_with("éé"), "{db}: keeps the start of the message");
+    }
+}
