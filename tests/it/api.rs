@@ -33,7 +33,8 @@ async fn walkthrough_create_join_gift_snapshot_on_both_backends() {
         let gift = json!({"command_id": "g1", "sender_id": "bob", "receiver_id": "alice", "gift_id": "rocket", "count": 3, "unit_value": 100});
         let (status, gifted) = app.post("/v1/rooms/r1/gifts", gift).await;
         assert_eq!(status, 200, "{db}: {gifted}");
-        let types: Vec<&str> = gifted["events"].as_array().unwrap().iter().map(|e| e["event_type"].as_str().unwrap()).collect();
+        let types: Vec<&str> =
+            gifted["events"].as_array().unwrap().iter().map(|e| e["event_type"].as_str().unwrap()).collect();
         assert_eq!(types, ["RoomGiftSent", "RoomHeatChanged", "RoomRankChanged"], "{db}");
 
         let (status, room) = app.get("/v1/rooms/r1").await;
@@ -66,7 +67,12 @@ async fn replayed_command_id_returns_the_original_outcome_without_reapplying() {
         assert_eq!(db.count("room_outbox").await, 2, "{db}: nothing re-applied");
 
         // A repeated CreateRoom is answered from the log, not refused as room_exists.
-        let (status, body) = app.post("/v1/rooms", json!({"command_id": "create-r1", "room_id": "r1", "owner_id": "alice", "title": "Live"})).await;
+        let (status, body) = app
+            .post(
+                "/v1/rooms",
+                json!({"command_id": "create-r1", "room_id": "r1", "owner_id": "alice", "title": "Live"}),
+            )
+            .await;
         assert_eq!((status, body["replayed"].clone()), (200, json!(true)), "{db}: {body}");
 
         // Same id, different body: 409, nothing written.
@@ -112,10 +118,20 @@ async fn bad_input_is_a_4xx_naming_the_problem_and_writes_nothing() {
         ("/v1/rooms/r1/gifts", gift(json!(10_000)), 400, "count"),
         ("/v1/rooms/r1/gifts", gift(json!(-1)), 400, "count"),
         ("/v1/rooms/r1/gifts", gift(json!(1.5)), 400, "count"),
-        ("/v1/rooms", json!({"command_id": "c", "room_id": "r2", "owner_id": "o", "title": ""}), 400, "title"),
+        (
+            "/v1/rooms",
+            json!({"command_id": "c", "room_id": "r2", "owner_id": "o", "title": ""}),
+            400,
+            "title",
+        ),
         ("/v1/rooms/r1/join", json!({"command_id": "x".repeat(129), "user_id": "x"}), 400, "command_id"),
         ("/v1/rooms/nope/join", json!({"command_id": "c", "user_id": "x"}), 404, "room not found"),
-        ("/v1/rooms/r1/gifts", json!({"command_id": "g", "sender_id": "stranger", "receiver_id": "alice", "gift_id": "rose", "count": 1, "unit_value": 1}), 409, "stranger"),
+        (
+            "/v1/rooms/r1/gifts",
+            json!({"command_id": "g", "sender_id": "stranger", "receiver_id": "alice", "gift_id": "rose", "count": 1, "unit_value": 1}),
+            409,
+            "stranger",
+        ),
     ];
     for (path, body, want_status, mentions) in cases {
         let (status, answer) = app.post(path, body.clone()).await;
@@ -126,16 +142,30 @@ async fn bad_input_is_a_4xx_naming_the_problem_and_writes_nothing() {
     }
 
     let raw = |body: &'static str, content_type: &'static str| {
-        app.http.post(format!("{}/v1/rooms/r1/join", app.base)).header("content-type", content_type).body(body).send()
+        app.http
+            .post(format!("{}/v1/rooms/r1/join", app.base))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
     };
     assert_eq!(raw("{not json", "application/json").await.unwrap().status(), 400);
     assert_eq!(raw("{}", "text/plain").await.unwrap().status(), 415);
-    let big = app.http.post(format!("{}/v1/rooms/r1/join", app.base)).json(&json!({"command_id": "c", "user_id": "x".repeat(4096)})).send().await.unwrap();
+    let big = app
+        .http
+        .post(format!("{}/v1/rooms/r1/join", app.base))
+        .json(&json!({"command_id": "c", "user_id": "x".repeat(4096)}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(big.status(), 413);
     let body: Value = big.json().await.unwrap();
     assert_eq!(body["error"]["code"], "too_large");
 
-    assert_eq!((db.count("room_outbox").await, db.count("room_command_log").await), before, "nothing written");
+    assert_eq!(
+        (db.count("room_outbox").await, db.count("room_command_log").await),
+        before,
+        "nothing written"
+    );
     app.stop().await;
 }
 
@@ -249,9 +279,11 @@ async fn two_nodes_on_one_database_never_both_commit_a_version() {
     let (status, body) = join(&b, "r1", "u2", "j2").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["room"]["version"], 3);
-    let members: Vec<&str> = body["room"]["members"].as_array().unwrap().iter().map(|m| m["user_id"].as_str().unwrap()).collect();
+    let members: Vec<&str> =
+        body["room"]["members"].as_array().unwrap().iter().map(|m| m["user_id"].as_str().unwrap()).collect();
     assert_eq!(members, ["u1", "u2"], "B's commit includes A's");
-    let versions = db.scalar("SELECT COUNT(DISTINCT room_version) FROM room_command_log WHERE room_id = 'r1'").await;
+    let versions =
+        db.scalar("SELECT COUNT(DISTINCT room_version) FROM room_command_log WHERE room_id = 'r1'").await;
     assert_eq!(versions, Some(3));
     a.stop().await;
     b.stop().await;

@@ -10,8 +10,12 @@ use crate::support::app::{TestApp, fake_im, settings};
 use crate::support::{TestDb, backends};
 
 async fn setup_room(app: &TestApp) {
-    let (status, body) =
-        app.post("/v1/rooms", json!({"command_id": "create", "room_id": "r1", "owner_id": "alice", "title": "Live"})).await;
+    let (status, body) = app
+        .post(
+            "/v1/rooms",
+            json!({"command_id": "create", "room_id": "r1", "owner_id": "alice", "title": "Live"}),
+        )
+        .await;
     assert_eq!(status, 200, "{body}");
 }
 
@@ -21,7 +25,8 @@ async fn a_join_reaches_im_once_with_the_committed_envelope() {
         let im = fake_im().await;
         let app = TestApp::start(settings(db.url(), Some(&im), &[])).await;
         setup_room(&app).await;
-        let (status, body) = app.post("/v1/rooms/r1/join", json!({"command_id": "j1", "user_id": "bob"})).await;
+        let (status, body) =
+            app.post("/v1/rooms/r1/join", json!({"command_id": "j1", "user_id": "bob"})).await;
         assert_eq!(status, 200, "{db}: {body}");
         assert_eq!(body["events"][0]["delivery"], "delivered", "{db}");
         let event_id = body["events"][0]["event_id"].as_str().unwrap();
@@ -67,7 +72,9 @@ async fn im_failure_keeps_the_command_and_leaves_rows_pending() {
         let im = fake_im().await;
         let app = TestApp::start(settings(db.url(), Some(&im), &[])).await;
         setup_room(&app).await;
-        for (n, fault) in [Fault::Http502, Fault::ErrorCode(10002), Fault::DropConnection].into_iter().enumerate() {
+        for (n, fault) in
+            [Fault::Http502, Fault::ErrorCode(10002), Fault::DropConnection].into_iter().enumerate()
+        {
             im.inject(fault.clone(), 1);
             let user = format!("u{n}");
             let (status, body) =
@@ -77,7 +84,10 @@ async fn im_failure_keeps_the_command_and_leaves_rows_pending() {
             let row = db.outbox_row(body["events"][0]["event_id"].as_str().unwrap()).await;
             assert_eq!((row.status.as_str(), row.retry_count), ("pending", 0), "{db} {fault:?}");
             let (_, room) = app.get("/v1/rooms/r1").await;
-            assert!(room["members"].as_array().unwrap().iter().any(|m| m["user_id"] == user), "{db}: room updated");
+            assert!(
+                room["members"].as_array().unwrap().iter().any(|m| m["user_id"] == user),
+                "{db}: room updated"
+            );
         }
         // IM healthy again: the next command is delivered synchronously.
         let (_, body) = app.post("/v1/rooms/r1/join", json!({"command_id": "ok", "user_id": "late"})).await;
@@ -90,7 +100,8 @@ async fn im_failure_keeps_the_command_and_leaves_rows_pending() {
 async fn a_slow_im_never_holds_the_response_past_publish_timeout() {
     let db = TestDb::sqlite().await;
     let im = fake_im().await;
-    let app = TestApp::start(settings(db.url(), Some(&im), &[("outbox_worker.publish_timeout", "300ms")])).await;
+    let app =
+        TestApp::start(settings(db.url(), Some(&im), &[("outbox_worker.publish_timeout", "300ms")])).await;
     setup_room(&app).await;
     im.inject(Fault::Delay(Duration::from_secs(3)), 1);
     let started = Instant::now();

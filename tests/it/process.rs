@@ -44,9 +44,17 @@ async fn sigkill_and_restart_gives_back_the_last_committed_state() {
     let mut child = spawn(&db_url, port);
     wait_ready(&client, &base).await;
     let post = |path: &str, body: Value| client.post(format!("{base}{path}")).json(&body).send();
-    assert_eq!(post("/v1/rooms", json!({"command_id": "c", "room_id": "r1", "owner_id": "o", "title": "t"})).await.unwrap().status(), 200);
+    assert_eq!(
+        post("/v1/rooms", json!({"command_id": "c", "room_id": "r1", "owner_id": "o", "title": "t"}))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     for i in 0..5 {
-        let r = post("/v1/rooms/r1/join", json!({"command_id": format!("j{i}"), "user_id": format!("u{i}")})).await.unwrap();
+        let r = post("/v1/rooms/r1/join", json!({"command_id": format!("j{i}"), "user_id": format!("u{i}")}))
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200);
     }
     let before: Value = client.get(format!("{base}/v1/rooms/r1")).send().await.unwrap().json().await.unwrap();

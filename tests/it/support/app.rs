@@ -7,13 +7,13 @@ use std::time::Duration;
 use room_service::app::{self, RunningApp};
 use room_service::config::{self, Settings};
 use room_service::fake_im::{FakeIm, FakeImOptions};
+use room_service::publish::Publisher;
 use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::log_sink::LogSink;
 use room_service::publish::metrics::MetricsLayer;
 use room_service::publish::stack::into_publisher;
 use room_service::publish::tencent::{TencentImOptions, TencentImService};
 use room_service::publish::trace::TraceLayer;
-use room_service::publish::Publisher;
 use room_service::secret::Secret;
 use serde_json::Value;
 use tower::ServiceBuilder;
@@ -49,9 +49,9 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
         vars.push(("tencent_im.secret_key".into(), SECRET_KEY.into()));
     }
     vars.extend(overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let env = vars.into_iter().map(|(k, v)| {
-        (format!("{}{}", config::ENV_PREFIX, k.replace('.', "__").to_ascii_uppercase()), v)
-    });
+    let env = vars
+        .into_iter()
+        .map(|(k, v)| (format!("{}{}", config::ENV_PREFIX, k.replace('.', "__").to_ascii_uppercase()), v));
     config::load_with_env(Path::new("config/config.yaml"), env).expect("test settings")
 }
 
