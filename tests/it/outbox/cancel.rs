@@ -92,7 +92,8 @@ async fn cancel_bounds_a_hung_publish_by_publish_timeout(db: &Db) {
     cancel.cancel();
     tokio::time::timeout(Duration::from_secs(3), run).await.expect("worker exits").expect("no panic");
     let waited = cancelled_at.elapsed();
-    assert!(waited < publish_timeout + Duration::from_millis(400), "waited {waited:?}");
+    // Bounded by publish_timeout (plus the mark), far below the 30 s the fake would take.
+    assert!(waited < publish_timeout + Duration::from_secs(1), "waited {waited:?}");
 
     let hung = db.row(&ids[0]).await;
     assert_eq!((hung.status.as_str(), hung.retry_count), ("retryable", 1));

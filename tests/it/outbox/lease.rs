@@ -99,7 +99,7 @@ async fn a_fresh_pending_row_is_not_claimable_before_the_publish_timeout(db: &Db
     let fake = fake().await;
     let id = new_event_id();
     let row = (id.clone(), "RoomUserJoined", envelope(&id, EventType::RoomUserJoined, "room-1"));
-    db.insert_rows("room-1", vec![row], Duration::from_millis(600)).await;
+    db.insert_rows("room-1", vec![row], Duration::from_millis(1500)).await;
     let worker = worker(db, &fake, "node-a", options(10, FAST, TIMEOUT));
     assert_eq!(
         worker.process_pending_outbox().await.unwrap().claimed,
@@ -108,7 +108,7 @@ async fn a_fresh_pending_row_is_not_claimable_before_the_publish_timeout(db: &Db
     );
     assert_eq!(db.row(&id).await.status, "pending");
 
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(Duration::from_millis(1600)).await;
     assert_eq!(worker.process_pending_outbox().await.unwrap().delivered, 1);
     assert_eq!(fake.stats().calls, 1);
 }
