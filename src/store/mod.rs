@@ -67,6 +67,13 @@ pub trait Repository: Send + Sync + std::fmt::Debug + 'static {
         results: &[PublishResult],
     ) -> Result<MarkReport, StoreError>;
 
+    /// Hands claimed rows that were never published back (a worker stopping mid-batch):
+    /// fenced on `status='delivering' AND worker_id`, they return to `pending` (`retryable`
+    /// when `retry_count > 0`) with `lock_until_ms` = database now, so any worker can claim
+    /// them at once instead of after the lease; `retry_count` is unchanged. Returns how many
+    /// rows changed.
+    async fn release_claimed(&self, worker_id: &str, ids: &[i64]) -> Result<u64, StoreError>;
+
     /// Counts per undelivered status and the age of the oldest undelivered row.
     async fn outbox_stats(&self) -> Result<OutboxStats, StoreError>;
 

@@ -274,6 +274,23 @@ impl Repository for SqliteRepository {
         Ok(report)
     }
 
+    async fn release_claimed(&self, worker_id: &str, ids: &[i64]) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut q = QueryBuilder::<Sqlite>::new(concat!(
+            "UPDATE room_outbox SET status = CASE WHEN retry_count > 0 THEN 'retryable' ELSE 'pending' END, \
+             lock_until_ms = ",
+            now_ms!(),
+            ", updated_at_ms = ",
+            now_ms!(),
+            " WHERE status = 'delivering' AND worker_id = "
+        ));
+        q.push_bind(worker_id).push(" AND id IN (");
+        push_ids(&mut q, ids);
+        Ok(q.build().execute(&self.pool).await?.rows_affected())
+    }
+
     async fn outbox_stats(&self) -> Result<OutboxStats, StoreError> {
         let rows = sqlx::query(concat!(
             "SELECT status, COUNT(*), ",

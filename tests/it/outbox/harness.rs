@@ -1,0 +1,283 @@
+//! Helpers for the outbox tests: a fresh database per test, outbox rows written through
+//! `commit_command`, the real publish stack over the fake IM server, and a worker.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use room_service::config::RetryStrategy;
+use room_service::domain::{EventEnvelope, EventType};
+use room_service::fake_im::{FakeIm, FakeImOptions};
+use room_service::outbox::{OutboxWorker, OutboxWorkerOptions};
+use room_service::publish::Publisher;
+use room_service::publish::filter::EventFilterLayer;
+use room_service::publish::metrics::MetricsLayer;
+use room_service::publish::stack::into_publisher;
+use room_service::publish::tencent::{TencentImOptions, TencentImService};
+use room_service::publish::trace::TraceLayer;
+use room_service::secret::Secret;
+use room_service::store::{
+    CommandCommit, MySqlRepository, NewOutboxRow, OutboxQuery, OutboxRow, SharedRepository, SqliteRepository,
+};
+use sqlx::{AssertSqlSafe, Connection, Executor, MySqlConnection};
+use tower::ServiceBuilder;
+
+pub const APP: u64 = 1_400_000_777;
+pub const KEY: &str = "outbox-test-secret-key";
+pub const ADMIN: &str = "administrator";
+pub const PREFIX: &str = "live_";
+
+/// Generates one `#[tokio::test]` per backend for `async fn $name(db: &Db)`.
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let db = $crate::outbox::harness::Db::sqlite().await;
+                    super::$name(&db).await;
+                }
+            )*
+        }
+        mod mariadb {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let db = $crate::outbox::harness::Db::mariadb().await;
+                    super::$name(&db).await;
+                }
+            )*
+        }
+    };
+}
+pub(crate) use both_backends;
+
+/// Raw access to the database under the repository, for what the trait does not offer.
+pub enum Raw {
+    /// The SQLite pool.
+    Sqlite(sqlx::SqlitePool),
+    /// The MariaDB pool.
+    MySql(sqlx::MySqlPool),
+}
+
+/// A fresh database for one test, dropped (MariaDB) or deleted (SQLite) at the end.
+pub struct Db {
+    pub repo: SharedRepository,
+    pub raw: Raw,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    Dir(#[allow(dead_code)] tempfile::TempDir),
+    MySql { base: String, name: String },
+}
+
+impl Db {
+    /// A migrated SQLite file in a temporary directory.
+    pub async fn sqlite() -> Db {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("outbox.db").display());
+        let repo = SqliteRepository::connect(&url, 4).await.expect("open sqlite");
+        repo.migrate().await.expect("migrate sqlite");
+        let raw = Raw::Sqlite(repo.pool().clone());
+        Db { repo: Arc::new(repo), raw, cleanup: Cleanup::Dir(dir) }
+    }
+
+    /// A fresh, migrated MariaDB database `rs_test_<random>`.
+    pub async fn mariadb() -> Db {
+        let base = std::env::var("ROOM_SERVICE_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into());
+        let base = base.trim_end_matches('/').to_owned();
+        let name = format!("rs_test_{:016x}", rand::random::<u64>());
+        let mut admin = MySqlConnection::connect(&format!("{base}/test")).await.unwrap_or_else(|e| {
+            panic!("MariaDB must be reachable at {base} (ROOM_SERVICE_TEST_MYSQL_URL): {e}")
+        });
+        admin.execute(AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create database");
+        let _ = admin.close().await;
+        let repo = MySqlRepository::connect(&format!("{base}/{name}"), 8).await.expect("open mariadb");
+        repo.check_engine().await.expect("supported engine");
+        repo.migrate().await.expect("migrate mariadb");
+        let raw = Raw::MySql(repo.pool().clone());
+        Db { repo: Arc::new(repo), raw, cleanup: Cleanup::MySql { base, name } }
+    }
+
+    /// Runs one statement outside the repository.
+    pub async fn exec(&self, sql: &str) {
+        match &self.raw {
+            Raw::Sqlite(pool) => pool.execute(AssertSqlSafe(sql.to_owned())).await.map(|_| ()),
+            Raw::MySql(pool) => pool.execute(AssertSqlSafe(sql.to_owned())).await.map(|_| ()),
+        }
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// The database clock, ms since the epoch.
+    pub async fn now_ms(&self) -> i64 {
+        match &self.raw {
+            Raw::Sqlite(pool) => {
+                sqlx::query_scalar("SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)").fetch_one(pool).await
+            }
+            Raw::MySql(pool) => {
+                sqlx::query_scalar("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)")
+                    .fetch_one(pool)
+                    .await
+            }
+        }
+        .expect("database clock")
+    }
+
+    /// Commits one command whose outbox rows carry `envelopes` (event_id, event_type name,
+    /// envelope JSON), claimable after `publish_timeout`.
+    pub async fn insert_rows(
+        &self,
+        room: &str,
+        envelopes: Vec<(String, &'static str, String)>,
+        publish_timeout: Duration,
+    ) {
+        let commit = CommandCommit {
+            command_id: format!("cmd-{:016x}", rand::random::<u64>()),
+            room_id: room.into(),
+            command_type: "JoinRoom",
+            fingerprint: "f".repeat(64),
+            request_id: "req-test".into(),
+            applied: true,
+            room_version: 1,
+            outcome: "{}".into(),
+            snapshot: None,
+            room_status: "open",
+            outbox: envelopes
+                .into_iter()
+                .map(|(event_id, event_type, envelope)| NewOutboxRow { event_id, event_type, envelope })
+                .collect(),
+            publish_timeout,
+        };
+        self.repo.commit_command(&commit).await.expect("commit command");
+    }
+
+    /// Commits one command with a well-formed event of each type, claimable at once; returns
+    /// the event ids in order.
+    pub async fn insert_events(&self, room: &str, types: &[EventType]) -> Vec<String> {
+        let rows: Vec<_> = types
+            .iter()
+            .map(|t| {
+                let id = new_event_id();
+                (id.clone(), t.as_str(), envelope(&id, *t, room))
+            })
+            .collect();
+        let ids = rows.iter().map(|r| r.0.clone()).collect();
+        self.insert_rows(room, rows, Duration::ZERO).await;
+        ids
+    }
+
+    /// Every outbox row, by id.
+    pub async fn rows(&self) -> Vec<OutboxRow> {
+        let query = OutboxQuery { status: None, after_id: 0, limit: 10_000 };
+        self.repo.list_outbox(&query).await.expect("list outbox")
+    }
+
+    /// The row of `event_id`.
+    pub async fn row(&self, event_id: &str) -> OutboxRow {
+        self.rows().await.into_iter().find(|r| r.event_id == event_id).expect("row exists")
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let Cleanup::MySql { base, name } = &self.cleanup else { return };
+        let (base, name) = (base.clone(), name.clone());
+        // Best effort, on a thread of its own: Drop cannot await and may run during a panic.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            rt.block_on(async {
+                if let Ok(mut admin) = MySqlConnection::connect(&format!("{base}/test")).await {
+                    let _ = admin.execute(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}"))).await;
+                    let _ = admin.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// A fresh UUIDv7 string.
+pub fn new_event_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// A well-formed envelope JSON.
+pub fn envelope(event_id: &str, event_type: EventType, room: &str) -> String {
+    let envelope = EventEnvelope {
+        event_id: event_id.into(),
+        event_type,
+        room_id: room.into(),
+        room_version: 1,
+        command_id: "cmd-1".into(),
+        request_id: "req-test".into(),
+        occurred_at_ms: 1_700_000_000_000,
+        payload: serde_json::json!({"user_id": "u-1"}),
+    };
+    serde_json::to_string(&envelope).expect("serialise envelope")
+}
+
+/// The fake IM server, with no rate limits so bulk tests are deterministic.
+pub async fn fake() -> FakeIm {
+    let options = FakeImOptions {
+        per_group_limit_per_sec: None,
+        global_limit_per_sec: None,
+        ..FakeImOptions::new(APP, KEY, ADMIN)
+    };
+    FakeIm::start(options).await
+}
+
+/// The production stack over the real IM leaf pointed at `fake`.
+pub fn stack(fake: &FakeIm, publish_timeout: Duration) -> Publisher {
+    let leaf = TencentImService::new(TencentImOptions {
+        base_url: fake.base_url(),
+        sdk_app_id: APP,
+        admin_identifier: ADMIN.into(),
+        secret_key: Secret::new(KEY),
+        group_id_prefix: PREFIX.into(),
+        usersig_ttl: Duration::from_secs(3600),
+        connect_timeout: Duration::from_secs(1),
+    })
+    .expect("valid IM options");
+    into_publisher(
+        ServiceBuilder::new()
+            .layer(TraceLayer::new())
+            .layer(MetricsLayer::new())
+            .layer(EventFilterLayer::im())
+            .timeout(publish_timeout)
+            .service(leaf),
+    )
+}
+
+/// Options for tests: short poll interval and timeout.
+pub fn options(batch_size: usize, poll_interval: Duration, publish_timeout: Duration) -> OutboxWorkerOptions {
+    OutboxWorkerOptions {
+        poll_interval,
+        batch_size,
+        publish_timeout,
+        retry_strategy: RetryStrategy::FixedInterval,
+    }
+}
+
+/// A worker of node `node` over `db`, publishing to `fake`.
+pub fn worker(db: &Db, fake: &FakeIm, node: &str, options: OutboxWorkerOptions) -> OutboxWorker {
+    OutboxWorker::new(db.repo.clone(), stack(fake, options.publish_timeout), node, options)
+}
+
+/// The IM group of a room.
+pub fn group(room: &str) -> String {
+    format!("{PREFIX}{room}")
+}
+
+/// Waits (up to 10 s) until `check` holds.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
