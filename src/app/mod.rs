@@ -17,6 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Settings;
 use crate::http::{self, AppState, Lifecycle};
+use crate::outbox::{OutboxWorker, OutboxWorkerOptions};
 use crate::publish::Publisher;
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
@@ -131,14 +132,19 @@ pub async fn serve(settings: Settings, publisher: Publisher) -> anyhow::Result<(
 
 fn spawn_outbox_worker(
     settings: &Settings,
-    _repo: &SharedRepository,
-    _publisher: &Publisher,
-    _tracker: &TaskTracker,
-    _cancel: &CancellationToken,
+    repo: &SharedRepository,
+    publisher: &Publisher,
+    tracker: &TaskTracker,
+    cancel: &CancellationToken,
 ) {
-    if settings.outbox_worker.enabled {
-        tracing::info!("Outbox worker enabled");
+    if !settings.outbox_worker.enabled {
+        tracing::info!("Outbox worker disabled");
+        return;
     }
+    let options = OutboxWorkerOptions::from(&settings.outbox_worker);
+    let worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options);
+    let cancel = cancel.clone();
+    tracker.spawn(async move { worker.run_outbox_worker(cancel).await });
 }
 
 async fn run_metrics_upkeep(

@@ -288,3 +288,40 @@ async fn two_nodes_on_one_database_never_both_commit_a_version() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test]
+async fn draining_answers_503_on_readyz_and_commands() {
+    use room_service::http::{AppState, Lifecycle, router};
+    use room_service::room::{RoomOptions, RoomService, system_clock};
+    use tower::ServiceExt;
+
+    let db = TestDb::sqlite().await;
+    let publisher = crate::support::app::publisher(&settings(db.url(), None, &[]));
+    let rooms = RoomService::new(
+        db.repo.clone(),
+        publisher,
+        RoomOptions { publish_timeout: std::time::Duration::from_secs(1) },
+        system_clock(),
+    );
+    let lifecycle = Lifecycle::default();
+    let app =
+        router(AppState { rooms, repo: db.repo.clone(), lifecycle: lifecycle.clone(), metrics: None }, 65536);
+    let request = |uri: &str, body: Option<Value>| {
+        let builder = axum::http::Request::builder().uri(uri).header("content-type", "application/json");
+        match body {
+            Some(b) => builder.method("POST").body(axum::body::Body::from(b.to_string())).unwrap(),
+            None => builder.body(axum::body::Body::empty()).unwrap(),
+        }
+    };
+    let create = json!({"command_id": "c", "room_id": "r1", "owner_id": "o", "title": "t"});
+    assert_eq!(app.clone().oneshot(request("/readyz", None)).await.unwrap().status(), 200);
+    lifecycle.start_draining();
+    assert_eq!(app.clone().oneshot(request("/readyz", None)).await.unwrap().status(), 503);
+    let response = app.clone().oneshot(request("/v1/rooms", Some(create))).await.unwrap();
+    assert_eq!(response.status(), 503);
+    let body: Value =
+        serde_json::from_slice(&axum::body::to_bytes(response.into_body(), 4096).await.unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "draining");
+    assert_eq!(db.count("room_command_log").await, 0);
+    assert_eq!(app.oneshot(request("/healthz", None)).await.unwrap().status(), 200, "still alive");
+}

@@ -112,3 +112,53 @@ async fn a_slow_im_never_holds_the_response_past_publish_timeout() {
     assert!(took < Duration::from_millis(2_500), "answered after {took:?}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_worker_delivers_what_the_sync_push_missed_and_only_once() {
+    for db in backends().await {
+        let im = fake_im().await;
+        let worker_on = [
+            ("outbox_worker.enabled", "true"),
+            ("outbox_worker.poll_interval", "100ms"),
+            ("outbox_worker.publish_timeout", "300ms"),
+        ];
+        let app = TestApp::start(settings(db.url(), Some(&im), &worker_on)).await;
+        setup_room(&app).await;
+        im.inject(Fault::Http502, 1);
+        let (status, body) =
+            app.post("/v1/rooms/r1/join", json!({"command_id": "j1", "user_id": "bob"})).await;
+        assert_eq!(status, 200, "{db}: {body}");
+        assert_eq!(body["events"][0]["delivery"], "pending", "{db}");
+        let event_id = body["events"][0]["event_id"].as_str().unwrap().to_owned();
+
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while db.outbox_row(&event_id).await.status != "delivered" {
+            assert!(Instant::now() < deadline, "{db}: the worker never delivered {event_id}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let row = db.outbox_row(&event_id).await;
+        assert_eq!(row.retry_count, 0, "{db}: the sync failure does not count as a worker attempt");
+        // Give the worker a few more rounds: nothing is sent twice.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let sent: Vec<_> =
+            im.messages("r1").into_iter().filter(|m| m.event_id.as_deref() == Some(&event_id)).collect();
+        assert_eq!(sent.len(), 1, "{db}");
+        app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn with_the_worker_disabled_pending_rows_stay_pending() {
+    let db = TestDb::sqlite().await;
+    let im = fake_im().await;
+    let off = [("outbox_worker.enabled", "false"), ("outbox_worker.publish_timeout", "100ms")];
+    let app = TestApp::start(settings(db.url(), Some(&im), &off)).await;
+    setup_room(&app).await;
+    im.inject(Fault::ErrorCode(10002), 1);
+    let (_, body) = app.post("/v1/rooms/r1/join", json!({"command_id": "j1", "user_id": "bob"})).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let row = db.outbox_row(body["events"][0]["event_id"].as_str().unwrap()).await;
+    assert_eq!(row.status, "pending");
+    assert!(im.messages("r1").is_empty());
+    app.stop().await;
+}
