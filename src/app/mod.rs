@@ -17,7 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Settings;
 use crate::http::{self, AppState, Lifecycle};
-use crate::outbox::{OutboxWorker, OutboxWorkerOptions};
+use crate::outbox::{OutboxWorker, OutboxWorkerOptions, sampler};
 use crate::publish::Publisher;
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
@@ -25,6 +25,9 @@ use crate::telemetry;
 
 /// Extra time granted to workers beyond one publish timeout when stopping.
 const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
+
+/// How often the backlog gauges are refreshed.
+const BACKLOG_SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// A started service.
 pub struct RunningApp {
@@ -91,6 +94,7 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
             workers.clone(),
         ));
     }
+    tracker.spawn(sampler::run_backlog_sampler(repo.clone(), BACKLOG_SAMPLE_INTERVAL, workers.clone()));
     spawn_outbox_worker(&settings, &repo, &publisher, &tracker, &workers);
     tracker.close();
 

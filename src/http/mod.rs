@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod error;
 pub mod extract;
+pub mod metrics;
 pub mod rooms;
 
 use std::sync::Arc;
@@ -66,7 +67,8 @@ pub fn router(state: AppState, body_limit: usize) -> Router {
         .route("/admin/outbox", get(admin::list))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(render_metrics))
+        .route_layer(axum::middleware::from_fn(metrics::track))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(PropagateRequestIdLayer::x_request_id())
@@ -87,7 +89,7 @@ async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError>
     Ok("ready")
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+async fn render_metrics(State(state): State<AppState>) -> Response {
     match &state.metrics {
         Some(handle) => handle.render().into_response(),
         None => (StatusCode::NOT_FOUND, "metrics recorder not installed").into_response(),

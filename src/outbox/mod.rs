@@ -27,6 +27,7 @@
 mod batch;
 mod options;
 mod run;
+pub mod sampler;
 
 pub use options::OutboxWorkerOptions;
 

@@ -18,6 +18,7 @@ use crate::domain::{
 };
 use crate::publish::{self, Message, Outcome, Path, Priority, Publisher};
 use crate::store::{CommandCommit, CommitError, NewOutboxRow, OutboxStatus, SharedRepository, StoredCommand};
+use crate::telemetry::names;
 
 /// Settings of the room service.
 #[derive(Debug, Clone)]
@@ -75,8 +76,26 @@ impl RoomService {
         request_id: String,
         command: Command,
     ) -> Result<CommandResponse, RoomError> {
-        let committed = self.commit(&room_id, &command_id, request_id, &command).await?;
-        Ok(self.publish(committed).await)
+        let started = tokio::time::Instant::now();
+        let name = command.name();
+        let result = match self.commit(&room_id, &command_id, request_id, &command).await {
+            Ok(committed) => Ok(self.publish(committed).await),
+            Err(e) => Err(e),
+        };
+        let outcome = match &result {
+            Ok(r) if r.replayed => "replayed",
+            Ok(r) if r.applied => "applied",
+            Ok(_) => "not_applied",
+            Err(RoomError::Domain(_)) => "rejected",
+            Err(RoomError::CommandConflict(_)) => "conflict",
+            Err(RoomError::Unavailable(_)) => "unavailable",
+            Err(RoomError::Corrupt(_)) => "corrupt",
+        };
+        metrics::counter!(names::COMMANDS_TOTAL, names::LABEL_COMMAND => name, names::LABEL_RESULT => outcome)
+            .increment(1);
+        metrics::histogram!(names::COMMAND_LATENCY_SECONDS, names::LABEL_COMMAND => name)
+            .record(started.elapsed().as_secs_f64());
+        result
     }
 
     /// Refreshes a member's presence (memory only).

@@ -236,7 +236,17 @@ async fn health_readiness_and_metrics_answer() {
     create_room(&app, "r1").await;
     let (status, metrics) = app.get("/metrics").await;
     assert_eq!(status, 200);
-    assert!(metrics.as_str().unwrap().contains("room_outbox_publish_success_total"), "{metrics}");
+    let text = metrics.as_str().unwrap();
+    for series in [
+        "room_outbox_publish_success_total{",
+        "room_commands_total{command=\"create_room\",result=\"applied\"}",
+        "room_command_latency_seconds_bucket{command=\"create_room\"",
+        "http_requests_total{method=\"POST\",route=\"/v1/rooms\",status=\"2xx\"}",
+        "room_outbox_rows{status=\"pending\"}",
+        "room_outbox_oldest_pending_age_seconds",
+    ] {
+        assert!(text.contains(series), "{series} missing from /metrics:\n{text}");
+    }
     let (status, stats) = app.get("/admin/outbox/stats").await;
     assert_eq!((status, stats["pending"].clone()), (200, json!(0)));
     let (status, body) = app.get("/admin/outbox?limit=0").await;

@@ -1,0 +1,37 @@
+//! The backlog sampler: refreshes `room_outbox_rows{status}` and
+//! `room_outbox_oldest_pending_age_seconds` from cheap indexed queries, so dashboards and
+//! alerts see the backlog even when no worker is publishing.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::store::{OutboxStats, SharedRepository, StoreError};
+use crate::telemetry::names;
+
+/// Reads the backlog once and sets the gauges.
+pub async fn sample_backlog(repo: &SharedRepository) -> Result<OutboxStats, StoreError> {
+    let stats = repo.outbox_stats().await?;
+    for (status, count) in [
+        ("pending", stats.pending),
+        ("delivering", stats.delivering),
+        ("retryable", stats.retryable),
+        ("failed", stats.failed),
+    ] {
+        metrics::gauge!(names::OUTBOX_ROWS, names::LABEL_STATUS => status).set(count as f64);
+    }
+    let age_seconds = stats.oldest_pending_age_ms.unwrap_or(0).max(0) as f64 / 1000.0;
+    metrics::gauge!(names::OUTBOX_OLDEST_PENDING_AGE_SECONDS).set(age_seconds);
+    Ok(stats)
+}
+
+/// Samples every `interval` until cancelled; a failed read is logged and retried next tick.
+pub async fn run_backlog_sampler(repo: SharedRepository, interval: Duration, cancel: CancellationToken) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while cancel.run_until_cancelled(tick.tick()).await.is_some() {
+        if let Err(error) = sample_backlog(&repo).await {
+            tracing::warn!(worker = "room_outbox", %error, "Could not sample the outbox backlog");
+        }
+    }
+}
