@@ -28,7 +28,7 @@ pub async fn sweep_stale(rooms: &RoomService, stale_after: Duration) -> usize {
             let command_id = stale_command_id(&room_id, &user_id, joined_at_ms);
             let command = Command::LeaveRoom { user_id: user_id.clone(), reason: LeaveReason::Stale };
             match rooms.execute(room_id.clone(), command_id, "presence".into(), command).await {
-                Ok(r) if r.applied => removed += 1,
+                Ok(r) if r.applied && !r.replayed => removed += 1,
                 Ok(_) => {}
                 Err(error) => {
                     tracing::warn!(room_id = %room_id, user_id = %user_id, %error, "Could not remove a stale member")

@@ -4,6 +4,7 @@
 mod api;
 mod im_e2e;
 mod outbox;
+mod presence;
 mod process;
 mod store;
 mod support;

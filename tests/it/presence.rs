@@ -1,0 +1,94 @@
+//! The presence stale worker: stale members leave through the command pipeline, once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use room_service::domain::{Command, CommandId, RoomId, UserId};
+use room_service::room::presence::sweep_stale;
+use room_service::room::{Clock, RoomOptions, RoomService};
+
+use crate::support::app::{publisher, settings};
+use crate::support::{TestDb, backends};
+
+const STALE_AFTER: Duration = Duration::from_secs(60);
+
+fn service(db: &TestDb, now: &Arc<AtomicI64>) -> RoomService {
+    let now = now.clone();
+    let clock: Clock = Arc::new(move || now.load(Ordering::SeqCst));
+    let options = RoomOptions { publish_timeout: Duration::from_secs(1) };
+    RoomService::new(db.repo.clone(), publisher(&settings(db.url(), None, &[])), options, clock)
+}
+
+async fn run(rooms: &RoomService, id: &str, command: Command) {
+    let room = RoomId::parse("r1").unwrap();
+    rooms.execute(room, CommandId::parse(id).unwrap(), "test".into(), command).await.unwrap();
+}
+
+fn user(id: &str) -> UserId {
+    UserId::parse(id).unwrap()
+}
+
+async fn room_with(rooms: &RoomService, members: &[&str]) {
+    run(rooms, "create", Command::CreateRoom { owner_id: user("owner"), title: "t".into() }).await;
+    for m in members {
+        run(rooms, &format!("join-{m}"), Command::JoinRoom { user_id: user(m) }).await;
+    }
+}
+
+#[tokio::test]
+async fn stale_members_leave_with_reason_stale_and_fresh_ones_stay() {
+    for db in backends().await {
+        let now = Arc::new(AtomicI64::new(1_000_000));
+        let rooms = service(&db, &now);
+        room_with(&rooms, &["idle", "active"]).await;
+        now.fetch_add(50_000, Ordering::SeqCst);
+        rooms.heartbeat(&RoomId::parse("r1").unwrap(), &user("active")).await.unwrap();
+        now.fetch_add(20_000, Ordering::SeqCst); // idle: 70 s since join; active: 20 s since heartbeat
+
+        assert_eq!(sweep_stale(&rooms, STALE_AFTER).await, 1, "{db}");
+        let room = rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap();
+        let members: Vec<&str> = room.members.iter().map(|m| m.user_id.as_str()).collect();
+        assert_eq!(members, ["active"], "{db}");
+        let left: Vec<_> = db.outbox().await.into_iter().filter(|r| r.event_type == "RoomUserLeft").collect();
+        assert_eq!(left.len(), 1, "{db}");
+        assert!(left[0].envelope.contains(r#""reason":"stale""#), "{db}: {}", left[0].envelope);
+        assert_eq!(sweep_stale(&rooms, STALE_AFTER).await, 0, "{db}: nothing left to remove");
+    }
+}
+
+#[tokio::test]
+async fn two_nodes_sweeping_the_same_member_remove_it_once() {
+    let db = TestDb::mysql().await;
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let a = service(&db, &now);
+    let b = service(&db, &now);
+    room_with(&a, &["idle"]).await;
+    b.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap(); // B loads the room too
+    now.fetch_add(120_000, Ordering::SeqCst);
+
+    let (removed_a, removed_b) = tokio::join!(sweep_stale(&a, STALE_AFTER), sweep_stale(&b, STALE_AFTER));
+    assert_eq!(removed_a + removed_b, 1, "exactly one node applied the removal");
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM room_command_log WHERE command_type = 'leave_room'").await,
+        Some(1)
+    );
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM room_outbox WHERE event_type = 'RoomUserLeft'").await,
+        Some(1)
+    );
+}
+
+#[tokio::test]
+async fn a_restart_never_mass_evicts_members() {
+    let db = TestDb::sqlite().await;
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    room_with(&service(&db, &now), &["a", "b"]).await;
+    // Much later, a new process loads the room: every heartbeat clock starts at load time.
+    now.fetch_add(3_600_000, Ordering::SeqCst);
+    let rooms = service(&db, &now);
+    rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap();
+    assert_eq!(sweep_stale(&rooms, STALE_AFTER).await, 0);
+    now.fetch_add(61_000, Ordering::SeqCst);
+    assert_eq!(sweep_stale(&rooms, STALE_AFTER).await, 2);
+}
