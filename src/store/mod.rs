@@ -7,6 +7,7 @@
 //! clock, never the node's.
 
 mod mysql;
+mod sql;
 mod sqlite;
 mod types;
 

@@ -12,18 +12,9 @@ use async_trait::async_trait;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{Executor, MySql, QueryBuilder, Row};
 
+use super::sql::{self, Dialect};
 use super::types::*;
 use super::{Backend, Repository};
-
-/// Database clock, milliseconds since the epoch.
-macro_rules! now_ms {
-    () => {
-        "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
-    };
-}
-
-const OUTBOX_COLUMNS: &str = "id, event_id, room_id, event_type, envelope, status, retry_count, last_error, \
-     worker_id, lock_until_ms, created_at_ms, updated_at_ms, delivered_at_ms";
 
 /// MySQL/MariaDB repository.
 #[derive(Debug, Clone)]
@@ -134,79 +125,27 @@ impl Repository for MySqlRepository {
         let mut tx = self.pool.begin().await?;
         if let Some((expected, state)) = &c.snapshot {
             let written = if *expected == 0 {
-                let insert = sqlx::query(concat!(
-                    "INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) VALUES (?, ?, ?, ?, ",
-                    now_ms!(),
-                    ")"
-                ))
-                .bind(&c.room_id)
-                .bind(c.room_version as i64)
-                .bind(c.room_status)
-                .bind(state)
-                .execute(&mut *tx)
-                .await;
-                match insert {
+                match sql::insert_snapshot::<MySql>(c, state).build().execute(&mut *tx).await {
                     Err(e) if is_unique_violation(&e) => 0,
                     other => other?.rows_affected(),
                 }
             } else {
-                sqlx::query(concat!(
-                    "UPDATE room_snapshot SET version = ?, status = ?, state = ?, updated_at_ms = ",
-                    now_ms!(),
-                    " WHERE room_id = ? AND version = ?"
-                ))
-                .bind(c.room_version as i64)
-                .bind(c.room_status)
-                .bind(state)
-                .bind(&c.room_id)
-                .bind(*expected as i64)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
+                sql::update_snapshot::<MySql>(c, *expected, state)
+                    .build()
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
             };
             if written != 1 {
                 return Err(CommitError::VersionConflict);
             }
         }
-        let logged = sqlx::query(concat!(
-            "INSERT INTO room_command_log (command_id, room_id, command_type, fingerprint, request_id, \
-             applied, room_version, outcome, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ",
-            now_ms!(),
-            ")"
-        ))
-        .bind(&c.command_id)
-        .bind(&c.room_id)
-        .bind(c.command_type)
-        .bind(&c.fingerprint)
-        .bind(&c.request_id)
-        .bind(c.applied)
-        .bind(c.room_version as i64)
-        .bind(&c.outcome)
-        .execute(&mut *tx)
-        .await;
-        match logged {
+        match sql::insert_command_log::<MySql>(c).build().execute(&mut *tx).await {
             Err(e) if is_unique_violation(&e) => return Err(CommitError::DuplicateCommand),
             other => other?,
         };
         if !c.outbox.is_empty() {
-            let timeout_ms = c.publish_timeout.as_millis() as i64;
-            let mut insert = QueryBuilder::<MySql>::new(
-                "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, status, retry_count, \
-                 lock_until_ms, created_at_ms, updated_at_ms) ",
-            );
-            insert.push_values(&c.outbox, |mut row, e| {
-                row.push_bind(&e.event_id)
-                    .push_bind(&c.room_id)
-                    .push_bind(e.event_type)
-                    .push_bind(&e.envelope)
-                    .push("'pending'")
-                    .push("0")
-                    .push(concat!(now_ms!(), " + "))
-                    .push_bind_unseparated(timeout_ms)
-                    .push(now_ms!())
-                    .push(now_ms!());
-            });
-            insert.build().execute(&mut *tx).await?;
+            sql::insert_outbox::<MySql>(c).build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -216,51 +155,25 @@ impl Repository for MySqlRepository {
         if event_ids.is_empty() {
             return Ok(0);
         }
-        let mut q = QueryBuilder::<MySql>::new(concat!(
-            "UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = NULL, \
-             delivered_at_ms = ",
-            now_ms!(),
-            ", updated_at_ms = ",
-            now_ms!(),
-            " WHERE status IN ('pending', 'retryable') AND event_id IN ("
-        ));
-        let mut ids = q.separated(", ");
-        for id in event_ids {
-            ids.push_bind(id);
-        }
-        q.push(")");
-        Ok(q.build().execute(&self.pool).await?.rows_affected())
+        Ok(sql::mark_delivered::<MySql>(event_ids).build().execute(&self.pool).await?.rows_affected())
     }
 
     async fn claim_outbox(&self, claim: &Claim) -> Result<Vec<OutboxRow>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let ids: Vec<i64> = sqlx::query_scalar(concat!(
-            "SELECT id FROM room_outbox FORCE INDEX (idx_room_outbox_claim) WHERE lock_until_ms <= ",
-            now_ms!(),
-            " AND status IN ('pending', 'retryable', 'delivering') ORDER BY lock_until_ms, id LIMIT ? \
-             FOR UPDATE SKIP LOCKED"
-        ))
-        .bind(claim.limit as i64)
-        .fetch_all(&mut *tx)
-        .await?;
+        let mut select = QueryBuilder::<MySql>::new(format!(
+            "SELECT id FROM room_outbox FORCE INDEX (idx_room_outbox_claim) WHERE lock_until_ms <= {} \
+             AND status IN ('pending', 'retryable', 'delivering') ORDER BY lock_until_ms, id LIMIT ",
+            MySql::NOW_MS
+        ));
+        select.push_bind(claim.limit as i64).push(" FOR UPDATE SKIP LOCKED");
+        let ids: Vec<i64> = select.build_query_scalar().fetch_all(&mut *tx).await?;
         if ids.is_empty() {
             tx.commit().await?;
             return Ok(Vec::new());
         }
-        let mut update =
-            QueryBuilder::<MySql>::new("UPDATE room_outbox SET status = 'delivering', worker_id = ");
-        update
-            .push_bind(&claim.worker_id)
-            .push(concat!(", lock_until_ms = ", now_ms!(), " + "))
-            .push_bind(claim.lease.as_millis() as i64)
-            .push(concat!(", updated_at_ms = ", now_ms!(), " WHERE id IN ("));
-        push_ids(&mut update, &ids);
-        update.build().execute(&mut *tx).await?;
-        let mut select =
-            QueryBuilder::<MySql>::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE id IN ("));
-        push_ids(&mut select, &ids);
-        select.push(" ORDER BY id");
-        let rows = select.build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?;
+        sql::claim_rows::<MySql>(&claim.worker_id, claim.lease, &ids).build().execute(&mut *tx).await?;
+        let rows =
+            sql::outbox_rows_by_id::<MySql>(&ids).build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?;
         tx.commit().await?;
         Ok(rows)
     }
@@ -277,33 +190,11 @@ impl Repository for MySqlRepository {
         let mut tx = self.pool.begin().await?;
         let delivered: Vec<i64> = results.iter().filter(|r| r.outcome.is_ok()).map(|r| r.id).collect();
         if !delivered.is_empty() {
-            let mut q = QueryBuilder::<MySql>::new(concat!(
-                "UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = NULL, \
-                 delivered_at_ms = ",
-                now_ms!(),
-                ", updated_at_ms = ",
-                now_ms!(),
-                " WHERE status = 'delivering' AND worker_id = "
-            ));
-            q.push_bind(worker_id).push(" AND id IN (");
-            push_ids(&mut q, &delivered);
+            let mut q = sql::finish_delivered::<MySql>(worker_id, &delivered);
             report.delivered = q.build().execute(&mut *tx).await?.rows_affected();
         }
         for ((error, retry_after), ids) in group_failures(results) {
-            let mut q = QueryBuilder::<MySql>::new(
-                "UPDATE room_outbox SET status = 'retryable', retry_count = retry_count + 1, last_error = ",
-            );
-            q.push_bind(error)
-                .push(concat!(", lock_until_ms = ", now_ms!(), " + "))
-                .push_bind(retry_after.as_millis() as i64)
-                .push(concat!(
-                    ", updated_at_ms = ",
-                    now_ms!(),
-                    " WHERE status = 'delivering' AND worker_id = "
-                ))
-                .push_bind(worker_id)
-                .push(" AND id IN (");
-            push_ids(&mut q, &ids);
+            let mut q = sql::finish_retryable::<MySql>(worker_id, &error, retry_after, &ids);
             report.retried += q.build().execute(&mut *tx).await?.rows_affected();
         }
         tx.commit().await?;
@@ -315,79 +206,30 @@ impl Repository for MySqlRepository {
         if ids.is_empty() {
             return Ok(0);
         }
-        let mut q = QueryBuilder::<MySql>::new(concat!(
-            "UPDATE room_outbox SET status = CASE WHEN retry_count > 0 THEN 'retryable' ELSE 'pending' END, \
-             lock_until_ms = ",
-            now_ms!(),
-            ", updated_at_ms = ",
-            now_ms!(),
-            " WHERE status = 'delivering' AND worker_id = "
-        ));
-        q.push_bind(worker_id).push(" AND id IN (");
-        push_ids(&mut q, ids);
-        Ok(q.build().execute(&self.pool).await?.rows_affected())
+        Ok(sql::release_claimed::<MySql>(worker_id, ids).build().execute(&self.pool).await?.rows_affected())
     }
 
     async fn outbox_stats(&self) -> Result<OutboxStats, StoreError> {
-        let rows = sqlx::query(concat!(
-            "SELECT status, COUNT(*), ",
-            now_ms!(),
-            " - MIN(created_at_ms), MAX(retry_count) FROM room_outbox \
-             WHERE status IN ('pending', 'delivering', 'retryable', 'failed') GROUP BY status"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        let rows = rows
-            .into_iter()
-            .map(|r| {
-                (
-                    r.get::<String, _>(0),
-                    r.get::<i64, _>(1),
-                    r.get::<Option<i64>, _>(2),
-                    r.get::<Option<i32>, _>(3),
-                )
-            })
-            .collect();
-        Ok(stats_from_groups(rows))
+        let rows = sql::outbox_stats::<MySql>().build().fetch_all(&self.pool).await?;
+        let groups = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+        Ok(stats_from_groups(groups))
     }
 
     async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError> {
-        let mut q =
-            QueryBuilder::<MySql>::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE id > "));
-        q.push_bind(query.after_id);
-        if let Some(status) = query.status {
-            q.push(" AND status = ").push_bind(status.as_str());
-        }
-        q.push(" ORDER BY id LIMIT ").push_bind(i64::from(query.limit));
-        Ok(q.build_query_as::<OutboxRow>().fetch_all(&self.pool).await?)
+        Ok(sql::list_outbox::<MySql>(query).build_query_as::<OutboxRow>().fetch_all(&self.pool).await?)
     }
 
     async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError> {
         if event_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut q =
-            QueryBuilder::<MySql>::new("SELECT event_id, status FROM room_outbox WHERE event_id IN (");
-        let mut ids = q.separated(", ");
-        for id in event_ids {
-            ids.push_bind(id);
-        }
-        q.push(")");
-        let rows = q.build().fetch_all(&self.pool).await?;
-        Ok(parse_statuses(rows.iter().map(|r| (r.get::<String, _>(0), r.get::<String, _>(1)))))
+        let rows = sql::outbox_statuses::<MySql>(event_ids).build().fetch_all(&self.pool).await?;
+        Ok(parse_statuses(rows.iter().map(|r| (r.get(0), r.get(1)))))
     }
 
     async fn close(&self) {
         self.pool.close().await;
     }
-}
-
-fn push_ids(q: &mut QueryBuilder<MySql>, ids: &[i64]) {
-    let mut list = q.separated(", ");
-    for id in ids {
-        list.push_bind(*id);
-    }
-    q.push(")");
 }
 
 #[cfg(test)]

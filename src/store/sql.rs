@@ -1,0 +1,250 @@
+//! The SQL both backends share, built once for either through a small [`Dialect`]: the only
+//! differences are the database clock expression and how a value is bound. Each repository
+//! executes these statements on its own pool or transaction.
+
+use std::time::Duration;
+
+use sqlx::{Database, MySql, QueryBuilder, Sqlite};
+
+use super::types::{CommandCommit, OutboxQuery};
+
+/// Columns of `room_outbox`, in `OutboxRow` order.
+pub(super) const OUTBOX_COLUMNS: &str = "id, event_id, room_id, event_type, envelope, status, retry_count, \
+     last_error, worker_id, lock_until_ms, created_at_ms, updated_at_ms, delivered_at_ms";
+
+/// What differs between the SQL of MySQL/MariaDB and SQLite.
+pub(super) trait Dialect: Database {
+    /// The database clock, milliseconds since the epoch.
+    const NOW_MS: &'static str;
+    /// Binds an integer.
+    fn bind_i64(q: &mut QueryBuilder<Self>, value: i64);
+    /// Binds a string.
+    fn bind_str(q: &mut QueryBuilder<Self>, value: &str);
+}
+
+impl Dialect for MySql {
+    const NOW_MS: &'static str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+    fn bind_i64(q: &mut QueryBuilder<Self>, value: i64) {
+        q.push_bind(value);
+    }
+    fn bind_str(q: &mut QueryBuilder<Self>, value: &str) {
+        q.push_bind(value.to_owned());
+    }
+}
+
+impl Dialect for Sqlite {
+    const NOW_MS: &'static str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
+    fn bind_i64(q: &mut QueryBuilder<Self>, value: i64) {
+        q.push_bind(value);
+    }
+    fn bind_str(q: &mut QueryBuilder<Self>, value: &str) {
+        q.push_bind(value.to_owned());
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Appends `(v1, v2, ...)` binding each value.
+fn push_list<DB: Dialect, T>(q: &mut QueryBuilder<DB>, values: &[T], bind: fn(&mut QueryBuilder<DB>, &T)) {
+    q.push("(");
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            q.push(", ");
+        }
+        bind(q, v);
+    }
+    q.push(")");
+}
+
+fn push_ids<DB: Dialect>(q: &mut QueryBuilder<DB>, ids: &[i64]) {
+    push_list(q, ids, |q, id| DB::bind_i64(q, *id));
+}
+
+fn push_strs<DB: Dialect>(q: &mut QueryBuilder<DB>, values: &[String]) {
+    push_list(q, values, |q, v| DB::bind_str(q, v));
+}
+
+/// A new room's first snapshot; a unique violation means another writer created it first.
+pub(super) fn insert_snapshot<DB: Dialect>(c: &CommandCommit, state: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) VALUES (",
+    );
+    DB::bind_str(&mut q, &c.room_id);
+    q.push(", ");
+    DB::bind_i64(&mut q, c.room_version as i64);
+    q.push(", ");
+    DB::bind_str(&mut q, c.room_status);
+    q.push(", ");
+    DB::bind_str(&mut q, state);
+    q.push(format!(", {})", DB::NOW_MS));
+    q
+}
+
+/// The next snapshot, fenced: changes one row only if the stored version is `expected`.
+pub(super) fn update_snapshot<DB: Dialect>(
+    c: &CommandCommit,
+    expected: u64,
+    state: &str,
+) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("UPDATE room_snapshot SET version = ");
+    DB::bind_i64(&mut q, c.room_version as i64);
+    q.push(", status = ");
+    DB::bind_str(&mut q, c.room_status);
+    q.push(", state = ");
+    DB::bind_str(&mut q, state);
+    q.push(format!(", updated_at_ms = {} WHERE room_id = ", DB::NOW_MS));
+    DB::bind_str(&mut q, &c.room_id);
+    q.push(" AND version = ");
+    DB::bind_i64(&mut q, expected as i64);
+    q
+}
+
+/// The command log row; a unique violation on `command_id` means it was logged before.
+pub(super) fn insert_command_log<DB: Dialect>(c: &CommandCommit) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_command_log (command_id, room_id, command_type, fingerprint, request_id, applied, \
+         room_version, outcome, created_at_ms) VALUES (",
+    );
+    for value in [&c.command_id, &c.room_id, c.command_type, &c.fingerprint, &c.request_id] {
+        DB::bind_str(&mut q, value);
+        q.push(", ");
+    }
+    DB::bind_i64(&mut q, i64::from(c.applied));
+    q.push(", ");
+    DB::bind_i64(&mut q, c.room_version as i64);
+    q.push(", ");
+    DB::bind_str(&mut q, &c.outcome);
+    q.push(format!(", {})", DB::NOW_MS));
+    q
+}
+
+/// The command's outbox rows: `pending`, claimable once `publish_timeout` has passed.
+pub(super) fn insert_outbox<DB: Dialect>(c: &CommandCommit) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, status, retry_count, lock_until_ms, \
+         created_at_ms, updated_at_ms) VALUES ",
+    );
+    for (i, row) in c.outbox.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { ", (" });
+        for value in [&row.event_id, &c.room_id, row.event_type, &row.envelope] {
+            DB::bind_str(&mut q, value);
+            q.push(", ");
+        }
+        q.push(format!("'pending', 0, {now} + "));
+        DB::bind_i64(&mut q, millis(c.publish_timeout));
+        q.push(format!(", {now}, {now})"));
+    }
+    q
+}
+
+/// Best-effort mark of synchronously published events.
+pub(super) fn mark_delivered<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(format!(
+        "UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = NULL, \
+         delivered_at_ms = {now}, updated_at_ms = {now} WHERE status IN ('pending', 'retryable') AND event_id IN "
+    ));
+    push_strs(&mut q, event_ids);
+    q
+}
+
+/// Appends the fence of every worker mark: the row is still claimed by this claim.
+fn push_fence<DB: Dialect>(q: &mut QueryBuilder<DB>, worker_id: &str, ids: &[i64]) {
+    q.push(" WHERE status = 'delivering' AND worker_id = ");
+    DB::bind_str(q, worker_id);
+    q.push(" AND id IN ");
+    push_ids(q, ids);
+}
+
+/// Worker success, fenced.
+pub(super) fn finish_delivered<DB: Dialect>(worker_id: &str, ids: &[i64]) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(format!(
+        "UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = NULL, \
+         delivered_at_ms = {now}, updated_at_ms = {now}"
+    ));
+    push_fence(&mut q, worker_id, ids);
+    q
+}
+
+/// Worker failure, fenced: one more attempt, claimable again after `retry_after`.
+pub(super) fn finish_retryable<DB: Dialect>(
+    worker_id: &str,
+    error: &str,
+    retry_after: Duration,
+    ids: &[i64],
+) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(
+        "UPDATE room_outbox SET status = 'retryable', retry_count = retry_count + 1, last_error = ",
+    );
+    DB::bind_str(&mut q, error);
+    q.push(format!(", lock_until_ms = {now} + "));
+    DB::bind_i64(&mut q, millis(retry_after));
+    q.push(format!(", updated_at_ms = {now}"));
+    push_fence(&mut q, worker_id, ids);
+    q
+}
+
+/// Unpublished rows of a cancelled batch go back, claimable at once, retry_count unchanged.
+pub(super) fn release_claimed<DB: Dialect>(worker_id: &str, ids: &[i64]) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(format!(
+        "UPDATE room_outbox SET status = CASE WHEN retry_count > 0 THEN 'retryable' ELSE 'pending' END, \
+         lock_until_ms = {now}, updated_at_ms = {now}"
+    ));
+    push_fence(&mut q, worker_id, ids);
+    q
+}
+
+/// `(status, count, age of the oldest, max retry_count)` per undelivered status.
+pub(super) fn outbox_stats<DB: Dialect>() -> QueryBuilder<DB> {
+    QueryBuilder::new(format!(
+        "SELECT status, COUNT(*), {} - MIN(created_at_ms), MAX(retry_count) FROM room_outbox \
+         WHERE status IN ('pending', 'delivering', 'retryable', 'failed') GROUP BY status",
+        DB::NOW_MS
+    ))
+}
+
+/// A page of rows for the admin listing.
+pub(super) fn list_outbox<DB: Dialect>(query: &OutboxQuery) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE id > "));
+    DB::bind_i64(&mut q, query.after_id);
+    if let Some(status) = query.status {
+        q.push(" AND status = ");
+        DB::bind_str(&mut q, status.as_str());
+    }
+    q.push(" ORDER BY id LIMIT ");
+    DB::bind_i64(&mut q, i64::from(query.limit));
+    q
+}
+
+/// `(event_id, status)` of the given events.
+pub(super) fn outbox_statuses<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT event_id, status FROM room_outbox WHERE event_id IN ");
+    push_strs(&mut q, event_ids);
+    q
+}
+
+/// Rows by id, in id order (read back after a claim).
+pub(super) fn outbox_rows_by_id<DB: Dialect>(ids: &[i64]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE id IN "));
+    push_ids(&mut q, ids);
+    q.push(" ORDER BY id");
+    q
+}
+
+/// Marks claimed rows `delivering` under a lease for `worker_id`.
+pub(super) fn claim_rows<DB: Dialect>(worker_id: &str, lease: Duration, ids: &[i64]) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new("UPDATE room_outbox SET status = 'delivering', worker_id = ");
+    DB::bind_str(&mut q, worker_id);
+    q.push(format!(", lock_until_ms = {now} + "));
+    DB::bind_i64(&mut q, millis(lease));
+    q.push(format!(", updated_at_ms = {now} WHERE id IN "));
+    push_ids(&mut q, ids);
+    q
+}
