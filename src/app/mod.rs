@@ -29,6 +29,10 @@ const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
 /// How often the backlog gauges are refreshed.
 const BACKLOG_SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
 
+/// How often idle room cells are dropped from memory, and after how long unused.
+const CELL_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+const CELL_IDLE_AFTER: Duration = Duration::from_secs(300);
+
 /// A started service.
 pub struct RunningApp {
     /// The bound HTTP address.
@@ -94,6 +98,12 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
             workers.clone(),
         ));
     }
+    tracker.spawn(presence::run_cell_janitor(
+        rooms.clone(),
+        CELL_SWEEP_INTERVAL,
+        CELL_IDLE_AFTER,
+        workers.clone(),
+    ));
     tracker.spawn(sampler::run_backlog_sampler(repo.clone(), BACKLOG_SAMPLE_INTERVAL, workers.clone()));
     spawn_outbox_worker(&settings, &repo, &publisher, &tracker, &workers);
     tracker.close();

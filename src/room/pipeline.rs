@@ -2,6 +2,7 @@
 //! best-effort mark delivered → respond.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +33,8 @@ pub struct RoomOptions {
 #[derive(Debug, Default)]
 struct Cell {
     state: AsyncMutex<Option<Option<RoomState>>>,
+    /// Last time (service clock, ms) a request used the cell.
+    last_used_ms: AtomicI64,
 }
 
 /// Runs room commands; cheap to clone.
@@ -146,8 +149,40 @@ impl RoomService {
     }
 
     fn cell(&self, room_id: &RoomId) -> Arc<Cell> {
+        let now = (self.inner.clock)();
         let mut cells = self.inner.cells.lock().unwrap_or_else(|e| e.into_inner());
-        cells.entry(room_id.clone()).or_default().clone()
+        let cell = cells.entry(room_id.clone()).or_default();
+        cell.last_used_ms.store(now, Ordering::Relaxed);
+        cell.clone()
+    }
+
+    /// Drops cells nobody is using that hold no live presence: rooms that do not exist, closed
+    /// rooms, and rooms without members unused for `idle_after`. A dropped room loads again
+    /// from its snapshot on the next request. Returns how many cells were dropped.
+    pub fn evict_idle(&self, idle_after: Duration) -> usize {
+        let cutoff = (self.inner.clock)() - idle_after.as_millis() as i64;
+        let mut cells = self.inner.cells.lock().unwrap_or_else(|e| e.into_inner());
+        let before = cells.len();
+        cells.retain(|_, cell| {
+            // Only the map holds it (clones are made under this lock): nobody uses or waits on it.
+            if Arc::strong_count(cell) > 1 {
+                return true;
+            }
+            let Ok(state) = cell.state.try_lock() else { return true };
+            match state.as_ref() {
+                None | Some(None) => false,
+                Some(Some(room)) if room.status == RoomStatus::Closed => false,
+                Some(Some(room)) => {
+                    !room.members.is_empty() || cell.last_used_ms.load(Ordering::Relaxed) > cutoff
+                }
+            }
+        });
+        before - cells.len()
+    }
+
+    /// How many cells are in memory.
+    pub fn cell_count(&self) -> usize {
+        self.inner.cells.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Loads the cell's state from the snapshot if it is not loaded yet.

@@ -39,6 +39,23 @@ pub async fn sweep_stale(rooms: &RoomService, stale_after: Duration) -> usize {
     removed
 }
 
+/// Drops idle cells every `interval` until cancelled (see [`RoomService::evict_idle`]).
+pub async fn run_cell_janitor(
+    rooms: RoomService,
+    interval: Duration,
+    idle_after: Duration,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while cancel.run_until_cancelled(tick.tick()).await.is_some() {
+        let evicted = rooms.evict_idle(idle_after);
+        if evicted > 0 {
+            tracing::debug!(evicted, cells = rooms.cell_count(), "Evicted idle room cells");
+        }
+    }
+}
+
 /// Sweeps every `scan_interval` until cancelled.
 pub async fn run_presence_worker(
     rooms: RoomService,

@@ -92,3 +92,40 @@ async fn a_restart_never_mass_evicts_members() {
     now.fetch_add(61_000, Ordering::SeqCst);
     assert_eq!(sweep_stale(&rooms, STALE_AFTER).await, 2);
 }
+
+#[tokio::test]
+async fn idle_cells_are_evicted_and_reload_from_the_snapshot() {
+    let db = TestDb::sqlite().await;
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let rooms = service(&db, &now);
+    room_with(&rooms, &["a"]).await;
+    let missing = RoomId::parse("missing").unwrap();
+    assert!(rooms.snapshot(&missing).await.is_err());
+    run(
+        &rooms,
+        "leave-a",
+        Command::LeaveRoom { user_id: user("a"), reason: room_service::domain::LeaveReason::User },
+    )
+    .await;
+    assert_eq!(rooms.cell_count(), 2);
+
+    // The unknown room goes at once; the empty room only once idle.
+    assert_eq!(rooms.evict_idle(Duration::from_secs(300)), 1);
+    now.fetch_add(301_000, Ordering::SeqCst);
+    assert_eq!(rooms.evict_idle(Duration::from_secs(300)), 1);
+    assert_eq!(rooms.cell_count(), 0);
+
+    let room = rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap();
+    assert_eq!(room.version, 3, "reloaded from the snapshot");
+}
+
+#[tokio::test]
+async fn rooms_with_members_stay_in_memory() {
+    let db = TestDb::sqlite().await;
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let rooms = service(&db, &now);
+    room_with(&rooms, &["a"]).await;
+    now.fetch_add(3_600_000, Ordering::SeqCst);
+    assert_eq!(rooms.evict_idle(Duration::from_secs(300)), 0);
+    assert_eq!(rooms.cell_count(), 1);
+}
