@@ -22,7 +22,7 @@ use crate::publish::tencent::usersig::{self, UserSigError};
 use crate::publish::tencent::wire::{Answer, CloudCustomData, MAX_BODY_BYTES};
 
 /// Longest custom `GroupId` Tencent accepts, in bytes.
-const MAX_GROUP_ID_BYTES: usize = 48;
+use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
 
 /// A refusal: `ErrorCode` and `ErrorInfo`.
 type Refusal = (i64, &'static str);

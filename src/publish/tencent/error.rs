@@ -44,6 +44,14 @@ pub enum ImError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// Prefix + room id is longer than Tencent accepts for a custom `GroupId`; nothing was sent.
+    #[error("group id too long: {len} bytes > {limit} (shorten tencent_im.group_id_prefix or the room id)")]
+    GroupIdTooLong {
+        /// Length of prefix + room id in bytes.
+        len: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
 }
 
 impl ImError {
@@ -95,6 +103,7 @@ impl Classify for ImError {
             ImError::Im { code, .. } => class_of_code(*code),
             ImError::Dropped(_) => ErrorClass::RateLimited,
             ImError::TooLarge { .. } => ErrorClass::Permanent,
+            ImError::GroupIdTooLong { .. } => ErrorClass::Configuration,
         }
     }
 }

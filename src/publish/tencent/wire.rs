@@ -14,6 +14,9 @@ pub const SEND_GROUP_MSG_PATH: &str = "/v4/group_open_http_svc/send_group_msg";
 /// Largest serialized request body sent (SPEC §8); larger ones are refused before sending.
 pub const MAX_BODY_BYTES: usize = 8000;
 
+/// Longest custom `GroupId` Tencent accepts, in bytes.
+pub const MAX_GROUP_ID_BYTES: usize = 48;
+
 /// `Random` of an event: the first 4 bytes of SHA-256(event_id), so every retry of the event
 /// sends the identical body and Tencent's 5-minute dedup drops repeats.
 pub fn random_for(event_id: &str) -> u32 {
@@ -87,8 +90,12 @@ impl SendGroupMsg {
         }
     }
 
-    /// The serialized body, or [`ImError::TooLarge`] over [`MAX_BODY_BYTES`].
+    /// The serialized body, or [`ImError::TooLarge`] over [`MAX_BODY_BYTES`] (or
+    /// [`ImError::GroupIdTooLong`] over [`MAX_GROUP_ID_BYTES`]).
     pub fn to_bytes(&self) -> Result<Vec<u8>, ImError> {
+        if self.group_id.len() > MAX_GROUP_ID_BYTES {
+            return Err(ImError::GroupIdTooLong { len: self.group_id.len(), limit: MAX_GROUP_ID_BYTES });
+        }
         let bytes = serde_json::to_vec(self).map_err(|_| ImError::Undecodable("unserializable"))?;
         if bytes.len() > MAX_BODY_BYTES {
             return Err(ImError::TooLarge { size: bytes.len(), limit: MAX_BODY_BYTES });

@@ -81,3 +81,18 @@ fn failures_are_errors() {
 fn empty_drop_reason_is_success() {
     assert!(interpret(200, br#"{"ActionStatus":"OK","ErrorCode":0,"MsgDropReason":""}"#).is_ok());
 }
+
+#[test]
+fn group_ids_over_48_bytes_are_refused_before_sending() {
+    let message = crate::publish::Message {
+        event_id: "e".into(),
+        event_type: "RoomUserJoined",
+        group: "r".repeat(44),
+        priority: crate::publish::Priority::Normal,
+        body: "{}".into(),
+        path: crate::publish::Path::Sync,
+    };
+    assert!(SendGroupMsg::for_message("live", &message).to_bytes().is_ok(), "48 bytes is fine");
+    let err = SendGroupMsg::for_message("live_", &message).to_bytes();
+    assert!(matches!(err, Err(ImError::GroupIdTooLong { len: 49, limit: 48 })), "{err:?}");
+}
