@@ -3,6 +3,7 @@
 
 mod api;
 mod im_e2e;
+mod im_peer;
 mod outbox;
 mod presence;
 mod process;
