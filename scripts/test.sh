@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 scripts/ensure-mariadb.sh
 export ROOM_SERVICE_TEST_MYSQL_URL="${ROOM_SERVICE_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
 
+scripts/check-compose.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --all-targets --locked
