@@ -22,11 +22,11 @@ macro_rules! now_ms {
     };
 }
 
-/// The purge predicate; `delivered_at_ms` is always set by a delivery mark, `updated_at_ms`
-/// stands in should it ever be missing.
+/// The purge predicate, to be followed by the bound age in ms; `delivered_at_ms` is always
+/// set by a delivery mark, `updated_at_ms` stands in should it ever be missing.
 macro_rules! purgeable {
     () => {
-        concat!("status = 'delivered' AND COALESCE(delivered_at_ms, updated_at_ms) < ", now_ms!(), " - ?")
+        concat!("status = 'delivered' AND COALESCE(delivered_at_ms, updated_at_ms) < ", now_ms!(), " - ")
     };
 }
 
@@ -90,10 +90,11 @@ impl AdminRepository for MySqlRepository {
     }
 
     async fn count_purgeable(&self, older_than: Duration) -> Result<u64, StoreError> {
-        let count: i64 = sqlx::query_scalar(concat!("SELECT COUNT(*) FROM room_outbox WHERE ", purgeable!()))
-            .bind(age_ms(older_than))
-            .fetch_one(self.pool())
-            .await?;
+        let count: i64 =
+            sqlx::query_scalar(concat!("SELECT COUNT(*) FROM room_outbox WHERE ", purgeable!(), "?"))
+                .bind(age_ms(older_than))
+                .fetch_one(self.pool())
+                .await?;
         Ok(count.max(0) as u64)
     }
 
@@ -102,7 +103,7 @@ impl AdminRepository for MySqlRepository {
         let ids: Vec<i64> = sqlx::query_scalar(concat!(
             "SELECT id FROM room_outbox FORCE INDEX (idx_room_outbox_status) WHERE ",
             purgeable!(),
-            " ORDER BY id LIMIT ?"
+            "? ORDER BY id LIMIT ?"
         ))
         .bind(age)
         .bind(batch_limit(limit, MAX_PURGE_BATCH))

@@ -21,10 +21,10 @@ macro_rules! now_ms {
     };
 }
 
-/// The purge predicate (see `mysql_admin.rs`).
+/// The purge predicate, to be followed by the bound age in ms (see `mysql_admin.rs`).
 macro_rules! purgeable {
     () => {
-        concat!("status = 'delivered' AND COALESCE(delivered_at_ms, updated_at_ms) < ", now_ms!(), " - ?")
+        concat!("status = 'delivered' AND COALESCE(delivered_at_ms, updated_at_ms) < ", now_ms!(), " - ")
     };
 }
 
@@ -77,10 +77,11 @@ impl AdminRepository for SqliteRepository {
     }
 
     async fn count_purgeable(&self, older_than: Duration) -> Result<u64, StoreError> {
-        let count: i64 = sqlx::query_scalar(concat!("SELECT COUNT(*) FROM room_outbox WHERE ", purgeable!()))
-            .bind(age_ms(older_than))
-            .fetch_one(self.pool())
-            .await?;
+        let count: i64 =
+            sqlx::query_scalar(concat!("SELECT COUNT(*) FROM room_outbox WHERE ", purgeable!(), "?"))
+                .bind(age_ms(older_than))
+                .fetch_one(self.pool())
+                .await?;
         Ok(count.max(0) as u64)
     }
 
@@ -89,7 +90,7 @@ impl AdminRepository for SqliteRepository {
             "DELETE FROM room_outbox WHERE id IN (SELECT id FROM room_outbox INDEXED BY idx_room_outbox_status \
              WHERE ",
             purgeable!(),
-            " ORDER BY id LIMIT ?)"
+            "? ORDER BY id LIMIT ?)"
         ))
         .bind(age_ms(older_than))
         .bind(batch_limit(limit, MAX_PURGE_BATCH))
