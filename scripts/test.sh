@@ -11,6 +11,7 @@ python3 -c "import TLSSigAPIv2" 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore tls-sig-api-v2==1.1
 export ROOM_SERVICE_TEST_MYSQL_URL="${ROOM_SERVICE_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
 
+scripts/check-compose.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --all-targets --locked

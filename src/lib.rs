@@ -4,9 +4,11 @@
 //! Flow of a command: [`http`] → [`room`] (Room Cell applies a pure [`domain`] command) →
 //! [`store`] (one transaction: command log + outbox rows + snapshot) → [`publish`] (the shared
 //! stack) → best-effort mark delivered. The [`outbox`] worker re-publishes what the
-//! synchronous push missed, through the very same stack. [`app`] wires it all together.
+//! synchronous push missed, through the very same stack. [`app`] wires it all together;
+//! [`admin`] holds the operator commands and the retention purge.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod app;
 pub mod config;
 pub mod domain;

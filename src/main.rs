@@ -16,7 +16,7 @@ use room_service::publish::metrics::MetricsLayer;
 use room_service::publish::stack::into_publisher;
 use room_service::publish::tencent::{TencentImOptions, TencentImService};
 use room_service::publish::trace::TraceLayer;
-use room_service::{app, store, telemetry};
+use room_service::{admin, app, store, telemetry};
 use tower::ServiceBuilder;
 use tower::util::Either;
 
@@ -39,6 +39,8 @@ enum Cmd {
     Migrate,
     /// Run the fake Tencent IM server (tests, demos, benchmarks).
     FakeIm(FakeImArgs),
+    /// Inspect and repair the outbox: stats, list, show, requeue, purge-delivered.
+    Outbox(admin::OutboxArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -78,6 +80,17 @@ async fn main() -> anyhow::Result<()> {
             repo.close().await;
             tracing::info!(database = %db.redacted_url(), "Migrations applied");
             Ok(())
+        }
+        Cmd::Outbox(args) => {
+            let settings = load(&cli.config)?;
+            let db = &settings.database;
+            // Never migrates: the operator tool works on the schema the service created.
+            let repo = store::connect(db.url.expose(), 2, false)
+                .await
+                .with_context(|| format!("opening database {}", db.redacted_url()))?;
+            let result = admin::run_outbox(repo.as_ref(), args, &mut std::io::stdout().lock()).await;
+            repo.close().await;
+            result
         }
         Cmd::Serve => {
             let settings = load(&cli.config)?;

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::admin::{RetentionOptions, run_retention};
 use crate::config::Settings;
 use crate::http::{self, AppState, Lifecycle};
 use crate::outbox::{OutboxWorker, OutboxWorkerOptions, sampler};
@@ -106,6 +107,11 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
     ));
     tracker.spawn(sampler::run_backlog_sampler(repo.clone(), BACKLOG_SAMPLE_INTERVAL, workers.clone()));
     spawn_outbox_worker(&settings, &repo, &publisher, &tracker, &workers);
+    // Retention runs where the outbox worker runs (one purging instance at a time on MySQL).
+    if let Some(retention) = settings.outbox_worker.retention.filter(|_| settings.outbox_worker.enabled) {
+        let options = RetentionOptions::new(retention, settings.node_id.clone());
+        tracker.spawn(run_retention(repo.clone(), options, workers.clone()));
+    }
     tracker.close();
 
     let shutdown = CancellationToken::new();

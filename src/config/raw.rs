@@ -132,6 +132,8 @@ pub(crate) struct RawOutboxWorker {
     pub publish_timeout: RawDuration,
     /// `""` or `fixed_interval`.
     pub retry_strategy: String,
+    /// Delivered rows older than this are purged; `""` or non-positive disables the purge.
+    pub retention: RawDuration,
 }
 
 impl Default for RawOutboxWorker {
@@ -142,6 +144,7 @@ impl Default for RawOutboxWorker {
             batch_size: 100,
             publish_timeout: RawDuration::new("3s"),
             retry_strategy: "fixed_interval".into(),
+            retention: RawDuration::new(""),
         }
     }
 }

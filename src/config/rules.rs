@@ -8,6 +8,9 @@ use super::raw::RawDuration;
 
 /// Shortest accepted `tencent_im.usersig_ttl`.
 pub(crate) const MIN_USERSIG_TTL: Duration = Duration::from_secs(60);
+/// Shortest accepted `outbox_worker.retention` (a shorter one is surely a typo: delivered rows
+/// are the operator's record of what went out).
+pub(crate) const MIN_RETENTION: Duration = Duration::from_secs(60);
 /// Longest node id (it is part of the outbox `worker_id`, VARCHAR(128)).
 const MAX_NODE_ID_LEN: usize = 64;
 

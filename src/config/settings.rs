@@ -163,6 +163,8 @@ pub struct OutboxWorkerSettings {
     pub publish_timeout: Duration,
     /// Retry policy.
     pub retry_strategy: RetryStrategy,
+    /// Delivered rows older than this are purged in the background; `None`: never purged.
+    pub retention: Option<Duration>,
 }
 
 impl OutboxWorkerSettings {

@@ -57,6 +57,7 @@ fn empty_file_gives_the_spec_defaults() {
         assert_eq!((ow.poll_interval, ow.batch_size), (Duration::from_secs(1), 100));
         assert_eq!(ow.publish_timeout, Duration::from_secs(3));
         assert_eq!(ow.retry_strategy, RetryStrategy::FixedInterval);
+        assert_eq!(ow.retention, None, "retention is off unless configured");
         assert_eq!(ow.lease(), Duration::from_secs(300) + LEASE_MARGIN);
         assert!(s.presence.enabled);
         assert_eq!(s.presence.stale_after, Duration::from_secs(60));

@@ -25,6 +25,7 @@ fn local_config_uses_sqlite_and_no_im() {
     assert!(!s.tencent_im.enabled);
     assert!(s.outbox_worker.enabled);
     assert_eq!(s.outbox_worker.publish_timeout, Duration::from_secs(3));
+    assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
     assert_eq!(s.source, ConfigSource::File(shipped("config.yaml")));
 }
 
@@ -42,6 +43,7 @@ fn docker_config_uses_compose_services_and_needs_the_secret_from_env() {
     assert_eq!(s.tencent_im.base_url, "http://fake-im:9000");
     assert_eq!(s.tencent_im.sdk_app_id, 1_400_000_000);
     assert_eq!(s.tencent_im.secret_key.expose(), "test-secret-key");
+    assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
     assert_eq!(s.log.format, LogFormat::Json);
 }
 
@@ -57,6 +59,7 @@ fn tencent_example_points_at_tencent_and_needs_the_secret_from_env() {
     assert!(s.tencent_im.sdk_app_id > 0);
     assert_eq!(s.tencent_im.admin_identifier, "administrator");
     assert_eq!(s.tencent_im.usersig_ttl, Duration::from_secs(24 * 3600));
+    assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
     assert_eq!(s.database.backend(), Backend::MySql);
 }
 
@@ -78,6 +81,6 @@ fn every_shipped_file_sets_and_documents_every_key() {
             let above = i.checked_sub(1).and_then(|j| lines.get(j)).map(|l| l.trim_start());
             assert!(above.is_some_and(|l| l.starts_with('#')), "{name}: `{line}` has no comment");
         }
-        assert_eq!(leaves, 23, "{name} must set all 23 keys explicitly");
+        assert_eq!(leaves, 24, "{name} must set all 24 keys explicitly");
     }
 }

@@ -115,3 +115,22 @@ fn node_id_is_checked_or_derived_from_the_hostname() {
     assert_eq!(sanitize_node_id(""), "room-service");
     assert_eq!(sanitize_node_id(&"x".repeat(100)).len(), 64);
 }
+
+#[test]
+fn retention_is_off_when_empty_or_non_positive_and_fails_when_bad_or_tiny() {
+    let key = "outbox_worker.retention";
+    for off in ["\"\"", "\"0s\"", "0", "\"-1h\"", "\"  \""] {
+        let s = ok(&format!("outbox_worker: {{retention: {off}}}\n"));
+        assert_eq!(s.outbox_worker.retention, None, "{off}");
+    }
+    let s = ok("outbox_worker: {retention: \"7d\"}\n");
+    assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
+    let s = ok("outbox_worker: {retention: \"90m\"}\n");
+    assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(90 * 60)));
+    fails_on("outbox_worker: {retention: \"a week\"}\n", &[], key);
+    fails_on("outbox_worker: {retention: \"7\"}\n", &[], key);
+    let message = fails_on("outbox_worker: {retention: \"30s\"}\n", &[], key);
+    assert!(message.contains("1m"), "{message}");
+    let s = load_yaml("", &[("ROOM_SERVICE__OUTBOX_WORKER__RETENTION", "2d")]).expect("env override");
+    assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(2 * 24 * 3600)));
+}

@@ -6,9 +6,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::error::ConfigError;
-use super::raw::{RawConfig, RawDatabase, RawHttp, RawLog, RawOutboxWorker, RawPresence, RawTencentIm};
+use super::raw::{
+    RawConfig, RawDatabase, RawDuration, RawHttp, RawLog, RawOutboxWorker, RawPresence, RawTencentIm,
+};
 use super::rules::{
-    MIN_USERSIG_TTL, Problems, check_base_url, check_log_level, is_valid_node_id, sanitize_node_id,
+    MIN_RETENTION, MIN_USERSIG_TTL, Parsed, Problems, check_base_url, check_log_level, is_valid_node_id,
+    parse_duration, sanitize_node_id,
 };
 use super::settings::{
     Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
@@ -152,7 +155,36 @@ fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings
             RetryStrategy::FixedInterval
         }
     };
-    OutboxWorkerSettings { enabled: raw.enabled, poll_interval, batch_size, publish_timeout, retry_strategy }
+    let retention = retention(p, &raw.retention);
+    OutboxWorkerSettings {
+        enabled: raw.enabled,
+        poll_interval,
+        batch_size,
+        publish_timeout,
+        retry_strategy,
+        retention,
+    }
+}
+
+/// `outbox_worker.retention`: empty or non-positive disables the purge (`None`); anything
+/// else must be a duration of at least [`MIN_RETENTION`].
+fn retention(p: &mut Problems, raw: &RawDuration) -> Option<Duration> {
+    const KEY: &str = "outbox_worker.retention";
+    if raw.as_str().trim().is_empty() {
+        return None;
+    }
+    match parse_duration(raw) {
+        Ok(Parsed::NonPositive) => None,
+        Ok(Parsed::Positive(d)) if d < MIN_RETENTION => {
+            p.add(KEY, "must be at least 1m (or empty / \"0s\" to keep delivered rows forever)");
+            None
+        }
+        Ok(Parsed::Positive(d)) => Some(d),
+        Err(reason) => {
+            p.add(KEY, reason);
+            None
+        }
+    }
 }
 
 /// Durations must be positive when the worker runs; a disabled worker tolerates zero.

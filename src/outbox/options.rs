@@ -145,6 +145,7 @@ mod tests {
             batch_size: 0,
             publish_timeout: Duration::from_secs(4),
             retry_strategy: RetryStrategy::FixedInterval,
+            retention: None,
         };
         let options = OutboxWorkerOptions::from(&settings);
         assert_eq!(options.poll_interval, Duration::from_secs(2));

@@ -6,15 +6,22 @@
 //! the admin endpoints read stats. Every time comparison on outbox rows uses the database's
 //! clock, never the node's.
 
+mod admin;
 mod mysql;
+mod mysql_admin;
 mod sql;
 mod sqlite;
+mod sqlite_admin;
 mod types;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub use admin::{
+    AdminRepository, MAX_PURGE_BATCH, MAX_REQUEUE_BATCH, PURGE_LOCK_PREFIX, PurgeLock, REQUEUEABLE,
+    RequeueTarget, RequeuedRow,
+};
 pub use mysql::MySqlRepository;
 pub use sqlite::SqliteRepository;
 pub use types::{
@@ -35,9 +42,9 @@ pub enum Backend {
 pub type SharedRepository = Arc<dyn Repository>;
 
 /// Everything the service stores. One conformance suite (`tests/it/store.rs`) runs unchanged
-/// against both implementations.
+/// against both implementations. The operator operations ([`AdminRepository`]) come with it.
 #[async_trait]
-pub trait Repository: Send + Sync + std::fmt::Debug + 'static {
+pub trait Repository: AdminRepository + Send + Sync + std::fmt::Debug + 'static {
     /// Which database this is.
     fn backend(&self) -> Backend;
 

@@ -23,6 +23,8 @@ pub const OUTBOX_OLDEST_PENDING_AGE_SECONDS: &str = "room_outbox_oldest_pending_
 pub const OUTBOX_CLAIMED_TOTAL: &str = "room_outbox_claimed_total";
 /// Counter: worker marks that found their lease lost (the row was reclaimed elsewhere).
 pub const OUTBOX_LEASE_LOST_TOTAL: &str = "room_outbox_lease_lost_total";
+/// Counter: delivered outbox rows deleted by the retention purge (and `outbox purge-delivered`).
+pub const OUTBOX_PURGED_ROWS_TOTAL: &str = "room_outbox_purged_rows_total";
 /// Counter: room commands handled, by `command`, `result`.
 pub const COMMANDS_TOTAL: &str = "room_commands_total";
 /// Histogram (seconds): time to handle one room command, by `command`.
@@ -33,7 +35,7 @@ pub const HTTP_REQUESTS_TOTAL: &str = "http_requests_total";
 pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
 
 /// Every metric name above, for tests that compare against dashboards and alert rules.
-pub const ALL: [&str; 11] = [
+pub const ALL: [&str; 12] = [
     PUBLISH_SUCCESS_TOTAL,
     PUBLISH_FAILURE_TOTAL,
     PUBLISH_LATENCY_SECONDS,
@@ -41,6 +43,7 @@ pub const ALL: [&str; 11] = [
     OUTBOX_OLDEST_PENDING_AGE_SECONDS,
     OUTBOX_CLAIMED_TOTAL,
     OUTBOX_LEASE_LOST_TOTAL,
+    OUTBOX_PURGED_ROWS_TOTAL,
     COMMANDS_TOTAL,
     COMMAND_LATENCY_SECONDS,
     HTTP_REQUESTS_TOTAL,
@@ -106,6 +109,11 @@ pub fn describe_all() {
         OUTBOX_LEASE_LOST_TOTAL,
         Unit::Count,
         "Worker marks that changed nothing because the lease was lost"
+    );
+    describe_counter!(
+        OUTBOX_PURGED_ROWS_TOTAL,
+        Unit::Count,
+        "Delivered outbox rows deleted by the retention purge"
     );
     describe_counter!(COMMANDS_TOTAL, Unit::Count, "Room commands handled, by command and result");
     describe_histogram!(

@@ -1,6 +1,7 @@
 //! The one integration-test binary: real loopback HTTP and real databases between our
 //! components. Shared helpers live in `support/`.
 
+mod admin;
 mod api;
 mod im_e2e;
 mod im_peer;

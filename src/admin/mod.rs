@@ -1,0 +1,21 @@
+//! Operator tooling around the outbox (SPEC §11): the `room-service outbox ...` commands and
+//! the retention purge that runs beside the outbox worker.
+//!
+//! ```text
+//! main.rs `outbox` ─▶ cli (clap args) ─▶ ops (requeue, purge loop) ─▶ store::AdminRepository
+//!                         └─▶ render (tables | JSON on stdout)
+//! app start ─▶ retention::run_retention (every few minutes, GET_LOCK on MySQL) ─▶ ops::purge
+//! ```
+//!
+//! Everything here goes through the [`Repository`](crate::store::Repository); nothing touches
+//! rooms, the command path or the publish stack. Writes are fenced on the row status: requeues
+//! move only `retryable`/`failed` rows, purges delete only `delivered` rows.
+
+pub mod cli;
+pub mod ops;
+mod render;
+pub mod retention;
+
+pub use cli::{OutboxArgs, OutboxCommand, run_outbox};
+pub use ops::{PurgeReport, RequeueReport, SkippedRow};
+pub use retention::{RetentionOptions, RetentionRound, run_retention, run_retention_once};

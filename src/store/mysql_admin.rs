@@ -1,0 +1,142 @@
+//! [`AdminRepository`] on MySQL/MariaDB: requeues lock their rows (`FOR UPDATE`) in one short
+//! transaction so the rows reported are exactly the rows changed; purges select one batch of
+//! ids on `idx_room_outbox_status` and delete by primary key, re-checking the predicate; the
+//! purge lock is `GET_LOCK` on a session of its own, outside the pool.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::{MySql, QueryBuilder};
+
+use super::admin::{
+    AdminRepository, MAX_PURGE_BATCH, MAX_REQUEUE_BATCH, PURGE_LOCK_PREFIX, PurgeLock, RequeueTarget,
+    RequeuedRow, age_ms, batch_limit, check_requeueable,
+};
+use super::mysql::MySqlRepository;
+use super::types::{OutboxRow, StoreError};
+
+/// Database clock, milliseconds since the epoch (as in `mysql.rs`).
+macro_rules! now_ms {
+    () => {
+        "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
+    };
+}
+
+/// The purge predicate, to be followed by the bound age in ms; `delivered_at_ms` is always
+/// set by a delivery mark, `updated_at_ms` stands in should it ever be missing.
+macro_rules! purgeable {
+    () => {
+        concat!("status = 'delivered' AND COALESCE(delivered_at_ms, updated_at_ms) < ", now_ms!(), " - ")
+    };
+}
+
+const OUTBOX_COLUMNS: &str = "id, event_id, room_id, event_type, envelope, status, retry_count, last_error, \
+     worker_id, lock_until_ms, created_at_ms, updated_at_ms, delivered_at_ms";
+
+#[async_trait]
+impl AdminRepository for MySqlRepository {
+    async fn find_outbox(&self, event_id: &str) -> Result<Option<OutboxRow>, StoreError> {
+        let mut q =
+            QueryBuilder::<MySql>::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE event_id = "));
+        q.push_bind(event_id);
+        Ok(q.build_query_as::<OutboxRow>().fetch_optional(self.pool()).await?)
+    }
+
+    async fn requeue_outbox(&self, target: RequeueTarget<'_>) -> Result<Vec<RequeuedRow>, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let mut select = QueryBuilder::<MySql>::new("SELECT id, event_id FROM room_outbox WHERE ");
+        match target {
+            RequeueTarget::EventIds([]) => return Ok(Vec::new()),
+            RequeueTarget::EventIds(event_ids) => {
+                select.push("status IN ('retryable', 'failed') AND event_id IN (");
+                let mut list = select.separated(", ");
+                for id in event_ids {
+                    list.push_bind(id);
+                }
+                select.push(") ORDER BY id FOR UPDATE");
+            }
+            RequeueTarget::Status { status, after_id, limit } => {
+                check_requeueable(status)?;
+                select
+                    .push("status = ")
+                    .push_bind(status.as_str())
+                    .push(" AND id > ")
+                    .push_bind(after_id)
+                    .push(" ORDER BY id LIMIT ")
+                    .push_bind(batch_limit(limit, MAX_REQUEUE_BATCH))
+                    .push(" FOR UPDATE");
+            }
+        }
+        let rows = select.build_query_as::<RequeuedRow>().fetch_all(&mut *tx).await?;
+        if rows.is_empty() {
+            tx.commit().await?;
+            return Ok(rows);
+        }
+        let mut update = QueryBuilder::<MySql>::new(concat!(
+            "UPDATE room_outbox SET status = 'pending', worker_id = NULL, lock_until_ms = ",
+            now_ms!(),
+            ", updated_at_ms = ",
+            now_ms!(),
+            " WHERE status IN ('retryable', 'failed') AND id IN ("
+        ));
+        let mut list = update.separated(", ");
+        for row in &rows {
+            list.push_bind(row.id);
+        }
+        update.push(")");
+        update.build().execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    async fn count_purgeable(&self, older_than: Duration) -> Result<u64, StoreError> {
+        let count: i64 =
+            sqlx::query_scalar(concat!("SELECT COUNT(*) FROM room_outbox WHERE ", purgeable!(), "?"))
+                .bind(age_ms(older_than))
+                .fetch_one(self.pool())
+                .await?;
+        Ok(count.max(0) as u64)
+    }
+
+    async fn purge_delivered_batch(&self, older_than: Duration, limit: u32) -> Result<u64, StoreError> {
+        let age = age_ms(older_than);
+        let ids: Vec<i64> = sqlx::query_scalar(concat!(
+            "SELECT id FROM room_outbox FORCE INDEX (idx_room_outbox_status) WHERE ",
+            purgeable!(),
+            "? ORDER BY id LIMIT ?"
+        ))
+        .bind(age)
+        .bind(batch_limit(limit, MAX_PURGE_BATCH))
+        .fetch_all(self.pool())
+        .await?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut delete = QueryBuilder::<MySql>::new(concat!("DELETE FROM room_outbox WHERE ", purgeable!()));
+        delete.push_bind(age).push(" AND id IN (");
+        let mut list = delete.separated(", ");
+        for id in &ids {
+            list.push_bind(*id);
+        }
+        delete.push(")");
+        Ok(delete.build().execute(self.pool()).await?.rows_affected())
+    }
+
+    async fn try_purge_lock(&self) -> Result<Option<PurgeLock>, StoreError> {
+        // A session of its own: a pooled one would go back to the pool still holding the lock.
+        let mut conn = self.pool().acquire().await?.detach();
+        let name: String = sqlx::query_scalar("SELECT LEFT(CONCAT(?, '.', COALESCE(DATABASE(), '')), 64)")
+            .bind(PURGE_LOCK_PREFIX)
+            .fetch_one(&mut conn)
+            .await?;
+        let got: Option<i64> =
+            sqlx::query_scalar("SELECT GET_LOCK(?, 0)").bind(&name).fetch_one(&mut conn).await?;
+        if got == Some(1) {
+            Ok(Some(PurgeLock { session: Some((conn, name)) }))
+        } else {
+            use sqlx::Connection;
+            conn.close().await?;
+            Ok(None)
+        }
+    }
+}
