@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/ensure-mariadb.sh
+scripts/check-dashboards.sh
 export ROOM_SERVICE_TEST_MYSQL_URL="${ROOM_SERVICE_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
 
 cargo fmt --all -- --check
