@@ -3,6 +3,7 @@
 
 mod api;
 mod im_e2e;
+mod observability;
 mod outbox;
 mod process;
 mod store;
