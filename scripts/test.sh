@@ -9,6 +9,7 @@ scripts/ensure-mariadb.sh
 # The independent Tencent IM peer (tests/peer) checks usersigs with Tencent's official package.
 python3 -c "import TLSSigAPIv2" 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore tls-sig-api-v2==1.1
+scripts/check-dashboards.sh
 export ROOM_SERVICE_TEST_MYSQL_URL="${ROOM_SERVICE_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
 
 scripts/check-compose.sh

@@ -24,8 +24,8 @@ pub fn init_logging(settings: &LogSettings) {
 }
 
 /// Installs the process-wide Prometheus recorder once (explicit buckets so every `_seconds`
-/// histogram renders as a histogram) and returns its handle. Later calls return the same
-/// handle. The caller runs [`PrometheusHandle::run_upkeep`] periodically.
+/// histogram renders as a histogram), exports the unlabelled counters at 0, and returns its
+/// handle. Later calls return the same handle. The caller runs [`PrometheusHandle::run_upkeep`] periodically.
 pub fn install_metrics() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
@@ -40,6 +40,7 @@ pub fn install_metrics() -> PrometheusHandle {
             let handle = recorder.handle();
             if metrics::set_global_recorder(recorder).is_ok() {
                 names::describe_all();
+                names::init_unlabelled_counters();
             }
             handle
         })

@@ -129,6 +129,19 @@ pub fn describe_all() {
     );
 }
 
+/// The counters without labels: exported at 0 from startup by [`init_unlabelled_counters`].
+pub const UNLABELLED_COUNTERS: [&str; 3] =
+    [OUTBOX_CLAIMED_TOTAL, OUTBOX_LEASE_LOST_TOTAL, OUTBOX_PURGED_ROWS_TOTAL];
+
+/// Exports every counter of [`UNLABELLED_COUNTERS`] at 0 right away: a counter that first
+/// appears at 1 shows no `increase()` in Prometheus, so the first lost lease would never reach
+/// the `RoomOutboxLeaseLost` alert. Call once at startup, after installing the exporter.
+pub fn init_unlabelled_counters() {
+    for name in UNLABELLED_COUNTERS {
+        metrics::counter!(name).increment(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +159,29 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), ALL.len());
+    }
+
+    #[test]
+    fn unlabelled_counters_are_exported_at_zero_before_any_event() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, init_unlabelled_counters);
+        let mut counters: Vec<_> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(key, _, _, value)| (key.key().name().to_owned(), value))
+            .collect();
+        counters.sort_by(|a, b| a.0.cmp(&b.0));
+        let zero = || metrics_util::debugging::DebugValue::Counter(0);
+        assert_eq!(
+            counters,
+            vec![
+                (OUTBOX_CLAIMED_TOTAL.to_owned(), zero()),
+                (OUTBOX_LEASE_LOST_TOTAL.to_owned(), zero()),
+                (OUTBOX_PURGED_ROWS_TOTAL.to_owned(), zero()),
+            ]
+        );
     }
 
     #[test]

@@ -117,8 +117,14 @@ async fn the_task_purges_every_interval_and_stops_when_cancelled() {
         let options = RetentionOptions { interval: Duration::from_millis(50), ..options(1000) };
         let task = tokio::spawn(run_retention(db.repo.clone(), options, cancel.clone()));
         wait_until_gone(&db, "d5").await;
-        // A row that becomes old later goes on a later round.
-        seed(&db, &[Seed::new("later", "delivered", 8 * DAY_MS)]).await;
+        // A row that becomes old later goes on a later round. (Seeded recent, then aged, so the
+        // running task cannot purge it before `seed` has read its id back.)
+        seed(&db, &[Seed::new("later", "delivered", 0)]).await;
+        db.execute(format!(
+            "UPDATE room_outbox SET delivered_at_ms = delivered_at_ms - {} WHERE event_id = 'later'",
+            8 * DAY_MS
+        ))
+        .await;
         wait_until_gone(&db, "later").await;
         cancel.cancel();
         tokio::time::timeout(Duration::from_secs(5), task)
@@ -177,10 +183,8 @@ async fn on_mariadb_a_second_instance_skips_while_the_first_holds_the_purge_lock
     lock.release().await.expect("release");
     let round = run_retention_once(&second, &options(1000), &cancel).await.expect("round");
     assert_eq!(round, RetentionRound::Purged(PurgeReport { rows: 5, batches: 1 }));
-    assert!(second.try_purge_lock().await.expect("try").is_some_and(|l| {
-        drop(l);
-        true
-    }));
+    let taken = second.try_purge_lock().await.expect("try").expect("free after the release");
+    taken.release().await.expect("release");
 
     // A lock that is dropped (its instance died) is freed with its session.
     let lock = db.repo.try_purge_lock().await.expect("lock").expect("free again");
