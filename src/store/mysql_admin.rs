@@ -13,33 +13,16 @@ use super::admin::{
     RequeuedRow, age_ms, batch_limit, check_requeueable,
 };
 use super::mysql::MySqlRepository;
+use super::sql;
 use super::types::{OutboxRow, StoreError};
-
-/// Database clock, milliseconds since the epoch (as in `mysql.rs`).
-macro_rules! now_ms {
-    () => {
-        "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)"
-    };
-}
-
-/// The purge predicate, to be followed by the bound age in ms; `delivered_at_ms` is always
-/// set by a delivery mark, `updated_at_ms` stands in should it ever be missing.
-macro_rules! purgeable {
-    () => {
-        concat!("status = 'delivered' AND COALESCE(delivered_at_ms, updated_at_ms) < ", now_ms!(), " - ")
-    };
-}
-
-const OUTBOX_COLUMNS: &str = "id, event_id, room_id, event_type, envelope, status, retry_count, last_error, \
-     worker_id, lock_until_ms, created_at_ms, updated_at_ms, delivered_at_ms";
 
 #[async_trait]
 impl AdminRepository for MySqlRepository {
     async fn find_outbox(&self, event_id: &str) -> Result<Option<OutboxRow>, StoreError> {
-        let mut q =
-            QueryBuilder::<MySql>::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE event_id = "));
-        q.push_bind(event_id);
-        Ok(q.build_query_as::<OutboxRow>().fetch_optional(self.pool()).await?)
+        Ok(sql::find_outbox::<MySql>(event_id)
+            .build_query_as::<OutboxRow>()
+            .fetch_optional(self.pool())
+            .await?)
     }
 
     async fn requeue_outbox(&self, target: RequeueTarget<'_>) -> Result<Vec<RequeuedRow>, StoreError> {
@@ -48,12 +31,9 @@ impl AdminRepository for MySqlRepository {
         match target {
             RequeueTarget::EventIds([]) => return Ok(Vec::new()),
             RequeueTarget::EventIds(event_ids) => {
-                select.push("status IN ('retryable', 'failed') AND event_id IN (");
-                let mut list = select.separated(", ");
-                for id in event_ids {
-                    list.push_bind(id);
-                }
-                select.push(") ORDER BY id FOR UPDATE");
+                select.push("status IN ('retryable', 'failed') AND event_id IN ");
+                sql::push_strs(&mut select, event_ids);
+                select.push(" ORDER BY id FOR UPDATE");
             }
             RequeueTarget::Status { status, after_id, limit } => {
                 check_requeueable(status)?;
@@ -72,53 +52,38 @@ impl AdminRepository for MySqlRepository {
             tx.commit().await?;
             return Ok(rows);
         }
-        let mut update = QueryBuilder::<MySql>::new(concat!(
-            "UPDATE room_outbox SET status = 'pending', worker_id = NULL, lock_until_ms = ",
-            now_ms!(),
-            ", updated_at_ms = ",
-            now_ms!(),
-            " WHERE status IN ('retryable', 'failed') AND id IN ("
-        ));
-        let mut list = update.separated(", ");
-        for row in &rows {
-            list.push_bind(row.id);
-        }
-        update.push(")");
+        let mut update = sql::requeue_set::<MySql>();
+        update.push("id IN ");
+        sql::push_ids(&mut update, &rows.iter().map(|r| r.id).collect::<Vec<_>>());
         update.build().execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(rows)
     }
 
     async fn count_purgeable(&self, older_than: Duration) -> Result<u64, StoreError> {
-        let count: i64 =
-            sqlx::query_scalar(concat!("SELECT COUNT(*) FROM room_outbox WHERE ", purgeable!(), "?"))
-                .bind(age_ms(older_than))
-                .fetch_one(self.pool())
-                .await?;
+        let count: i64 = sql::count_purgeable::<MySql>(age_ms(older_than))
+            .build_query_scalar()
+            .fetch_one(self.pool())
+            .await?;
         Ok(count.max(0) as u64)
     }
 
     async fn purge_delivered_batch(&self, older_than: Duration, limit: u32) -> Result<u64, StoreError> {
         let age = age_ms(older_than);
-        let ids: Vec<i64> = sqlx::query_scalar(concat!(
+        let mut select = QueryBuilder::<MySql>::new(
             "SELECT id FROM room_outbox FORCE INDEX (idx_room_outbox_status) WHERE ",
-            purgeable!(),
-            "? ORDER BY id LIMIT ?"
-        ))
-        .bind(age)
-        .bind(batch_limit(limit, MAX_PURGE_BATCH))
-        .fetch_all(self.pool())
-        .await?;
+        );
+        sql::push_purgeable(&mut select, age);
+        select.push(" ORDER BY id LIMIT ").push_bind(batch_limit(limit, MAX_PURGE_BATCH));
+        let ids: Vec<i64> = select.build_query_scalar().fetch_all(self.pool()).await?;
         if ids.is_empty() {
             return Ok(0);
         }
-        let mut delete = QueryBuilder::<MySql>::new(concat!("DELETE FROM room_outbox WHERE ", purgeable!()));
-        delete.push_bind(age).push(" AND id IN (");
-        let mut list = delete.separated(", ");
-        for id in &ids {
-            list.push_bind(*id);
-        }
-        delete.push(")");
+        // Re-checks the predicate: a row requeued meanwhile is not deleted.
+        let mut delete = QueryBuilder::<MySql>::new("DELETE FROM room_outbox WHERE ");
+        sql::push_purgeable(&mut delete, age);
+        delete.push(" AND id IN ");
+        sql::push_ids(&mut delete, &ids);
         Ok(delete.build().execute(self.pool()).await?.rows_affected())
     }
 

@@ -58,11 +58,13 @@ fn push_list<DB: Dialect, T>(q: &mut QueryBuilder<DB>, values: &[T], bind: fn(&m
     q.push(")");
 }
 
-fn push_ids<DB: Dialect>(q: &mut QueryBuilder<DB>, ids: &[i64]) {
+/// Appends `(id, ...)`.
+pub(super) fn push_ids<DB: Dialect>(q: &mut QueryBuilder<DB>, ids: &[i64]) {
     push_list(q, ids, |q, id| DB::bind_i64(q, *id));
 }
 
-fn push_strs<DB: Dialect>(q: &mut QueryBuilder<DB>, values: &[String]) {
+/// Appends `('value', ...)`.
+pub(super) fn push_strs<DB: Dialect>(q: &mut QueryBuilder<DB>, values: &[String]) {
     push_list(q, values, |q, v| DB::bind_str(q, v));
 }
 
@@ -247,4 +249,35 @@ pub(super) fn claim_rows<DB: Dialect>(worker_id: &str, lease: Duration, ids: &[i
     q.push(format!(", updated_at_ms = {now} WHERE id IN "));
     push_ids(&mut q, ids);
     q
+}
+
+/// One row by event id.
+pub(super) fn find_outbox<DB: Dialect>(event_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE event_id = "));
+    DB::bind_str(&mut q, event_id);
+    q
+}
+
+/// Appends the purge predicate: delivered longer ago than `age_ms` (database clock).
+/// `delivered_at_ms` is always set by a delivery mark; `updated_at_ms` stands in should it be
+/// missing.
+pub(super) fn push_purgeable<DB: Dialect>(q: &mut QueryBuilder<DB>, age_ms: i64) {
+    q.push(format!("status = 'delivered' AND COALESCE(delivered_at_ms, updated_at_ms) < {} - ", DB::NOW_MS));
+    DB::bind_i64(q, age_ms);
+}
+
+/// How many rows a purge would delete.
+pub(super) fn count_purgeable<DB: Dialect>(age_ms: i64) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT COUNT(*) FROM room_outbox WHERE ");
+    push_purgeable(&mut q, age_ms);
+    q
+}
+
+/// Requeued rows go back to `pending`, claimable now; `retry_count` and `last_error` stay.
+pub(super) fn requeue_set<DB: Dialect>() -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    QueryBuilder::new(format!(
+        "UPDATE room_outbox SET status = 'pending', worker_id = NULL, lock_until_ms = {now}, updated_at_ms = {now} \
+         WHERE status IN ('retryable', 'failed') AND "
+    ))
 }
