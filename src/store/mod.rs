@@ -7,8 +7,10 @@
 //! clock, never the node's.
 
 mod admin;
+mod flows;
 mod mysql;
 mod mysql_admin;
+mod rows;
 mod sql;
 mod sqlite;
 mod sqlite_admin;

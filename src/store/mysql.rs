@@ -12,6 +12,8 @@ use async_trait::async_trait;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{Executor, MySql, QueryBuilder, Row};
 
+use super::flows;
+use super::rows;
 use super::sql::{self, Dialect};
 use super::types::*;
 use super::{Backend, Repository};
@@ -81,10 +83,6 @@ pub(crate) fn check_engine_version(version: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
 #[async_trait]
 impl Repository for MySqlRepository {
     fn backend(&self) -> Backend {
@@ -97,58 +95,20 @@ impl Repository for MySqlRepository {
     }
 
     async fn load_room(&self, room_id: &str) -> Result<Option<StoredRoom>, StoreError> {
-        let row = sqlx::query("SELECT version, state FROM room_snapshot WHERE room_id = ?")
-            .bind(room_id)
+        let row = sql::load_room::<MySql>(room_id)
+            .build_query_as::<rows::RoomRow>()
             .fetch_optional(&self.pool)
             .await?;
-        Ok(row.map(|r| StoredRoom { version: r.get::<i64, _>(0) as u64, state: r.get(1) }))
+        Ok(row.map(StoredRoom::from))
     }
 
     async fn find_command(&self, command_id: &str) -> Result<Option<StoredCommand>, StoreError> {
-        let row = sqlx::query(
-            "SELECT room_id, fingerprint, applied, room_version, outcome FROM room_command_log \
-             WHERE command_id = ?",
-        )
-        .bind(command_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(|r| StoredCommand {
-            room_id: r.get(0),
-            fingerprint: r.get(1),
-            applied: r.get::<bool, _>(2),
-            room_version: r.get::<i64, _>(3) as u64,
-            outcome: r.get(4),
-        }))
+        let mut q = sql::find_command::<MySql>(command_id);
+        Ok(q.build_query_as::<rows::CommandRow>().fetch_optional(&self.pool).await?.map(StoredCommand::from))
     }
 
     async fn commit_command(&self, c: &CommandCommit) -> Result<(), CommitError> {
-        let mut tx = self.pool.begin().await?;
-        if let Some((expected, state)) = &c.snapshot {
-            let written = if *expected == 0 {
-                match sql::insert_snapshot::<MySql>(c, state).build().execute(&mut *tx).await {
-                    Err(e) if is_unique_violation(&e) => 0,
-                    other => other?.rows_affected(),
-                }
-            } else {
-                sql::update_snapshot::<MySql>(c, *expected, state)
-                    .build()
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
-            };
-            if written != 1 {
-                return Err(CommitError::VersionConflict);
-            }
-        }
-        match sql::insert_command_log::<MySql>(c).build().execute(&mut *tx).await {
-            Err(e) if is_unique_violation(&e) => return Err(CommitError::DuplicateCommand),
-            other => other?,
-        };
-        if !c.outbox.is_empty() {
-            sql::insert_outbox::<MySql>(c).build().execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        flows::commit_command(self.pool.begin().await?, c).await
     }
 
     async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, StoreError> {
@@ -183,23 +143,10 @@ impl Repository for MySqlRepository {
         worker_id: &str,
         results: &[PublishResult],
     ) -> Result<MarkReport, StoreError> {
-        let mut report = MarkReport::default();
         if results.is_empty() {
-            return Ok(report);
+            return Ok(MarkReport::default());
         }
-        let mut tx = self.pool.begin().await?;
-        let delivered: Vec<i64> = results.iter().filter(|r| r.outcome.is_ok()).map(|r| r.id).collect();
-        if !delivered.is_empty() {
-            let mut q = sql::finish_delivered::<MySql>(worker_id, &delivered);
-            report.delivered = q.build().execute(&mut *tx).await?.rows_affected();
-        }
-        for ((error, retry_after), ids) in group_failures(results) {
-            let mut q = sql::finish_retryable::<MySql>(worker_id, &error, retry_after, &ids);
-            report.retried += q.build().execute(&mut *tx).await?.rows_affected();
-        }
-        tx.commit().await?;
-        report.lease_lost = results.len() as u64 - report.delivered - report.retried;
-        Ok(report)
+        flows::finish_claimed(self.pool.begin().await?, worker_id, results).await
     }
 
     async fn release_claimed(&self, worker_id: &str, ids: &[i64]) -> Result<u64, StoreError> {

@@ -20,6 +20,8 @@ pub(super) trait Dialect: Database {
     fn bind_i64(q: &mut QueryBuilder<Self>, value: i64);
     /// Binds a string.
     fn bind_str(q: &mut QueryBuilder<Self>, value: &str);
+    /// Rows a statement changed.
+    fn rows_affected(result: &Self::QueryResult) -> u64;
 }
 
 impl Dialect for MySql {
@@ -30,6 +32,9 @@ impl Dialect for MySql {
     fn bind_str(q: &mut QueryBuilder<Self>, value: &str) {
         q.push_bind(value.to_owned());
     }
+    fn rows_affected(result: &Self::QueryResult) -> u64 {
+        result.rows_affected()
+    }
 }
 
 impl Dialect for Sqlite {
@@ -39,6 +44,9 @@ impl Dialect for Sqlite {
     }
     fn bind_str(q: &mut QueryBuilder<Self>, value: &str) {
         q.push_bind(value.to_owned());
+    }
+    fn rows_affected(result: &Self::QueryResult) -> u64 {
+        result.rows_affected()
     }
 }
 
@@ -280,4 +288,20 @@ pub(super) fn requeue_set<DB: Dialect>() -> QueryBuilder<DB> {
         "UPDATE room_outbox SET status = 'pending', worker_id = NULL, lock_until_ms = {now}, updated_at_ms = {now} \
          WHERE status IN ('retryable', 'failed') AND "
     ))
+}
+
+/// A room's snapshot row.
+pub(super) fn load_room<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT version, state FROM room_snapshot WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q
+}
+
+/// A command log row.
+pub(super) fn find_command<DB: Dialect>(command_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "SELECT room_id, fingerprint, applied, room_version, outcome FROM room_command_log WHERE command_id = ",
+    );
+    DB::bind_str(&mut q, command_id);
+    q
 }
