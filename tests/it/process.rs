@@ -69,3 +69,60 @@ async fn sigkill_and_restart_gives_back_the_last_committed_state() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn a_bad_config_fails_startup_naming_the_key() {
+    let output = Command::new(env!("CARGO_BIN_EXE_room-service"))
+        .args(["serve", "--config", "config/config.yaml"])
+        .env("ROOM_SERVICE__OUTBOX_WORKER__RETRY_STRATEGY", "exponential")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("outbox_worker.retry_strategy"), "{stderr}");
+}
+
+#[test]
+fn migrate_creates_the_schema_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let status = Command::new(env!("CARGO_BIN_EXE_room-service"))
+        .args(["--config", "config/config.yaml", "migrate"])
+        .env("ROOM_SERVICE__DATABASE__URL", format!("sqlite://{}?mode=rwc", path.display()))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let tables = Command::new("python3")
+        .args(["-c", "import sqlite3,sys; print(sorted(r[0] for r in sqlite3.connect(sys.argv[1]).execute(\"select name from sqlite_master where type='table' and name like 'room_%'\")))"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&tables.stdout).trim(),
+        "['room_command_log', 'room_outbox', 'room_snapshot']"
+    );
+}
+
+#[tokio::test]
+async fn the_fake_im_subcommand_serves_its_control_api() {
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_room-service"))
+        .args(["fake-im", "--listen", &format!("127.0.0.1:{port}"), "--latency", "5ms"])
+        .env("ROOM_SERVICE_FAKE_IM_SECRET_KEY", "k")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let mut stats = None;
+    for _ in 0..100 {
+        if let Ok(r) = client.get(format!("http://127.0.0.1:{port}/fake/stats")).send().await {
+            stats = Some(r.json::<Value>().await.unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(stats.expect("fake IM answered")["calls"], 0);
+}
