@@ -130,7 +130,8 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
     };
     let server_repo = repo.clone();
     let server = tokio::spawn(async move {
-        let served = axum::serve(listener, router).with_graceful_shutdown(stop_workers).await;
+        let served =
+            http::server::serve(listener, router, http::server::HEADER_READ_TIMEOUT, stop_workers).await;
         server_repo.close().await;
         tracing::info!("Stopped");
         served.context("http server failed")

@@ -6,6 +6,7 @@ pub mod error;
 pub mod extract;
 pub mod metrics;
 pub mod rooms;
+pub mod server;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
