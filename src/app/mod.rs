@@ -27,9 +27,6 @@ use crate::telemetry;
 /// Extra time granted to workers beyond one publish timeout when stopping.
 const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
 
-/// How often the backlog gauges are refreshed.
-const BACKLOG_SAMPLE_INTERVAL: Duration = Duration::from_secs(5);
-
 /// How often idle room cells are dropped from memory, and after how long unused.
 const CELL_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 const CELL_IDLE_AFTER: Duration = Duration::from_secs(300);
@@ -105,7 +102,11 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         CELL_IDLE_AFTER,
         workers.clone(),
     ));
-    tracker.spawn(sampler::run_backlog_sampler(repo.clone(), BACKLOG_SAMPLE_INTERVAL, workers.clone()));
+    tracker.spawn(sampler::run_backlog_sampler(
+        repo.clone(),
+        settings.outbox_worker.stats_interval,
+        workers.clone(),
+    ));
     spawn_outbox_worker(&settings, &repo, &publisher, &tracker, &workers);
     // Retention runs where the outbox worker runs (one purging instance at a time on MySQL).
     if let Some(retention) = settings.outbox_worker.retention.filter(|_| settings.outbox_worker.enabled) {

@@ -134,6 +134,8 @@ pub(crate) struct RawOutboxWorker {
     pub retry_strategy: String,
     /// Delivered rows older than this are purged; `""` or non-positive disables the purge.
     pub retention: RawDuration,
+    /// How often the backlog gauges are refreshed; non-positive means the default.
+    pub stats_interval: RawDuration,
 }
 
 impl Default for RawOutboxWorker {
@@ -145,6 +147,7 @@ impl Default for RawOutboxWorker {
             publish_timeout: RawDuration::new("3s"),
             retry_strategy: "fixed_interval".into(),
             retention: RawDuration::new(""),
+            stats_interval: RawDuration::new("5s"),
         }
     }
 }

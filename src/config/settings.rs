@@ -17,6 +17,9 @@ pub const DEFAULT_BATCH_SIZE: usize = 100;
 pub const MAX_BATCH_SIZE: usize = 1000;
 /// Default `outbox_worker.publish_timeout`, also used when the configured one is non-positive.
 pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Default `outbox_worker.stats_interval`.
+pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(5);
 /// Extra time a claim lease holds beyond `batch_size × publish_timeout`, covering the claim and
 /// mark statements around the publishes.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
@@ -165,6 +168,8 @@ pub struct OutboxWorkerSettings {
     pub retry_strategy: RetryStrategy,
     /// Delivered rows older than this are purged in the background; `None`: never purged.
     pub retention: Option<Duration>,
+    /// How often `room_outbox_rows` and the oldest pending age are refreshed (> 0).
+    pub stats_interval: Duration,
 }
 
 impl OutboxWorkerSettings {

@@ -134,3 +134,17 @@ fn retention_is_off_when_empty_or_non_positive_and_fails_when_bad_or_tiny() {
     let s = load_yaml("", &[("ROOM_SERVICE__OUTBOX_WORKER__RETENTION", "2d")]).expect("env override");
     assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(2 * 24 * 3600)));
 }
+
+#[test]
+fn stats_interval_defaults_and_non_positive_means_the_default() {
+    assert_eq!(ok("{}\n").outbox_worker.stats_interval, Duration::from_secs(5));
+    assert_eq!(
+        ok("outbox_worker: {stats_interval: \"250ms\"}\n").outbox_worker.stats_interval,
+        Duration::from_millis(250)
+    );
+    assert_eq!(
+        ok("outbox_worker: {stats_interval: \"0s\"}\n").outbox_worker.stats_interval,
+        Duration::from_secs(5)
+    );
+    fails_on("outbox_worker: {stats_interval: \"soon\"}\n", &[], "outbox_worker.stats_interval");
+}

@@ -15,8 +15,9 @@ use super::rules::{
 };
 use super::settings::{
     Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
-    DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_LEASE,
-    OutboxWorkerSettings, PresenceSettings, RetryStrategy, Settings, TencentImSettings, lease_for,
+    DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat, LogSettings,
+    MAX_BATCH_SIZE, MAX_LEASE, OutboxWorkerSettings, PresenceSettings, RetryStrategy, Settings,
+    TencentImSettings, lease_for,
 };
 use crate::secret::Secret;
 
@@ -156,6 +157,8 @@ fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings
         }
     };
     let retention = retention(p, &raw.retention);
+    let stats_interval =
+        p.or_default("outbox_worker.stats_interval", &raw.stats_interval, DEFAULT_STATS_INTERVAL);
     OutboxWorkerSettings {
         enabled: raw.enabled,
         poll_interval,
@@ -163,6 +166,7 @@ fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings
         publish_timeout,
         retry_strategy,
         retention,
+        stats_interval,
     }
 }
 

@@ -146,6 +146,7 @@ mod tests {
             publish_timeout: Duration::from_secs(4),
             retry_strategy: RetryStrategy::FixedInterval,
             retention: None,
+            stats_interval: Duration::from_secs(5),
         };
         let options = OutboxWorkerOptions::from(&settings);
         assert_eq!(options.poll_interval, Duration::from_secs(2));
