@@ -2,8 +2,9 @@
 //! the command commit and the batch mark. Each repository opens the transaction its own way
 //! (SQLite takes the write lock up front) and hands it here.
 
-use sqlx::{Executor, IntoArguments, Transaction};
+use sqlx::{Executor, FromRow, IntoArguments, Transaction};
 
+use super::rows::VersionRow;
 use super::sql::{self, Dialect};
 use super::types::{CommandCommit, CommitError, MarkReport, PublishResult, StoreError, group_failures};
 
@@ -18,6 +19,7 @@ pub(super) async fn commit_command<DB>(
 ) -> Result<(), CommitError>
 where
     DB: Dialect,
+    for<'r> VersionRow: FromRow<'r, DB::Row>,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
 {
@@ -33,6 +35,14 @@ where
             )
         };
         if written != 1 {
+            return Err(CommitError::VersionConflict);
+        }
+    } else {
+        // A no-op (join of a member, leave of a non-member) writes no snapshot, but it was
+        // decided on the cell's state: that state must still be the committed one.
+        let mut check = sql::locked_version::<DB>(&c.room_id);
+        let stored = check.build_query_as::<VersionRow>().fetch_optional(&mut *tx).await?;
+        if stored.map(|r| r.version) != Some(c.room_version as i64) {
             return Err(CommitError::VersionConflict);
         }
     }

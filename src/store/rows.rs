@@ -36,3 +36,9 @@ impl From<CommandRow> for StoredCommand {
         }
     }
 }
+
+/// `room_snapshot.version` alone, as read by [`locked_version`](super::sql::locked_version).
+#[derive(sqlx::FromRow)]
+pub(super) struct VersionRow {
+    pub(super) version: i64,
+}

@@ -22,10 +22,14 @@ pub(super) trait Dialect: Database {
     fn bind_str(q: &mut QueryBuilder<Self>, value: &str);
     /// Rows a statement changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
+    /// Appended to a read that must lock its rows until commit (empty where the transaction
+    /// already holds the write lock).
+    const LOCKING_READ: &'static str;
 }
 
 impl Dialect for MySql {
     const NOW_MS: &'static str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+    const LOCKING_READ: &'static str = " FOR UPDATE";
     fn bind_i64(q: &mut QueryBuilder<Self>, value: i64) {
         q.push_bind(value);
     }
@@ -39,6 +43,8 @@ impl Dialect for MySql {
 
 impl Dialect for Sqlite {
     const NOW_MS: &'static str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
+    // Command transactions start with BEGIN IMMEDIATE: the write lock is already held.
+    const LOCKING_READ: &'static str = "";
     fn bind_i64(q: &mut QueryBuilder<Self>, value: i64) {
         q.push_bind(value);
     }
@@ -108,6 +114,14 @@ pub(super) fn update_snapshot<DB: Dialect>(
     DB::bind_str(&mut q, &c.room_id);
     q.push(" AND version = ");
     DB::bind_i64(&mut q, expected as i64);
+    q
+}
+
+/// The stored version of a room, locked until commit.
+pub(super) fn locked_version<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT version FROM room_snapshot WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(DB::LOCKING_READ);
     q
 }
 

@@ -366,3 +366,23 @@ async fn a_client_trickling_its_headers_is_cut_off() {
     stop.cancel();
     server.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_no_op_decided_on_a_stale_cell_is_refenced_and_reapplied() {
+    let db = TestDb::mysql().await;
+    let a = TestApp::start(settings(db.url(), None, &[])).await;
+    let b = TestApp::start(settings(db.url(), None, &[])).await;
+    create_room(&a, "r1").await;
+    assert_eq!(join(&a, "r1", "u1", "j1").await.0, 200);
+    assert_eq!(b.get("/v1/rooms/r1").await.1["version"], 2, "B loads u1 as a member");
+    let leave = json!({"command_id": "l1", "user_id": "u1"});
+    assert_eq!(a.post("/v1/rooms/r1/leave", leave).await.0, 200);
+    // To B's stale cell u1 is still a member, so the join looks like a no-op; the commit's
+    // version check catches it, B reloads, and the join is applied.
+    let (status, body) = join(&b, "r1", "u1", "j2").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["applied"], true, "{body}");
+    assert_eq!(body["room"]["version"], 4);
+    a.stop().await;
+    b.stop().await;
+}

@@ -95,9 +95,9 @@ async fn duplicate_command_id_is_rejected_and_writes_nothing() {
         // Same id, next version of the same room: the fence passes, the log refuses.
         let err = db.repo.commit_command(&commit("r1", "c1", 1, 2)).await.expect_err("duplicate");
         assert!(matches!(err, CommitError::DuplicateCommand), "{db}: {err:?}");
-        // Same id, an unapplied command (no snapshot to fence on).
+        // Same id, an unapplied command (no snapshot written; the room stays at version 1).
         let mut unapplied = commit("r1", "c1", 1, 0);
-        (unapplied.applied, unapplied.snapshot) = (false, None);
+        (unapplied.applied, unapplied.snapshot, unapplied.room_version) = (false, None, 1);
         let err = db.repo.commit_command(&unapplied).await.expect_err("duplicate");
         assert!(matches!(err, CommitError::DuplicateCommand), "{db}: {err:?}");
 
@@ -177,5 +177,19 @@ async fn unapplied_commit_logs_the_command_only() {
         assert_eq!((logged.applied, logged.room_version), (false, 1), "{db}");
         assert_eq!(db.count("room_outbox").await, 1, "{db}: no outbox row");
         assert_eq!(db.repo.load_room("r1").await.unwrap(), room_before, "{db}: snapshot untouched");
+    }
+}
+
+#[tokio::test]
+async fn an_unapplied_commit_on_a_stale_version_is_a_conflict_and_logs_nothing() {
+    for db in backends().await {
+        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        db.repo.commit_command(&commit("r1", "c2", 1, 1)).await.unwrap();
+        // Decided on version 1, but the room is at 2.
+        let mut noop = commit("r1", "noop", 0, 0);
+        (noop.applied, noop.room_version, noop.snapshot) = (false, 1, None);
+        let err = db.repo.commit_command(&noop).await.expect_err("stale");
+        assert!(matches!(err, CommitError::VersionConflict), "{db}: {err:?}");
+        assert!(db.repo.find_command("noop").await.unwrap().is_none(), "{db}: nothing logged");
     }
 }
