@@ -3,6 +3,7 @@
 
 mod api;
 mod im_e2e;
+mod marker;
 mod outbox;
 mod process;
 mod store;
