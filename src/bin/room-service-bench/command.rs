@@ -23,10 +23,18 @@ use sqlx::{Executor, MySql, QueryBuilder};
 
 use crate::Args;
 use crate::report::Line;
-use crate::support::{self, BenchDb, Samples, ms, unix_ms};
+use crate::support::{self, BenchDb, CpuTimes, Samples, ms, unix_ms};
 
 /// The service's pool size (`database.max_connections` default); the raw loop gets the same.
 const POOL: u32 = 16;
+
+/// What one timed run measured.
+struct Run {
+    elapsed: Duration,
+    samples: Samples,
+    n: usize,
+    cpu: CpuTimes,
+}
 
 /// One command as the service would commit it.
 struct Tx {
@@ -182,17 +190,14 @@ async fn raw_commit(pool: &MySqlPool, tx: &Tx) -> anyhow::Result<()> {
 }
 
 /// Raw: every client runs its precomputed transactions one after another.
-async fn run_raw(
-    pool: &MySqlPool,
-    plans: Vec<(Vec<Tx>, Vec<Tx>)>,
-) -> anyhow::Result<(Duration, Samples, usize)> {
+async fn run_raw(pool: &MySqlPool, plans: Vec<(Vec<Tx>, Vec<Tx>)>) -> anyhow::Result<Run> {
     let plans: Vec<(Vec<Tx>, Vec<Tx>)> = plans;
     for (creates, _) in &plans {
         for tx in creates {
             raw_commit(pool, tx).await?;
         }
     }
-    let started = Instant::now();
+    let (started, cpu) = (Instant::now(), CpuTimes::now());
     let results = join_all(plans.into_iter().map(|(_, timed)| async move {
         let mut samples = Samples::default();
         for tx in &timed {
@@ -203,21 +208,17 @@ async fn run_raw(
         anyhow::Ok(samples)
     }))
     .await;
-    let elapsed = started.elapsed();
+    let (elapsed, cpu) = (started.elapsed(), CpuTimes::now().since(cpu));
     let mut all = Samples::default();
     for r in results {
         all.extend(r?);
     }
     let n = all.len();
-    Ok((elapsed, all, n))
+    Ok(Run { elapsed, samples: all, n, cpu })
 }
 
 /// The service over HTTP: every client posts its commands one after another.
-async fn run_service(
-    base: &str,
-    plans: Vec<Plan>,
-    args: &Args,
-) -> anyhow::Result<(Duration, Samples, usize)> {
+async fn run_service(base: &str, plans: Vec<Plan>, args: &Args) -> anyhow::Result<Run> {
     let http = reqwest::Client::new();
     let post = |path: String, body: serde_json::Value| {
         let http = http.clone();
@@ -240,7 +241,7 @@ async fn run_service(
             post(path, body).await?;
         }
     }
-    let started = Instant::now();
+    let (started, cpu) = (Instant::now(), CpuTimes::now());
     let results = join_all(plans.into_iter().enumerate().map(|(client, (_, timed))| {
         let post = &post;
         async move {
@@ -255,13 +256,13 @@ async fn run_service(
         }
     }))
     .await;
-    let elapsed = started.elapsed();
+    let (elapsed, cpu) = (started.elapsed(), CpuTimes::now().since(cpu));
     let mut all = Samples::default();
     for r in results {
         all.extend(r?);
     }
     let n = all.len();
-    Ok((elapsed, all, n))
+    Ok(Run { elapsed, samples: all, n, cpu })
 }
 
 /// Runs B1 and returns its lines.
@@ -289,7 +290,7 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
             (precompute(c, &creates, &mut states), precompute(c, timed, &mut states))
         })
         .collect();
-    let (raw_elapsed, raw_samples, raw_n) = run_raw(repo.pool(), raw_plans).await?;
+    let raw = run_raw(repo.pool(), raw_plans).await?;
     for table in ["room_outbox", "room_command_log", "room_snapshot"] {
         repo.pool().execute(sqlx::AssertSqlSafe(format!("TRUNCATE TABLE {table}"))).await?;
     }
@@ -307,10 +308,13 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let marker = rooms.delivery_marker_stats();
     running.stop().await?;
     drop(im);
-    let (svc_elapsed, svc_samples, svc_n) = measured?;
+    let svc = measured?;
+    let (svc_n, svc_samples, raw_samples) = (svc.n, &svc.samples, &raw.samples);
 
-    let raw_rate = raw_n as f64 / raw_elapsed.as_secs_f64();
-    let svc_rate = svc_n as f64 / svc_elapsed.as_secs_f64();
+    let raw_rate = raw.n as f64 / raw.elapsed.as_secs_f64();
+    let svc_rate = svc.n as f64 / svc.elapsed.as_secs_f64();
+    let per = |cpu: Duration, n: usize| format!("{:.0} µs", cpu.as_secs_f64() * 1e6 / n.max(1) as f64);
+    let cpu_budget = |r: &Run| (r.cpu.this + r.cpu.db).as_secs_f64() / r.elapsed.as_secs_f64();
     let ratio = svc_rate / raw_rate;
     let (raw_p99, svc_p99) = (raw_samples.pct(99.0), svc_samples.pct(99.0));
     let p99_ratio = svc_p99.as_secs_f64() / raw_p99.as_secs_f64().max(1e-9);
@@ -333,6 +337,21 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
             p99_ratio <= 2.0,
         ),
         Line::info("B1 p50", ms(svc_samples.pct(50.0)), format!("{} raw", ms(raw_samples.pct(50.0)))),
+        Line::info(
+            "B1 CPU/command: bench process",
+            per(svc.cpu.this, svc.n),
+            format!("{} raw (service, fake IM and HTTP client share it)", per(raw.cpu.this, raw.n)),
+        ),
+        Line::info(
+            "B1 CPU/command: MariaDB",
+            per(svc.cpu.db, svc.n),
+            format!("{} raw", per(raw.cpu.db, raw.n)),
+        ),
+        Line::info(
+            "B1 cores busy (of 2)",
+            format!("{:.2}", cpu_budget(&svc)),
+            format!("{:.2} raw (bench + MariaDB only)", cpu_budget(&raw)),
+        ),
         Line::info(
             "B1 mark statements/command",
             format!("{:.3}", marker.statements as f64 / (svc_n + args.rooms.max(args.clients)) as f64),

@@ -226,3 +226,45 @@ pub async fn session_status(pool: &MySqlPool, names: &[&str]) -> anyhow::Result<
     }
     Ok(out)
 }
+
+/// CPU time (user + system) used so far by this process and by the local MariaDB server
+/// (`mariadbd`/`mysqld`, found in `/proc`; zero when it is not on this machine).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuTimes {
+    /// This process: the service, the fake IM and the load generator.
+    pub this: Duration,
+    /// The database server.
+    pub db: Duration,
+}
+
+impl CpuTimes {
+    /// Reads both now.
+    pub fn now() -> Self {
+        let db = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|e| {
+                std::fs::read_to_string(e.path().join("comm"))
+                    .is_ok_and(|c| matches!(c.trim(), "mariadbd" | "mysqld"))
+            })
+            .map(|e| cpu_of(&e.path().join("stat")))
+            .unwrap_or_default();
+        Self { this: cpu_of(Path::new("/proc/self/stat")), db }
+    }
+
+    /// CPU used since `earlier`.
+    pub fn since(self, earlier: CpuTimes) -> CpuTimes {
+        CpuTimes { this: self.this.saturating_sub(earlier.this), db: self.db.saturating_sub(earlier.db) }
+    }
+}
+
+/// utime + stime of a `/proc/<pid>/stat` file (clock ticks of 10 ms).
+fn cpu_of(stat: &Path) -> Duration {
+    let text = std::fs::read_to_string(stat).unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> =
+        text.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
