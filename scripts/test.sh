@@ -15,4 +15,7 @@ export ROOM_SERVICE_TEST_MYSQL_URL="${ROOM_SERVICE_TEST_MYSQL_URL:-mysql://root@
 scripts/check-compose.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --all-targets --locked
+# The benchmark harness in smoke mode (tiny sizes): proves it works, measures nothing.
+cargo run --locked --bin room-service-bench -- --smoke
+# A hung test must fail the run well inside CI's limit, not eat it.
+timeout 1200 cargo test --all-targets --locked

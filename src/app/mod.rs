@@ -3,8 +3,8 @@
 //! Start: database pool (+ migrations) → room service → HTTP listener bound → worker
 //! cancellation token → presence worker → outbox worker (if enabled) → serve.
 //! Stop: mark draining (`/readyz` and new commands answer 503) → cancel the workers → wait for
-//! them (bounded) → graceful HTTP shutdown (in-flight commands finish and persist) → close the
-//! pool. The pool is never closed while a worker may still mark a row.
+//! them (bounded) → graceful HTTP shutdown (in-flight commands finish and persist) → flush the
+//! delivery marks → close the pool. The pool is never closed while a worker may still mark a row.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -130,9 +130,12 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         }
     };
     let server_repo = repo.clone();
+    let server_rooms = rooms.clone();
     let server = tokio::spawn(async move {
         let served =
             http::server::serve(listener, router, http::server::HEADER_READ_TIMEOUT, stop_workers).await;
+        // The last commands have answered: write their delivery marks before the pool closes.
+        server_rooms.shutdown().await;
         server_repo.close().await;
         tracing::info!("Stopped");
         served.context("http server failed")

@@ -4,9 +4,11 @@
 //! commands of one room run one at a time while different rooms run concurrently. A cell loads
 //! lazily from the snapshot. Each command is applied by the pure domain, committed in one
 //! transaction (command log + outbox rows + snapshot), swapped into memory only after commit,
-//! then published through the shared publish stack and marked delivered best-effort.
+//! then published through the shared publish stack and marked delivered best-effort by the
+//! [`marker::DeliveryMarker`], which batches the marks of concurrent commands.
 
 mod error;
+pub mod marker;
 mod outcome;
 mod pipeline;
 pub mod presence;

@@ -1,5 +1,6 @@
 //! The command pipeline: validate → cell applies → one transaction → swap memory → publish →
-//! best-effort mark delivered → respond.
+//! respond; the marks of the published events are written best-effort by the
+//! [`DeliveryMarker`], batched across concurrent commands.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -12,6 +13,7 @@ use uuid::Uuid;
 
 use super::Clock;
 use super::error::RoomError;
+use super::marker::{DeliveryMarker, MarkerStats};
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedEvent, LoggedOutcome, fingerprint};
 use crate::domain::{
     self, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomSnapshot, RoomState,
@@ -46,6 +48,7 @@ pub struct RoomService {
 struct Inner {
     repo: SharedRepository,
     publisher: Publisher,
+    marker: DeliveryMarker,
     cells: Mutex<HashMap<RoomId, Arc<Cell>>>,
     options: RoomOptions,
     clock: Clock,
@@ -64,10 +67,29 @@ struct Committed {
 }
 
 impl RoomService {
-    /// A service over `repo` that publishes through `publisher`.
+    /// A service over `repo` that publishes through `publisher`. Starts its delivery marker
+    /// task, so it must be called inside a Tokio runtime; stop it with [`Self::shutdown`].
     pub fn new(repo: SharedRepository, publisher: Publisher, options: RoomOptions, clock: Clock) -> Self {
-        let inner = Inner { repo, publisher, cells: Mutex::default(), options, clock };
+        let marker = DeliveryMarker::spawn(repo.clone());
+        let inner = Inner { repo, publisher, marker, cells: Mutex::default(), options, clock };
         Self { inner: Arc::new(inner) }
+    }
+
+    /// Waits until the delivery marks of every command answered so far are written (or failed).
+    pub async fn flush_delivery_marks(&self) {
+        self.inner.marker.flush().await;
+    }
+
+    /// Counters of the delivery marker (statements vs events marked).
+    pub fn delivery_marker_stats(&self) -> MarkerStats {
+        self.inner.marker.stats()
+    }
+
+    /// Writes the pending delivery marks and stops the marker task; call after the last
+    /// command has finished and before the pool closes. Later marks are dropped (their rows
+    /// stay pending for the worker).
+    pub async fn shutdown(&self) {
+        self.inner.marker.shutdown().await;
     }
 
     /// Applies `command` to `room_id` (idempotent by `command_id`), commits it, publishes its
@@ -376,8 +398,8 @@ impl RoomService {
         })
     }
 
-    /// Publishes a committed command's events in order through the shared stack, marks the
-    /// successes delivered (best effort) and fills in the receipts. Waits at most
+    /// Publishes a committed command's events in order through the shared stack, hands the
+    /// successes to the delivery marker (best effort, not awaited) and fills in the receipts. Waits at most
     /// `publish_timeout` in all; what is left stays pending for the worker.
     async fn publish(&self, committed: Committed) -> CommandResponse {
         let Committed { mut response, envelopes } = committed;
@@ -425,9 +447,7 @@ impl RoomService {
         let _ = tokio::time::timeout(self.inner.options.publish_timeout, publish_all).await;
         let done: Vec<String> =
             receipts.iter().filter(|r| r.delivery != Delivery::Pending).map(|r| r.event_id.clone()).collect();
-        if let Err(error) = self.inner.repo.mark_delivered(&done).await {
-            tracing::warn!(%error, events = done.len(), "Could not mark published events delivered; the worker will re-send them");
-        }
+        self.inner.marker.submit(done);
         response.events = receipts;
         response
     }

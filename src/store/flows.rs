@@ -37,7 +37,7 @@ where
         if written != 1 {
             return Err(CommitError::VersionConflict);
         }
-    } else {
+    } else if !c.applied {
         // A no-op (join of a member, leave of a non-member) writes no snapshot, but it was
         // decided on the cell's state: that state must still be the committed one.
         let mut check = sql::locked_version::<DB>(&c.room_id);

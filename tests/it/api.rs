@@ -45,6 +45,7 @@ async fn walkthrough_create_join_gift_snapshot_on_both_backends() {
         assert_eq!(room["gift_rank"], json!([{"user_id": "bob", "total_value": 300}]), "{db}");
 
         // Every event is in the outbox and marked delivered (published or filtered).
+        app.settle().await;
         let rows = db.outbox().await;
         assert_eq!(rows.len(), 5, "{db}");
         assert!(rows.iter().all(|r| r.status == "delivered"), "{db}: {rows:?}");

@@ -39,6 +39,7 @@ async fn a_join_reaches_im_once_with_the_committed_envelope() {
         let envelope: Value = serde_json::from_str(&sent.data).unwrap();
         assert_eq!(envelope["event_id"], event_id, "{db}");
         assert_eq!(envelope["payload"]["user_id"], "bob", "{db}");
+        app.settle().await;
         assert_eq!(db.outbox_row(event_id).await.status, "delivered", "{db}");
         app.stop().await;
     }
@@ -56,6 +57,7 @@ async fn filtered_events_never_reach_im_yet_end_delivered() {
     let sent: Vec<String> = im.all_messages().into_iter().map(|m| m.desc).collect();
     assert_eq!(sent, ["RoomUserJoined", "RoomGiftSent"]);
     assert_eq!(im.messages("r1")[1].priority.as_deref(), Some("High"));
+    app.settle().await;
     for event in body["events"].as_array().unwrap() {
         let row = db.outbox_row(event["event_id"].as_str().unwrap()).await;
         assert_eq!(row.status, "delivered", "{event}");

@@ -5,6 +5,7 @@ mod admin;
 mod api;
 mod im_e2e;
 mod im_peer;
+mod marker;
 mod observability;
 mod outbox;
 mod presence;

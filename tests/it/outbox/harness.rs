@@ -1,7 +1,6 @@
 //! Helpers for the outbox tests: a fresh database per test, outbox rows written through
 //! `commit_command`, the real publish stack over the fake IM server, and a worker.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use room_service::config::RetryStrategy;
@@ -15,10 +14,9 @@ use room_service::publish::stack::into_publisher;
 use room_service::publish::tencent::{TencentImOptions, TencentImService};
 use room_service::publish::trace::TraceLayer;
 use room_service::secret::Secret;
-use room_service::store::{
-    CommandCommit, MySqlRepository, NewOutboxRow, OutboxQuery, OutboxRow, SharedRepository, SqliteRepository,
-};
-use sqlx::{AssertSqlSafe, Connection, Executor, MySqlConnection};
+use room_service::store::{CommandCommit, NewOutboxRow, OutboxQuery, OutboxRow, SharedRepository};
+
+use crate::support::TestDb;
 use tower::ServiceBuilder;
 
 pub const APP: u64 = 1_400_000_777;
@@ -51,77 +49,36 @@ macro_rules! both_backends {
 }
 pub(crate) use both_backends;
 
-/// Raw access to the database under the repository, for what the trait does not offer.
-pub enum Raw {
-    /// The SQLite pool.
-    Sqlite(sqlx::SqlitePool),
-    /// The MariaDB pool.
-    MySql(sqlx::MySqlPool),
-}
-
-/// A fresh database for one test, dropped (MariaDB) or deleted (SQLite) at the end.
+/// A fresh database for one test ([`TestDb`]: dropped or deleted at the end, its sessions
+/// ended first so a failed test never blocks the cleanup).
 pub struct Db {
     pub repo: SharedRepository,
-    pub raw: Raw,
-    cleanup: Cleanup,
-}
-
-enum Cleanup {
-    Dir(#[allow(dead_code)] tempfile::TempDir),
-    MySql { base: String, name: String },
+    db: TestDb,
 }
 
 impl Db {
     /// A migrated SQLite file in a temporary directory.
     pub async fn sqlite() -> Db {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("outbox.db").display());
-        let repo = SqliteRepository::connect(&url, 4).await.expect("open sqlite");
-        repo.migrate().await.expect("migrate sqlite");
-        let raw = Raw::Sqlite(repo.pool().clone());
-        Db { repo: Arc::new(repo), raw, cleanup: Cleanup::Dir(dir) }
+        Self::over(TestDb::sqlite().await)
     }
 
-    /// A fresh, migrated MariaDB database `rs_test_<random>`.
+    /// A fresh, migrated MariaDB database.
     pub async fn mariadb() -> Db {
-        let base = std::env::var("ROOM_SERVICE_TEST_MYSQL_URL")
-            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into());
-        let base = base.trim_end_matches('/').to_owned();
-        let name = format!("rs_test_{:016x}", rand::random::<u64>());
-        let mut admin = MySqlConnection::connect(&format!("{base}/test")).await.unwrap_or_else(|e| {
-            panic!("MariaDB must be reachable at {base} (ROOM_SERVICE_TEST_MYSQL_URL): {e}")
-        });
-        admin.execute(AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create database");
-        let _ = admin.close().await;
-        let repo = MySqlRepository::connect(&format!("{base}/{name}"), 8).await.expect("open mariadb");
-        repo.check_engine().await.expect("supported engine");
-        repo.migrate().await.expect("migrate mariadb");
-        let raw = Raw::MySql(repo.pool().clone());
-        Db { repo: Arc::new(repo), raw, cleanup: Cleanup::MySql { base, name } }
+        Self::over(TestDb::mysql().await)
+    }
+
+    fn over(db: TestDb) -> Db {
+        Db { repo: db.repo.clone(), db }
     }
 
     /// Runs one statement outside the repository.
     pub async fn exec(&self, sql: &str) {
-        match &self.raw {
-            Raw::Sqlite(pool) => pool.execute(AssertSqlSafe(sql.to_owned())).await.map(|_| ()),
-            Raw::MySql(pool) => pool.execute(AssertSqlSafe(sql.to_owned())).await.map(|_| ()),
-        }
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        self.db.execute(sql).await;
     }
 
     /// The database clock, ms since the epoch.
     pub async fn now_ms(&self) -> i64 {
-        match &self.raw {
-            Raw::Sqlite(pool) => {
-                sqlx::query_scalar("SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)").fetch_one(pool).await
-            }
-            Raw::MySql(pool) => {
-                sqlx::query_scalar("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)")
-                    .fetch_one(pool)
-                    .await
-            }
-        }
-        .expect("database clock")
+        self.db.now_ms().await
     }
 
     /// Commits one command whose outbox rows carry `envelopes` (event_id, event_type name,
@@ -176,24 +133,6 @@ impl Db {
     /// The row of `event_id`.
     pub async fn row(&self, event_id: &str) -> OutboxRow {
         self.rows().await.into_iter().find(|r| r.event_id == event_id).expect("row exists")
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let Cleanup::MySql { base, name } = &self.cleanup else { return };
-        let (base, name) = (base.clone(), name.clone());
-        // Best effort, on a thread of its own: Drop cannot await and may run during a panic.
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-            rt.block_on(async {
-                if let Ok(mut admin) = MySqlConnection::connect(&format!("{base}/test")).await {
-                    let _ = admin.execute(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}"))).await;
-                    let _ = admin.close().await;
-                }
-            });
-        })
-        .join();
     }
 }
 

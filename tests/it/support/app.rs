@@ -118,6 +118,12 @@ impl TestApp {
         (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
 
+    /// Waits until the delivery marks of every command answered so far are written: the
+    /// service writes them in the background, batched across concurrent commands.
+    pub async fn settle(&self) {
+        self.app.rooms.flush_delivery_marks().await;
+    }
+
     /// Stops the service in order.
     pub async fn stop(self) {
         self.app.stop().await.expect("clean stop");

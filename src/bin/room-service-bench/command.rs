@@ -1,0 +1,361 @@
+//! B1, the command path: JoinRoom/SendGift commands per second through HTTP (fake IM at 0 ms,
+//! limits off), against a raw sqlx loop running the identical transaction (snapshot update
+//! fenced by version + command log row + outbox rows, the same SQL shapes and the same data
+//! sizes, precomputed with the pure domain) at the same concurrency on the same database.
+//!
+//! Workload: `clients` concurrent clients, each owning `rooms / clients` rooms; a client
+//! repeats "a new user joins one of its rooms, then sends a gift there", round robin over its
+//! rooms. Rooms are created first (not timed). Raw runs first, the tables are emptied, then
+//! the service runs.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use room_service::app;
+use room_service::domain::{
+    self, Command, CommandContext, CommandId, EventEnvelope, GiftId, RoomId, RoomState, UserId,
+};
+use room_service::store::{MySqlRepository, Repository};
+use serde_json::json;
+use sqlx::mysql::MySqlPool;
+use sqlx::{Executor, MySql, QueryBuilder};
+
+use crate::Args;
+use crate::report::Line;
+use crate::support::{self, BenchDb, CpuTimes, Samples, ms, unix_ms};
+
+/// The service's pool size (`database.max_connections` default); the raw loop gets the same.
+const POOL: u32 = 16;
+
+/// What one timed run measured.
+struct Run {
+    elapsed: Duration,
+    samples: Samples,
+    n: usize,
+    cpu: CpuTimes,
+}
+
+/// One command as the service would commit it.
+struct Tx {
+    command_id: String,
+    room_id: String,
+    command_type: &'static str,
+    version: i64,
+    expected: i64,
+    state: String,
+    outcome: String,
+    outbox: Vec<(String, &'static str, String)>,
+}
+
+/// One client's commands: its room creations, then the timed (room, command) join/gift pairs.
+type Plan = (Vec<Command>, Vec<(String, Command)>);
+
+/// One client's commands, in order: its room creations, then the timed join/gift pairs.
+fn plan(args: &Args, client: usize) -> Plan {
+    let rooms: Vec<String> =
+        (client..args.rooms.max(args.clients)).step_by(args.clients).map(|r| format!("r{r}")).collect();
+    let creates = rooms.iter().map(|_| create()).collect();
+    let mut timed = Vec::new();
+    for k in 0..args.pairs_per_client {
+        let room = rooms[k % rooms.len()].clone();
+        let user = user(&format!("c{client}u{k}"));
+        timed.push((room.clone(), Command::JoinRoom { user_id: user.clone() }));
+        timed.push((
+            room,
+            Command::SendGift {
+                sender_id: user,
+                receiver_id: user_owner(),
+                gift_id: GiftId::parse("rocket").unwrap_or_else(|_| unreachable!()),
+                count: 1 + (k as u32 % 5),
+                unit_value: 100,
+            },
+        ));
+    }
+    (creates, timed)
+}
+
+fn user(id: &str) -> UserId {
+    UserId::parse(id).unwrap_or_else(|_| unreachable!("benchmark ids are valid"))
+}
+
+fn user_owner() -> UserId {
+    user("owner")
+}
+
+fn create() -> Command {
+    Command::CreateRoom { owner_id: user_owner(), title: "Friday night".into() }
+}
+
+/// The HTTP path and body of `command` on `room`.
+fn request(room: &str, command_id: &str, command: &Command) -> (String, serde_json::Value) {
+    match command {
+        Command::CreateRoom { owner_id, title } => (
+            "/v1/rooms".into(),
+            json!({"command_id": command_id, "room_id": room, "owner_id": owner_id.as_str(), "title": title}),
+        ),
+        Command::JoinRoom { user_id } => {
+            (format!("/v1/rooms/{room}/join"), json!({"command_id": command_id, "user_id": user_id.as_str()}))
+        }
+        Command::SendGift { sender_id, receiver_id, gift_id, count, unit_value } => (
+            format!("/v1/rooms/{room}/gifts"),
+            json!({"command_id": command_id, "sender_id": sender_id.as_str(), "receiver_id": receiver_id.as_str(),
+                   "gift_id": gift_id.as_str(), "count": count, "unit_value": unit_value}),
+        ),
+        _ => (String::new(), json!({})),
+    }
+}
+
+/// Applies a client's commands with the pure domain, as the service would, into transactions.
+fn precompute(
+    client: usize,
+    commands: &[(String, Command)],
+    states: &mut HashMap<String, RoomState>,
+) -> Vec<Tx> {
+    let mut out = Vec::new();
+    for (n, (room, command)) in commands.iter().enumerate() {
+        let command_id = format!("raw-{client}-{n}-{}", states.len());
+        let ctx = CommandContext {
+            room_id: RoomId::parse(room.as_str()).unwrap_or_else(|_| unreachable!()),
+            command_id: CommandId::parse(command_id.as_str()).unwrap_or_else(|_| unreachable!()),
+            request_id: uuid::Uuid::new_v4().to_string(),
+            now_ms: unix_ms(),
+        };
+        let Ok(applied) = domain::apply(states.get(room), command, &ctx) else { continue };
+        let expected = states.get(room).map_or(0, |s| s.version) as i64;
+        let version = applied.state.version as i64;
+        let outbox: Vec<(String, &'static str, String)> = applied
+            .events
+            .iter()
+            .map(|e| {
+                let envelope =
+                    EventEnvelope::new(e.clone(), &ctx, version as u64, uuid::Uuid::now_v7().to_string());
+                let json = serde_json::to_string(&envelope).unwrap_or_default();
+                (envelope.event_id, envelope.event_type.as_str(), json)
+            })
+            .collect();
+        let events: Vec<_> =
+            outbox.iter().map(|(id, t, _)| json!({"event_id": id, "event_type": t})).collect();
+        out.push(Tx {
+            command_id,
+            room_id: room.clone(),
+            command_type: command.name(),
+            version,
+            expected,
+            state: serde_json::to_string(&applied.state).unwrap_or_default(),
+            outcome: json!({"applied": true, "room_version": version, "events": events}).to_string(),
+            outbox,
+        });
+        states.insert(room.clone(), applied.state);
+    }
+    out
+}
+
+/// The service's `commit_command`, statement for statement, as raw sqlx.
+async fn raw_commit(pool: &MySqlPool, tx: &Tx) -> anyhow::Result<()> {
+    const NOW: &str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+    let mut t = pool.begin().await?;
+    let written = if tx.expected == 0 {
+        sqlx::query("INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) VALUES (?, ?, 'open', ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))")
+            .bind(&tx.room_id).bind(tx.version).bind(&tx.state).execute(&mut *t).await?
+    } else {
+        sqlx::query("UPDATE room_snapshot SET version = ?, status = 'open', state = ?, updated_at_ms = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE room_id = ? AND version = ?")
+            .bind(tx.version).bind(&tx.state).bind(&tx.room_id).bind(tx.expected).execute(&mut *t).await?
+    };
+    anyhow::ensure!(written.rows_affected() == 1, "raw loop: version conflict on {}", tx.room_id);
+    sqlx::query("INSERT INTO room_command_log (command_id, room_id, command_type, fingerprint, request_id, applied, room_version, outcome, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))")
+        .bind(&tx.command_id).bind(&tx.room_id).bind(tx.command_type).bind("f".repeat(64))
+        .bind("00000000-0000-4000-8000-000000000000").bind(true).bind(tx.version).bind(&tx.outcome)
+        .execute(&mut *t).await?;
+    if !tx.outbox.is_empty() {
+        let mut insert = QueryBuilder::<MySql>::new(
+            "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, status, retry_count, lock_until_ms, created_at_ms, updated_at_ms) ",
+        );
+        insert.push_values(&tx.outbox, |mut row, (id, event_type, envelope)| {
+            row.push_bind(id)
+                .push_bind(&tx.room_id)
+                .push_bind(*event_type)
+                .push_bind(envelope)
+                .push("'pending'")
+                .push("0")
+                .push(format!("{NOW} + "))
+                .push_bind_unseparated(3000_i64)
+                .push(NOW)
+                .push(NOW);
+        });
+        insert.build().execute(&mut *t).await?;
+    }
+    t.commit().await?;
+    Ok(())
+}
+
+/// Raw: every client runs its precomputed transactions one after another.
+async fn run_raw(pool: &MySqlPool, plans: Vec<(Vec<Tx>, Vec<Tx>)>) -> anyhow::Result<Run> {
+    let plans: Vec<(Vec<Tx>, Vec<Tx>)> = plans;
+    for (creates, _) in &plans {
+        for tx in creates {
+            raw_commit(pool, tx).await?;
+        }
+    }
+    let (started, cpu) = (Instant::now(), CpuTimes::now());
+    let results = join_all(plans.into_iter().map(|(_, timed)| async move {
+        let mut samples = Samples::default();
+        for tx in &timed {
+            let t = Instant::now();
+            raw_commit(pool, tx).await?;
+            samples.push(t.elapsed());
+        }
+        anyhow::Ok(samples)
+    }))
+    .await;
+    let (elapsed, cpu) = (started.elapsed(), CpuTimes::now().since(cpu));
+    let mut all = Samples::default();
+    for r in results {
+        all.extend(r?);
+    }
+    let n = all.len();
+    Ok(Run { elapsed, samples: all, n, cpu })
+}
+
+/// The service over HTTP: every client posts its commands one after another.
+async fn run_service(base: &str, plans: Vec<Plan>, args: &Args) -> anyhow::Result<Run> {
+    let http = reqwest::Client::new();
+    let post = |path: String, body: serde_json::Value| {
+        let http = http.clone();
+        let url = format!("{base}{path}");
+        async move {
+            let response = http.post(url).json(&body).send().await?;
+            anyhow::ensure!(
+                response.status().is_success(),
+                "HTTP {}: {}",
+                response.status(),
+                response.text().await.unwrap_or_default()
+            );
+            anyhow::Ok(())
+        }
+    };
+    for (client, (creates, _)) in plans.iter().enumerate() {
+        let rooms = (client..args.rooms.max(args.clients)).step_by(args.clients);
+        for (room, command) in rooms.zip(creates) {
+            let (path, body) = request(&format!("r{room}"), &format!("create-{room}"), command);
+            post(path, body).await?;
+        }
+    }
+    let (started, cpu) = (Instant::now(), CpuTimes::now());
+    let results = join_all(plans.into_iter().enumerate().map(|(client, (_, timed))| {
+        let post = &post;
+        async move {
+            let mut samples = Samples::default();
+            for (n, (room, command)) in timed.iter().enumerate() {
+                let (path, body) = request(room, &format!("svc-{client}-{n}"), command);
+                let t = Instant::now();
+                post(path, body).await?;
+                samples.push(t.elapsed());
+            }
+            anyhow::Ok(samples)
+        }
+    }))
+    .await;
+    let (elapsed, cpu) = (started.elapsed(), CpuTimes::now().since(cpu));
+    let mut all = Samples::default();
+    for r in results {
+        all.extend(r?);
+    }
+    let n = all.len();
+    Ok(Run { elapsed, samples: all, n, cpu })
+}
+
+/// Runs B1 and returns its lines.
+pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
+    let db = BenchDb::create(&args.mysql_url, "b1").await?;
+    let result = measure(args, &db).await;
+    db.drop_now().await;
+    result
+}
+
+async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
+    let plans: Vec<_> = (0..args.clients).map(|c| plan(args, c)).collect();
+
+    // Raw baseline: the same pool settings as the service (READ COMMITTED sessions).
+    let repo = MySqlRepository::connect(&db.url(), POOL).await?;
+    repo.migrate().await?;
+    let raw_plans: Vec<(Vec<Tx>, Vec<Tx>)> = plans
+        .iter()
+        .enumerate()
+        .map(|(c, (creates, timed))| {
+            let mut states = HashMap::new();
+            let rooms = (c..args.rooms.max(args.clients)).step_by(args.clients);
+            let creates: Vec<(String, Command)> =
+                rooms.zip(creates).map(|(r, cmd)| (format!("r{r}"), cmd.clone())).collect();
+            (precompute(c, &creates, &mut states), precompute(c, timed, &mut states))
+        })
+        .collect();
+    let raw = run_raw(repo.pool(), raw_plans).await?;
+    for table in ["room_outbox", "room_command_log", "room_snapshot"] {
+        repo.pool().execute(sqlx::AssertSqlSafe(format!("TRUNCATE TABLE {table}"))).await?;
+    }
+    repo.close().await;
+
+    // The service, fake IM at 0 ms, limits off.
+    let im = support::fake_im(Duration::ZERO).await?;
+    let pool = POOL.to_string();
+    let settings = support::settings(&db.url(), Some(&im), &[("database.max_connections", &pool)])?;
+    let publisher = support::publisher(&settings, None)?;
+    let running = app::start(settings, publisher).await?;
+    let rooms = running.rooms.clone();
+    let base = format!("http://{}", running.addr);
+    let measured = run_service(&base, plans, args).await;
+    let marker = rooms.delivery_marker_stats();
+    running.stop().await?;
+    drop(im);
+    let svc = measured?;
+    let (svc_n, svc_samples, raw_samples) = (svc.n, &svc.samples, &raw.samples);
+
+    let raw_rate = raw.n as f64 / raw.elapsed.as_secs_f64();
+    let svc_rate = svc.n as f64 / svc.elapsed.as_secs_f64();
+    let per = |cpu: Duration, n: usize| format!("{:.0} µs", cpu.as_secs_f64() * 1e6 / n.max(1) as f64);
+    let cpu_budget = |r: &Run| (r.cpu.this + r.cpu.db).as_secs_f64() / r.elapsed.as_secs_f64();
+    let ratio = svc_rate / raw_rate;
+    let (raw_p99, svc_p99) = (raw_samples.pct(99.0), svc_samples.pct(99.0));
+    let p99_ratio = svc_p99.as_secs_f64() / raw_p99.as_secs_f64().max(1e-9);
+    let shape = format!("{} clients, {} rooms, {} commands", args.clients, args.rooms, svc_n);
+    Ok(vec![
+        Line::new(
+            "B1 commands/s (service ÷ raw)",
+            format!("{svc_rate:.0}/s"),
+            format!("{raw_rate:.0}/s raw"),
+            format!("{ratio:.2}"),
+            "≥ 0.8 (≥ 0.65, DB on same 2 cores)",
+            ratio >= 0.65,
+        ),
+        Line::new(
+            "B1 p99 (service ÷ raw)",
+            ms(svc_p99),
+            format!("{} raw", ms(raw_p99)),
+            format!("{p99_ratio:.2}"),
+            "≤ 2",
+            p99_ratio <= 2.0,
+        ),
+        Line::info("B1 p50", ms(svc_samples.pct(50.0)), format!("{} raw", ms(raw_samples.pct(50.0)))),
+        Line::info(
+            "B1 CPU/command: bench process",
+            per(svc.cpu.this, svc.n),
+            format!("{} raw (service, fake IM and HTTP client share it)", per(raw.cpu.this, raw.n)),
+        ),
+        Line::info(
+            "B1 CPU/command: MariaDB",
+            per(svc.cpu.db, svc.n),
+            format!("{} raw", per(raw.cpu.db, raw.n)),
+        ),
+        Line::info(
+            "B1 cores busy (of 2)",
+            format!("{:.2}", cpu_budget(&svc)),
+            format!("{:.2} raw (bench + MariaDB only)", cpu_budget(&raw)),
+        ),
+        Line::info(
+            "B1 mark statements/command",
+            format!("{:.3}", marker.statements as f64 / (svc_n + args.rooms.max(args.clients)) as f64),
+            format!("{shape}; 1.0 before the marker"),
+        ),
+    ])
+}

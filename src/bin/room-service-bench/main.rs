@@ -1,0 +1,165 @@
+//! `room-service-bench`: the benchmark harness (docs/BENCHMARKS.md).
+//!
+//! Starts what each benchmark needs — the service in-process on a loopback port
+//! (`room_service::app::start`), the fake Tencent IM with the configured latency, a fresh
+//! MariaDB database per benchmark (`rs_bench_*`, dropped afterwards) — measures, and prints one
+//! table where every figure stands beside a baseline measured in the same invocation on the
+//! same machine and beside its target. It never fails on a missed target: benchmarks are not
+//! tests. `--smoke` runs tiny sizes in seconds (CI proves the harness works with it).
+//!
+//! B1 command path vs a raw sqlx loop · B2 worker drain vs the configured bound · B3 claim
+//! query p99 by table size · B4 commit → IM acceptance latency · B5 publish stack overhead ·
+//! B6 resident memory with many active rooms (in a child process, so nothing else counts).
+
+mod claim;
+mod command;
+mod drain;
+mod latency;
+mod memory;
+mod report;
+mod stack;
+mod support;
+
+use std::time::Instant;
+
+use clap::Parser;
+
+use report::Line;
+
+/// Benchmarks of room-service against baselines measured in the same run.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "room-service-bench")]
+pub struct Args {
+    /// Tiny sizes (seconds in all): proves the harness works, measures nothing meaningful.
+    #[arg(long)]
+    pub smoke: bool,
+    /// MariaDB server (no database path); each benchmark creates and drops its own database.
+    #[arg(long, env = "ROOM_SERVICE_BENCH_MYSQL_URL", default_value = "mysql://root@127.0.0.1:3306")]
+    pub mysql_url: String,
+    /// Benchmarks to run, comma-separated (b1..b6); all when absent.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// B1: concurrent clients.
+    #[arg(long, default_value_t = 16)]
+    pub clients: usize,
+    /// B1: rooms (spread over the clients; each client owns its own rooms).
+    #[arg(long, default_value_t = 256)]
+    pub rooms: usize,
+    /// B1: join+gift pairs per client (two commands each).
+    #[arg(long, default_value_t = 300)]
+    pub pairs_per_client: usize,
+    /// B2: rows bulk-inserted pending.
+    #[arg(long, default_value_t = 100_000)]
+    pub drain_rows: usize,
+    /// B2: how long the worker drains before the rate is taken (the full 100k at 50/s would
+    /// take 33 minutes; the rate is steady, so the drain time is extrapolated).
+    #[arg(long, default_value_t = 60)]
+    pub drain_secs: u64,
+    /// B3: the largest table measured (10k, 1M, 10M capped at this).
+    #[arg(long, default_value_t = 10_000_000)]
+    pub max_rows: u64,
+    /// B6: active rooms.
+    #[arg(long, default_value_t = 10_000)]
+    pub memory_rooms: usize,
+    /// Internal: run B6's measurement in this (child) process and print it.
+    #[arg(long, hide = true)]
+    pub memory_child: bool,
+}
+
+impl Args {
+    fn wants(&self, id: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(id))
+    }
+
+    /// Applies `--smoke` sizes.
+    fn sized(mut self) -> Self {
+        if self.smoke {
+            self.clients = self.clients.min(4);
+            self.rooms = self.rooms.min(16);
+            self.pairs_per_client = self.pairs_per_client.min(10);
+            self.drain_rows = self.drain_rows.min(60);
+            self.drain_secs = self.drain_secs.min(2);
+            self.max_rows = self.max_rows.min(20_000);
+            self.memory_rooms = self.memory_rooms.min(50);
+        }
+        self
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse().sized();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    if args.memory_child {
+        return memory::child(&args).await;
+    }
+    let started = Instant::now();
+    println!(
+        "room-service-bench{}: {}",
+        if args.smoke { " --smoke" } else { "" },
+        machine_notes(&args).await
+    );
+    let mut lines: Vec<Line> = Vec::new();
+    type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
+    let benches: [(&str, &str, Bench); 6] = [
+        ("b1", "command path", |a| Box::pin(command::run(a))),
+        ("b2", "worker drain", |a| Box::pin(drain::run(a))),
+        ("b3", "claim scaling", |a| Box::pin(claim::run(a))),
+        ("b4", "delivery latency", |a| Box::pin(latency::run(a))),
+        ("b5", "stack overhead", |a| Box::pin(stack::run(a))),
+        ("b6", "memory", |a| Box::pin(memory::run(a))),
+    ];
+    for (id, what, bench) in benches {
+        if !args.wants(id) {
+            continue;
+        }
+        let t = Instant::now();
+        eprintln!("{id} ({what})...");
+        let result = bench(&args).await;
+        match result {
+            Ok(more) => lines.extend(more),
+            Err(error) => {
+                eprintln!("{id} failed: {error:#}");
+                lines.push(Line::new(
+                    &format!("{} {what}", id.to_uppercase()),
+                    "error".into(),
+                    String::new(),
+                    String::new(),
+                    "runs",
+                    false,
+                ));
+            }
+        }
+        eprintln!("{id} done in {:.1}s", t.elapsed().as_secs_f64());
+    }
+    println!("{}", report::render(&lines));
+    println!("total {:.1}s", started.elapsed().as_secs_f64());
+    if lines.iter().any(|l| l.value == "error") {
+        anyhow::bail!("a benchmark could not run");
+    }
+    Ok(())
+}
+
+/// Cores, MariaDB version and durability settings, for the record.
+async fn machine_notes(args: &Args) -> String {
+    use sqlx::Connection;
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let db = async {
+        let mut conn = sqlx::mysql::MySqlConnection::connect(&args.mysql_url).await?;
+        let row: (String, i64, i64) = sqlx::query_as(
+            "SELECT VERSION(), CAST(@@innodb_flush_log_at_trx_commit AS SIGNED), \
+             CAST(@@innodb_buffer_pool_size / 1048576 AS SIGNED)",
+        )
+        .fetch_one(&mut conn)
+        .await?;
+        let _ = conn.close().await;
+        anyhow::Ok(format!(
+            "MariaDB {} (innodb_flush_log_at_trx_commit={}, buffer pool {} MB)",
+            row.0, row.1, row.2
+        ))
+    };
+    let db = db.await.unwrap_or_else(|e| format!("MariaDB unreachable: {e}"));
+    format!("{cores} cores ({}), {db}, same machine", std::env::consts::ARCH)
+}

@@ -1,0 +1,129 @@
+//! B6, memory: resident memory (`VmRSS` of `/proc/self/status`) of the service with
+//! `memory_rooms` active rooms × 10 members, built through the real command path over HTTP
+//! (CreateRoom, then ten JoinRoom per room; IM disabled, so events go to the log sink).
+//!
+//! It runs in a child process (this binary re-run with a hidden flag), so nothing the other
+//! benchmarks allocated counts; the child prints `VMRSS_KB <after start> <with the rooms>`.
+//! The figure includes the in-process HTTP client driving the load, so it is an upper bound.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use room_service::app;
+use serde_json::json;
+
+use crate::Args;
+use crate::report::Line;
+use crate::support::{self, BenchDb};
+
+const MEMBERS: usize = 10;
+const CONCURRENCY: usize = 16;
+const TARGET_MB: f64 = 200.0;
+
+/// Runs B6 in a child process and returns its lines.
+pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
+    let exe = std::env::current_exe()?;
+    let mut command = tokio::process::Command::new(exe);
+    command
+        .arg("--memory-child")
+        .arg("--mysql-url")
+        .arg(&args.mysql_url)
+        .arg("--memory-rooms")
+        .arg(args.memory_rooms.to_string());
+    let output = command.output().await?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    anyhow::ensure!(
+        output.status.success(),
+        "memory child failed: {}{}",
+        stdout,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let figures: Vec<f64> = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("VMRSS_KB "))
+        .map(|rest| rest.split_whitespace().filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_default();
+    let [idle_kb, loaded_kb, secs] = figures[..] else {
+        anyhow::bail!("memory child printed no figures: {stdout}");
+    };
+    let (idle, loaded) = (idle_kb / 1024.0, loaded_kb / 1024.0);
+    Ok(vec![Line::new(
+        &format!("B6 VmRSS, {} rooms × {MEMBERS} members", args.memory_rooms),
+        format!("{loaded:.1} MB"),
+        format!(
+            "{idle:.1} MB just started; {:.0} B/member; built in {secs:.0}s",
+            per_member(idle, loaded, args)
+        ),
+        format!("{:.2} of target", loaded / TARGET_MB),
+        "≤ 200 MB",
+        loaded <= TARGET_MB,
+    )])
+}
+
+fn per_member(idle_mb: f64, loaded_mb: f64, args: &Args) -> f64 {
+    (loaded_mb - idle_mb) * 1024.0 * 1024.0 / (args.memory_rooms * MEMBERS).max(1) as f64
+}
+
+/// The child: builds the rooms and prints `VMRSS_KB <idle> <loaded> <seconds>`.
+pub async fn child(args: &Args) -> anyhow::Result<()> {
+    let db = BenchDb::create(&args.mysql_url, "b6").await?;
+    let result = build(args, &db).await;
+    db.drop_now().await;
+    let (idle, loaded, secs) = result?;
+    println!("VMRSS_KB {idle} {loaded} {secs:.1}");
+    Ok(())
+}
+
+async fn build(args: &Args, db: &BenchDb) -> anyhow::Result<(u64, u64, f64)> {
+    let settings = support::settings(&db.url(), None, &[("outbox_worker.enabled", "false")])?;
+    let publisher = support::publisher(&settings, None)?;
+    let running = app::start(settings, publisher).await?;
+    let base = format!("http://{}", running.addr);
+    let http = reqwest::Client::new();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let idle = vm_rss_kb()?;
+    let started = Instant::now();
+    let post = |path: String, body: serde_json::Value| {
+        let (http, url) = (http.clone(), format!("{base}{path}"));
+        async move {
+            http.post(url).json(&body).send().await?.error_for_status()?;
+            anyhow::Ok(())
+        }
+    };
+    let rooms = futures::stream::iter(0..args.memory_rooms)
+        .map(|r| {
+            let post = &post;
+            async move {
+                let room = format!("room-{r}");
+                let body = json!({"command_id": format!("c-{r}"), "room_id": room, "owner_id": "owner", "title": "Live tonight"});
+                post("/v1/rooms".into(), body).await?;
+                for m in 0..MEMBERS {
+                    let body = json!({"command_id": format!("j-{r}-{m}"), "user_id": format!("user-{r}-{m}")});
+                    post(format!("/v1/rooms/{room}/join"), body).await?;
+                }
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+    let built = started.elapsed().as_secs_f64();
+    for r in rooms {
+        r?;
+    }
+    running.rooms.flush_delivery_marks().await;
+    let loaded = vm_rss_kb()?;
+    running.stop().await?;
+    Ok((idle, loaded, built))
+}
+
+/// `VmRSS` of this process, in kB.
+fn vm_rss_kb() -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/self/status"))
+}

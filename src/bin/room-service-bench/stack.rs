@@ -1,0 +1,112 @@
+//! B5, stack overhead (quick form; `cargo bench --bench stack` is the criterion version): the
+//! per-event cost of Trace → Metrics → EventFilter → Timeout around a no-op leaf, minus the
+//! cost of calling that leaf directly, both through a cloned, type-erased `Publisher` with
+//! `oneshot` exactly as the command path calls it.
+//!
+//! Production conditions: the Prometheus recorder is installed and a JSON subscriber at
+//! `info` (writing to a sink) is the default for the measuring thread, so spans and metrics
+//! are really recorded.
+
+use std::future::{Ready, ready};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use room_service::publish::filter::EventFilterLayer;
+use room_service::publish::metrics::MetricsLayer;
+use room_service::publish::stack::into_publisher;
+use room_service::publish::trace::TraceLayer;
+use room_service::publish::{BoxError, Message, Outcome, Path, Priority, Publisher};
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+use crate::Args;
+use crate::report::Line;
+
+/// A leaf that accepts every message at once.
+#[derive(Clone, Copy, Debug, Default)]
+struct NoopLeaf;
+
+impl Service<Message> for NoopLeaf {
+    type Response = Outcome;
+    type Error = BoxError;
+    type Future = Ready<Result<Outcome, BoxError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _message: Message) -> Self::Future {
+        ready(Ok(Outcome::Delivered))
+    }
+}
+
+fn message() -> Message {
+    Message {
+        event_id: "0190f5c2-7b1e-7cc0-8000-000000000001".into(),
+        event_type: "RoomUserJoined",
+        group: "room-1".into(),
+        priority: Priority::Normal,
+        body: Arc::from(r#"{"event_id":"0190f5c2-7b1e-7cc0-8000-000000000001","payload":{}}"#),
+        path: Path::Sync,
+    }
+}
+
+/// Mean time per `publisher.clone().oneshot(message)` over `n` calls.
+async fn per_call(publisher: &Publisher, n: u32) -> anyhow::Result<Duration> {
+    let msg = message();
+    let started = Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(publisher.clone().oneshot(msg.clone()).await.map_err(|e| anyhow::anyhow!(e))?);
+    }
+    Ok(started.elapsed() / n)
+}
+
+/// Runs B5 (quick form) on a current-thread runtime of its own (the subscriber is a
+/// thread default) and returns its lines.
+pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
+    let n = if args.smoke { 20_000 } else { 500_000 };
+    tokio::task::spawn_blocking(move || {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(measure(n))
+    })
+    .await?
+}
+
+async fn measure(n: u32) -> anyhow::Result<Vec<Line>> {
+    let _ = room_service::telemetry::install_metrics();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_current_span(true)
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(std::io::sink)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let full = into_publisher(
+        ServiceBuilder::new()
+            .layer(TraceLayer::new())
+            .layer(MetricsLayer::new())
+            .layer(EventFilterLayer::im())
+            .timeout(Duration::from_secs(3))
+            .service(NoopLeaf),
+    );
+    let leaf = into_publisher(NoopLeaf);
+    // Warm up both, then take the better of three rounds each (less noise from the other
+    // builds sharing these cores).
+    per_call(&full, n / 10).await?;
+    per_call(&leaf, n / 10).await?;
+    let (mut best_full, mut best_leaf) = (Duration::MAX, Duration::MAX);
+    for _ in 0..3 {
+        best_full = best_full.min(per_call(&full, n).await?);
+        best_leaf = best_leaf.min(per_call(&leaf, n).await?);
+    }
+    let overhead = best_full.saturating_sub(best_leaf);
+    let us = |d: Duration| format!("{:.2} µs", d.as_secs_f64() * 1e6);
+    Ok(vec![Line::new(
+        "B5 stack overhead per event",
+        us(overhead),
+        format!("leaf alone {}; stack {}", us(best_leaf), us(best_full)),
+        String::new(),
+        "≤ 5 µs",
+        overhead <= Duration::from_micros(5),
+    )])
+}

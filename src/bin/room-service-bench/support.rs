@@ -1,0 +1,270 @@
+//! What every benchmark needs: a throwaway MariaDB database, service settings, the publish
+//! stack composed exactly as `main.rs` does (with an optional acceptance probe around the leaf),
+//! the fake IM, latency samples and session status counters.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use futures::future::BoxFuture;
+use room_service::config::{self, Settings};
+use room_service::fake_im::{FakeIm, FakeImOptions};
+use room_service::publish::filter::EventFilterLayer;
+use room_service::publish::log_sink::LogSink;
+use room_service::publish::metrics::MetricsLayer;
+use room_service::publish::stack::into_publisher;
+use room_service::publish::tencent::{TencentImOptions, TencentImService};
+use room_service::publish::trace::TraceLayer;
+use room_service::publish::{BoxError, Message, Outcome, Path as PublishPath, Publisher};
+use room_service::secret::Secret;
+use sqlx::mysql::{MySqlConnection, MySqlPool};
+use sqlx::{AssertSqlSafe, Connection, Executor, Row};
+use tower::util::Either;
+use tower::{Service, ServiceBuilder};
+
+/// SDKAppID shared by the service and the fake IM.
+pub const SDK_APP_ID: u64 = 1_400_000_000;
+/// Key shared by the service and the fake IM (a throwaway, loopback only).
+pub const SECRET_KEY: &str = "bench-secret-key-loopback-only";
+
+/// A fresh MariaDB database, dropped by [`BenchDb::drop_now`].
+#[derive(Debug)]
+pub struct BenchDb {
+    base: String,
+    name: String,
+}
+
+impl BenchDb {
+    /// Creates `rs_bench_<tag>_<unix secs>_<random>` on the server at `base` (no path).
+    pub async fn create(base: &str, tag: &str) -> anyhow::Result<Self> {
+        let base = base.trim_end_matches('/').replacen("mariadb:", "mysql:", 1);
+        let mut admin = MySqlConnection::connect(&base)
+            .await
+            .with_context(|| format!("connecting to MariaDB at {base}"))?;
+        let name = format!("rs_bench_{tag}_{}_{:06x}", unix_ms() / 1000, rand::random::<u32>() & 0xff_ffff);
+        admin.execute(AssertSqlSafe(format!("CREATE DATABASE `{name}`"))).await?;
+        let _ = admin.close().await;
+        Ok(Self { base, name })
+    }
+
+    /// `mysql://.../<name>`.
+    pub fn url(&self) -> String {
+        format!("{}/{}", self.base, self.name)
+    }
+
+    /// Drops the database (best effort, reported on stderr).
+    pub async fn drop_now(self) {
+        let dropped = async {
+            let mut admin = MySqlConnection::connect(&self.base).await?;
+            admin.execute(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{}`", self.name))).await?;
+            admin.close().await
+        };
+        if let Err(error) = dropped.await {
+            eprintln!("could not drop benchmark database {}: {error}", self.name);
+        }
+    }
+}
+
+/// Service settings: the built-in defaults (or `config/config.yaml`) with `db_url`, a free
+/// loopback port, IM pointed at `im` (log sink when `None`), presence off, and `overrides`
+/// given as `("section.key", "value")` exactly like `ROOM_SERVICE__SECTION__KEY` variables.
+pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -> anyhow::Result<Settings> {
+    let mut vars = vec![
+        ("database.url".to_owned(), db_url.to_owned()),
+        ("http.listen".to_owned(), "127.0.0.1:0".to_owned()),
+        ("presence.enabled".to_owned(), "false".to_owned()),
+        ("log.level".to_owned(), "warn".to_owned()),
+    ];
+    if let Some(im) = im {
+        vars.push(("tencent_im.enabled".into(), "true".into()));
+        vars.push(("tencent_im.base_url".into(), im.base_url()));
+        vars.push(("tencent_im.sdk_app_id".into(), SDK_APP_ID.to_string()));
+        vars.push(("tencent_im.secret_key".into(), SECRET_KEY.into()));
+    } else {
+        vars.push(("tencent_im.enabled".into(), "false".into()));
+    }
+    vars.extend(overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let env = vars
+        .into_iter()
+        .map(|(k, v)| (format!("{}{}", config::ENV_PREFIX, k.replace('.', "__").to_ascii_uppercase()), v));
+    config::load_with_env(Path::new(config::DEFAULT_CONFIG_PATH), env)
+        .map_err(|e| anyhow::anyhow!("benchmark settings: {e}"))
+}
+
+/// A fake Tencent IM on loopback with `latency` per call and its rate limits off.
+pub async fn fake_im(latency: Duration) -> anyhow::Result<FakeIm> {
+    let mut options = FakeImOptions::new(SDK_APP_ID, SECRET_KEY, "administrator");
+    options.latency = latency;
+    options.per_group_limit_per_sec = None;
+    options.global_limit_per_sec = None;
+    Ok(FakeIm::try_start(options).await?)
+}
+
+/// When IM accepted each event (wall clock, ms), by event id, as seen by the probe.
+pub type Acceptances = Arc<Mutex<HashMap<String, (PublishPath, i64)>>>;
+
+/// The publish stack exactly as `main.rs` composes it (Tencent leaf, or the log sink when IM
+/// is disabled), with `probe` recording each acceptance just above the leaf when given.
+pub fn publisher(settings: &Settings, probe: Option<Acceptances>) -> anyhow::Result<Publisher> {
+    let im = &settings.tencent_im;
+    let leaf = if im.enabled {
+        Either::Left(
+            TencentImService::new(TencentImOptions {
+                base_url: im.base_url.clone(),
+                sdk_app_id: im.sdk_app_id,
+                admin_identifier: im.admin_identifier.clone(),
+                secret_key: Secret::new(im.secret_key.expose()),
+                group_id_prefix: im.group_id_prefix.clone(),
+                usersig_ttl: im.usersig_ttl,
+                connect_timeout: Duration::from_secs(1),
+            })
+            .context("tencent_im")?,
+        )
+    } else {
+        Either::Right(LogSink::new())
+    };
+    Ok(into_publisher(
+        ServiceBuilder::new()
+            .layer(TraceLayer::new())
+            .layer(MetricsLayer::new())
+            .layer(EventFilterLayer::im())
+            .timeout(settings.outbox_worker.publish_timeout)
+            .service(Probe { inner: leaf, seen: probe }),
+    ))
+}
+
+/// Records when the leaf answered `Delivered` for each event; otherwise transparent.
+#[derive(Clone, Debug)]
+struct Probe<S> {
+    inner: S,
+    seen: Option<Acceptances>,
+}
+
+impl<S> Service<Message> for Probe<S>
+where
+    S: Service<Message, Response = Outcome>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = Outcome;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Outcome, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, message: Message) -> Self::Future {
+        let (event_id, path, seen) = (message.event_id.clone(), message.path, self.seen.clone());
+        let answer = self.inner.call(message);
+        Box::pin(async move {
+            let outcome = answer.await.map_err(Into::into)?;
+            if let (Some(seen), Outcome::Delivered) = (seen, outcome) {
+                seen.lock().unwrap_or_else(|e| e.into_inner()).insert(event_id, (path, unix_ms()));
+            }
+            Ok(outcome)
+        })
+    }
+}
+
+/// Wall clock, ms since the epoch (the same clock MariaDB's `NOW(3)` reads on this machine).
+pub fn unix_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Latency samples and their percentiles.
+#[derive(Debug, Default, Clone)]
+pub struct Samples(Vec<Duration>);
+
+impl Samples {
+    /// Adds one sample.
+    pub fn push(&mut self, d: Duration) {
+        self.0.push(d);
+    }
+
+    /// Merges another set.
+    pub fn extend(&mut self, other: Samples) {
+        self.0.extend(other.0);
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The `p`-th percentile (0–100), nearest rank; zero when empty.
+    pub fn pct(&self, p: f64) -> Duration {
+        if self.0.is_empty() {
+            return Duration::ZERO;
+        }
+        let mut sorted = self.0.clone();
+        sorted.sort_unstable();
+        let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+        sorted[rank.clamp(1, sorted.len()) - 1]
+    }
+}
+
+/// Milliseconds with two decimals, for the table.
+pub fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Session status counters (`SHOW SESSION STATUS`) of the one connection of `pool` (a pool
+/// of exactly one connection, so the session is the one the measured code used).
+pub async fn session_status(pool: &MySqlPool, names: &[&str]) -> anyhow::Result<HashMap<String, i64>> {
+    let rows = sqlx::query("SHOW SESSION STATUS").fetch_all(pool).await?;
+    let mut out = HashMap::new();
+    for row in rows {
+        let name: String = row.try_get(0)?;
+        if names.contains(&name.as_str()) {
+            let value: String = row.try_get(1)?;
+            out.insert(name, value.parse().unwrap_or(0));
+        }
+    }
+    Ok(out)
+}
+
+/// CPU time (user + system) used so far by this process and by the local MariaDB server
+/// (`mariadbd`/`mysqld`, found in `/proc`; zero when it is not on this machine).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuTimes {
+    /// This process: the service, the fake IM and the load generator.
+    pub this: Duration,
+    /// The database server.
+    pub db: Duration,
+}
+
+impl CpuTimes {
+    /// Reads both now.
+    pub fn now() -> Self {
+        let db = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|e| {
+                std::fs::read_to_string(e.path().join("comm"))
+                    .is_ok_and(|c| matches!(c.trim(), "mariadbd" | "mysqld"))
+            })
+            .map(|e| cpu_of(&e.path().join("stat")))
+            .unwrap_or_default();
+        Self { this: cpu_of(Path::new("/proc/self/stat")), db }
+    }
+
+    /// CPU used since `earlier`.
+    pub fn since(self, earlier: CpuTimes) -> CpuTimes {
+        CpuTimes { this: self.this.saturating_sub(earlier.this), db: self.db.saturating_sub(earlier.db) }
+    }
+}
+
+/// utime + stime of a `/proc/<pid>/stat` file (clock ticks of 10 ms).
+fn cpu_of(stat: &Path) -> Duration {
+    let text = std::fs::read_to_string(stat).unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> =
+        text.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
