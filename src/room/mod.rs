@@ -7,11 +7,14 @@
 //! then published through the shared publish stack and marked delivered best-effort by the
 //! [`marker::DeliveryMarker`], which batches the marks of concurrent commands.
 
+mod cells;
 mod error;
 pub mod marker;
 mod outcome;
 mod pipeline;
 pub mod presence;
+mod replay;
+mod sync_publish;
 
 pub use error::RoomError;
 pub use outcome::{CommandResponse, Delivery, EventReceipt};

@@ -2,25 +2,22 @@
 //! respond; the marks of the published events are written best-effort by the
 //! [`DeliveryMarker`], batched across concurrent commands.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Mutex as AsyncMutex;
-use tower::ServiceExt;
 use uuid::Uuid;
 
 use super::Clock;
+use super::cells::{Cell, Cells};
 use super::error::RoomError;
 use super::marker::{DeliveryMarker, MarkerStats};
-use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedEvent, LoggedOutcome, fingerprint};
+use super::outcome::{CommandResponse, LoggedEvent, LoggedOutcome, fingerprint};
 use crate::domain::{
     self, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomSnapshot, RoomState,
     RoomStatus, UserId,
 };
-use crate::publish::{self, Message, Outcome, Path, Priority, Publisher};
-use crate::store::{CommandCommit, CommitError, NewOutboxRow, OutboxStatus, SharedRepository, StoredCommand};
+use crate::publish::Publisher;
+use crate::store::{CommandCommit, CommitError, NewOutboxRow, SharedRepository};
 use crate::telemetry::names;
 
 /// Settings of the room service.
@@ -31,26 +28,18 @@ pub struct RoomOptions {
     pub publish_timeout: Duration,
 }
 
-/// One room's cell: its state once loaded (`None` inside: the room does not exist).
-#[derive(Debug, Default)]
-struct Cell {
-    state: AsyncMutex<Option<Option<RoomState>>>,
-    /// Last time (service clock, ms) a request used the cell.
-    last_used_ms: AtomicI64,
-}
-
 /// Runs room commands; cheap to clone.
 #[derive(Clone)]
 pub struct RoomService {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    repo: SharedRepository,
-    publisher: Publisher,
-    marker: DeliveryMarker,
-    cells: Mutex<HashMap<RoomId, Arc<Cell>>>,
-    options: RoomOptions,
+pub(super) struct Inner {
+    pub(super) repo: SharedRepository,
+    pub(super) publisher: Publisher,
+    pub(super) marker: DeliveryMarker,
+    cells: Cells,
+    pub(super) options: RoomOptions,
     clock: Clock,
 }
 
@@ -61,9 +50,9 @@ impl std::fmt::Debug for RoomService {
 }
 
 /// A committed command waiting to be published.
-struct Committed {
-    response: CommandResponse,
-    envelopes: Vec<(EventEnvelope, Arc<str>)>,
+pub(super) struct Committed {
+    pub(super) response: CommandResponse,
+    pub(super) envelopes: Vec<(EventEnvelope, Arc<str>)>,
 }
 
 impl RoomService {
@@ -71,7 +60,7 @@ impl RoomService {
     /// task, so it must be called inside a Tokio runtime; stop it with [`Self::shutdown`].
     pub fn new(repo: SharedRepository, publisher: Publisher, options: RoomOptions, clock: Clock) -> Self {
         let marker = DeliveryMarker::spawn(repo.clone());
-        let inner = Inner { repo, publisher, marker, cells: Mutex::default(), options, clock };
+        let inner = Inner { repo, publisher, marker, cells: Cells::default(), options, clock };
         Self { inner: Arc::new(inner) }
     }
 
@@ -144,25 +133,7 @@ impl RoomService {
     /// Open rooms loaded in memory and their members (with `joined_at_ms`) whose last
     /// heartbeat is at or before `cutoff_ms` (for the presence worker).
     pub async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<(UserId, i64)>)> {
-        let cells: Vec<(RoomId, Arc<Cell>)> = {
-            let cells = self.inner.cells.lock().unwrap_or_else(|e| e.into_inner());
-            cells.iter().map(|(id, c)| (id.clone(), c.clone())).collect()
-        };
-        let mut stale = Vec::new();
-        for (room_id, cell) in cells {
-            let guard = cell.state.lock().await;
-            if let Some(Some(room)) = guard.as_ref() {
-                let members: Vec<(UserId, i64)> = room
-                    .stale_members(cutoff_ms)
-                    .into_iter()
-                    .filter_map(|u| room.members.get(&u).map(|m| (u, m.joined_at_ms)))
-                    .collect();
-                if room.status == RoomStatus::Open && !members.is_empty() {
-                    stale.push((room_id, members));
-                }
-            }
-        }
-        stale
+        self.inner.cells.stale_members(cutoff_ms).await
     }
 
     /// The clock the service runs on.
@@ -171,40 +142,19 @@ impl RoomService {
     }
 
     fn cell(&self, room_id: &RoomId) -> Arc<Cell> {
-        let now = (self.inner.clock)();
-        let mut cells = self.inner.cells.lock().unwrap_or_else(|e| e.into_inner());
-        let cell = cells.entry(room_id.clone()).or_default();
-        cell.last_used_ms.store(now, Ordering::Relaxed);
-        cell.clone()
+        self.inner.cells.get(room_id, (self.inner.clock)())
     }
 
     /// Drops cells nobody is using that hold no live presence: rooms that do not exist, closed
     /// rooms, and rooms without members unused for `idle_after`. A dropped room loads again
     /// from its snapshot on the next request. Returns how many cells were dropped.
     pub fn evict_idle(&self, idle_after: Duration) -> usize {
-        let cutoff = (self.inner.clock)() - idle_after.as_millis() as i64;
-        let mut cells = self.inner.cells.lock().unwrap_or_else(|e| e.into_inner());
-        let before = cells.len();
-        cells.retain(|_, cell| {
-            // Only the map holds it (clones are made under this lock): nobody uses or waits on it.
-            if Arc::strong_count(cell) > 1 {
-                return true;
-            }
-            let Ok(state) = cell.state.try_lock() else { return true };
-            match state.as_ref() {
-                None | Some(None) => false,
-                Some(Some(room)) if room.status == RoomStatus::Closed => false,
-                Some(Some(room)) => {
-                    !room.members.is_empty() || cell.last_used_ms.load(Ordering::Relaxed) > cutoff
-                }
-            }
-        });
-        before - cells.len()
+        self.inner.cells.evict_idle((self.inner.clock)() - idle_after.as_millis() as i64)
     }
 
     /// How many cells are in memory.
     pub fn cell_count(&self) -> usize {
-        self.inner.cells.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.inner.cells.len()
     }
 
     /// Loads the cell's state from the snapshot if it is not loaded yet.
@@ -342,113 +292,5 @@ impl RoomService {
                 }
             }
         }
-    }
-
-    /// Answers a command id found in the log (with `room` as the room now), or `refused` when
-    /// it is not there. Called with the cell locked.
-    async fn replay(
-        &self,
-        command_id: &CommandId,
-        fingerprint: &str,
-        refused: Option<DomainError>,
-        room: Option<RoomSnapshot>,
-    ) -> Result<Committed, RoomError> {
-        let Some(stored) = self.inner.repo.find_command(command_id.as_str()).await? else {
-            return Err(match refused {
-                Some(e) => e.into(),
-                None => RoomError::CommandConflict("command id is being used concurrently; retry".into()),
-            });
-        };
-        if stored.fingerprint != fingerprint {
-            return Err(RoomError::CommandConflict(format!(
-                "command_id {command_id} was already used for a different command"
-            )));
-        }
-        let response = self.replayed_response(stored, room).await?;
-        Ok(Committed { response, envelopes: Vec::new() })
-    }
-
-    async fn replayed_response(
-        &self,
-        stored: StoredCommand,
-        room: Option<RoomSnapshot>,
-    ) -> Result<CommandResponse, RoomError> {
-        let logged: LoggedOutcome = serde_json::from_str(&stored.outcome)
-            .map_err(|e| RoomError::Corrupt(format!("logged outcome: {e}")))?;
-        let ids: Vec<String> = logged.events.iter().map(|e| e.event_id.clone()).collect();
-        let statuses: HashMap<String, OutboxStatus> =
-            self.inner.repo.outbox_statuses(&ids).await?.into_iter().collect();
-        let events = logged
-            .events
-            .into_iter()
-            .map(|e| {
-                let delivery = match statuses.get(&e.event_id) {
-                    Some(OutboxStatus::Delivered) => Delivery::Delivered,
-                    _ => Delivery::Pending,
-                };
-                EventReceipt { event_id: e.event_id, event_type: e.event_type, delivery }
-            })
-            .collect();
-        Ok(CommandResponse {
-            applied: logged.applied,
-            room_version: logged.room_version,
-            replayed: true,
-            room,
-            events,
-        })
-    }
-
-    /// Publishes a committed command's events in order through the shared stack, hands the
-    /// successes to the delivery marker (best effort, not awaited) and fills in the receipts. Waits at most
-    /// `publish_timeout` in all; what is left stays pending for the worker.
-    async fn publish(&self, committed: Committed) -> CommandResponse {
-        let Committed { mut response, envelopes } = committed;
-        if envelopes.is_empty() {
-            return response;
-        }
-        let mut receipts: Vec<EventReceipt> = envelopes
-            .iter()
-            .map(|(e, _)| EventReceipt {
-                event_id: e.event_id.clone(),
-                event_type: e.event_type.as_str().into(),
-                delivery: Delivery::Pending,
-            })
-            .collect();
-        let publish_all = async {
-            for ((envelope, json), receipt) in envelopes.iter().zip(receipts.iter_mut()) {
-                let message = Message {
-                    event_id: envelope.event_id.clone(),
-                    event_type: envelope.event_type.as_str(),
-                    group: envelope.room_id.clone(),
-                    priority: if envelope.event_type.is_high_priority() {
-                        Priority::High
-                    } else {
-                        Priority::Normal
-                    },
-                    body: json.clone(),
-                    path: Path::Sync,
-                };
-                receipt.delivery = match self.inner.publisher.clone().oneshot(message).await {
-                    Ok(Outcome::Delivered) => Delivery::Delivered,
-                    Ok(Outcome::Skipped) => Delivery::Skipped,
-                    Err(error) => {
-                        tracing::warn!(
-                            event_id = %envelope.event_id,
-                            class = publish::classify(error.as_ref()).as_str(),
-                            %error,
-                            "Synchronous publish failed; the outbox worker will retry"
-                        );
-                        Delivery::Pending
-                    }
-                };
-            }
-        };
-        // Each publish is bounded by the stack's timeout; this bounds the whole command.
-        let _ = tokio::time::timeout(self.inner.options.publish_timeout, publish_all).await;
-        let done: Vec<String> =
-            receipts.iter().filter(|r| r.delivery != Delivery::Pending).map(|r| r.event_id.clone()).collect();
-        self.inner.marker.submit(done);
-        response.events = receipts;
-        response
     }
 }

@@ -1,0 +1,67 @@
+//! Answering a repeated `command_id` from the command log: the original outcome (same
+//! version, same event ids, `applied` as before), or 409 when the id was used for another
+//! command.
+
+use std::collections::HashMap;
+
+use super::error::RoomError;
+use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
+use super::pipeline::{Committed, RoomService};
+use crate::domain::{CommandId, DomainError, RoomSnapshot};
+use crate::store::{OutboxStatus, StoredCommand};
+
+impl RoomService {
+    /// Answers a command id found in the log (with `room` as the room now), or `refused` when
+    /// it is not there. Called with the cell locked.
+    pub(super) async fn replay(
+        &self,
+        command_id: &CommandId,
+        fingerprint: &str,
+        refused: Option<DomainError>,
+        room: Option<RoomSnapshot>,
+    ) -> Result<Committed, RoomError> {
+        let Some(stored) = self.inner.repo.find_command(command_id.as_str()).await? else {
+            return Err(match refused {
+                Some(e) => e.into(),
+                None => RoomError::CommandConflict("command id is being used concurrently; retry".into()),
+            });
+        };
+        if stored.fingerprint != fingerprint {
+            return Err(RoomError::CommandConflict(format!(
+                "command_id {command_id} was already used for a different command"
+            )));
+        }
+        let response = self.replayed_response(stored, room).await?;
+        Ok(Committed { response, envelopes: Vec::new() })
+    }
+
+    async fn replayed_response(
+        &self,
+        stored: StoredCommand,
+        room: Option<RoomSnapshot>,
+    ) -> Result<CommandResponse, RoomError> {
+        let logged: LoggedOutcome = serde_json::from_str(&stored.outcome)
+            .map_err(|e| RoomError::Corrupt(format!("logged outcome: {e}")))?;
+        let ids: Vec<String> = logged.events.iter().map(|e| e.event_id.clone()).collect();
+        let statuses: HashMap<String, OutboxStatus> =
+            self.inner.repo.outbox_statuses(&ids).await?.into_iter().collect();
+        let events = logged
+            .events
+            .into_iter()
+            .map(|e| {
+                let delivery = match statuses.get(&e.event_id) {
+                    Some(OutboxStatus::Delivered) => Delivery::Delivered,
+                    _ => Delivery::Pending,
+                };
+                EventReceipt { event_id: e.event_id, event_type: e.event_type, delivery }
+            })
+            .collect();
+        Ok(CommandResponse {
+            applied: logged.applied,
+            room_version: logged.room_version,
+            replayed: true,
+            room,
+            events,
+        })
+    }
+}
