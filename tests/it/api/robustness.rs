@@ -1,0 +1,165 @@
+//! Bad input, a storage outage, draining and slow clients: clear errors, nothing written, no
+//! hang.
+
+use serde_json::{Value, json};
+
+use super::{create_room, join};
+use crate::support::TestDb;
+use crate::support::app::{TestApp, settings};
+
+#[tokio::test]
+async fn bad_input_is_a_4xx_naming_the_problem_and_writes_nothing() {
+    let db = TestDb::sqlite().await;
+    let app = TestApp::start(settings(db.url(), None, &[("http.body_limit_bytes", "1024")])).await;
+    create_room(&app, "r1").await;
+    join(&app, "r1", "bob", "j1").await;
+    let before = (db.count("room_outbox").await, db.count("room_command_log").await);
+
+    let gift = |count: Value| json!({"command_id": "g", "sender_id": "bob", "receiver_id": "alice", "gift_id": "rose", "count": count, "unit_value": 1});
+    let cases: Vec<(&str, Value, u16, &str)> = vec![
+        ("/v1/rooms/r1/join", json!({"user_id": "x"}), 400, "command_id"),
+        ("/v1/rooms/r1/join", json!({"command_id": "c", "user_id": 5}), 400, "user_id"),
+        ("/v1/rooms/r1/join", json!({"command_id": "c", "user_id": "bad id"}), 400, "user_id"),
+        ("/v1/rooms/r1/join", json!({"command_id": "c", "user_id": "x", "extra": 1}), 400, "extra"),
+        ("/v1/rooms/bad$id/join", json!({"command_id": "c", "user_id": "x"}), 400, "room_id"),
+        ("/v1/rooms/r1/gifts", gift(json!(0)), 400, "count"),
+        ("/v1/rooms/r1/gifts", gift(json!(10_000)), 400, "count"),
+        ("/v1/rooms/r1/gifts", gift(json!(-1)), 400, "count"),
+        ("/v1/rooms/r1/gifts", gift(json!(1.5)), 400, "count"),
+        (
+            "/v1/rooms",
+            json!({"command_id": "c", "room_id": "r2", "owner_id": "o", "title": ""}),
+            400,
+            "title",
+        ),
+        ("/v1/rooms/r1/join", json!({"command_id": "x".repeat(129), "user_id": "x"}), 400, "command_id"),
+        ("/v1/rooms/nope/join", json!({"command_id": "c", "user_id": "x"}), 404, "room not found"),
+        (
+            "/v1/rooms/r1/gifts",
+            json!({"command_id": "g", "sender_id": "stranger", "receiver_id": "alice", "gift_id": "rose", "count": 1, "unit_value": 1}),
+            409,
+            "stranger",
+        ),
+    ];
+    for (path, body, want_status, mentions) in cases {
+        let (status, answer) = app.post(path, body.clone()).await;
+        assert_eq!(status, want_status, "{path} {body}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(mentions), "{path} {body}: {message:?} should mention {mentions}");
+        assert!(answer["error"]["code"].is_string(), "{answer}");
+    }
+
+    let raw = |body: &'static str, content_type: &'static str| {
+        app.http
+            .post(format!("{}/v1/rooms/r1/join", app.base))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    assert_eq!(raw("{not json", "application/json").await.unwrap().status(), 400);
+    assert_eq!(raw("{}", "text/plain").await.unwrap().status(), 415);
+    let big = app
+        .http
+        .post(format!("{}/v1/rooms/r1/join", app.base))
+        .json(&json!({"command_id": "c", "user_id": "x".repeat(4096)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.status(), 413);
+    let body: Value = big.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_large");
+
+    assert_eq!(
+        (db.count("room_outbox").await, db.count("room_command_log").await),
+        before,
+        "nothing written"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn storage_outage_answers_503_changes_nothing_and_recovers() {
+    let db = TestDb::mysql().await;
+    let app = TestApp::start(settings(db.url(), None, &[])).await;
+    create_room(&app, "r1").await;
+    db.execute("RENAME TABLE room_outbox TO room_outbox_away").await;
+    let (status, body) = join(&app, "r1", "bob", "j1").await;
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("storage_unavailable")), "{body}");
+    let (_, room) = app.get("/v1/rooms/r1").await;
+    assert_eq!(room["members"], json!([]), "memory unchanged");
+    assert_eq!(db.count("room_command_log").await, 1, "the failed transaction left nothing");
+
+    db.execute("RENAME TABLE room_outbox_away TO room_outbox").await;
+    let (status, body) = join(&app, "r1", "bob", "j1").await;
+    assert_eq!(status, 200, "recovered: {body}");
+    assert_eq!(body["room"]["version"], 2);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn draining_answers_503_on_readyz_and_commands() {
+    use room_service::http::{AppState, Lifecycle, router};
+    use room_service::room::{RoomOptions, RoomService, system_clock};
+    use tower::ServiceExt;
+
+    let db = TestDb::sqlite().await;
+    let publisher = crate::support::app::publisher(&settings(db.url(), None, &[]));
+    let rooms = RoomService::new(
+        db.repo.clone(),
+        publisher,
+        RoomOptions { publish_timeout: std::time::Duration::from_secs(1) },
+        system_clock(),
+    );
+    let lifecycle = Lifecycle::default();
+    let app =
+        router(AppState { rooms, repo: db.repo.clone(), lifecycle: lifecycle.clone(), metrics: None }, 65536);
+    let request = |uri: &str, body: Option<Value>| {
+        let builder = axum::http::Request::builder().uri(uri).header("content-type", "application/json");
+        match body {
+            Some(b) => builder.method("POST").body(axum::body::Body::from(b.to_string())).unwrap(),
+            None => builder.body(axum::body::Body::empty()).unwrap(),
+        }
+    };
+    let create = json!({"command_id": "c", "room_id": "r1", "owner_id": "o", "title": "t"});
+    assert_eq!(app.clone().oneshot(request("/readyz", None)).await.unwrap().status(), 200);
+    lifecycle.start_draining();
+    assert_eq!(app.clone().oneshot(request("/readyz", None)).await.unwrap().status(), 503);
+    let response = app.clone().oneshot(request("/v1/rooms", Some(create))).await.unwrap();
+    assert_eq!(response.status(), 503);
+    let body: Value =
+        serde_json::from_slice(&axum::body::to_bytes(response.into_body(), 4096).await.unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "draining");
+    assert_eq!(db.count("room_command_log").await, 0);
+    assert_eq!(app.oneshot(request("/healthz", None)).await.unwrap().status(), 200, "still alive");
+}
+
+#[tokio::test]
+async fn a_client_trickling_its_headers_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(room_service::http::server::serve(
+        listener,
+        router,
+        std::time::Duration::from_millis(300),
+        stop.clone().cancelled_owned(),
+    ));
+
+    // A complete request is served.
+    let body = reqwest::get(format!("http://{addr}/")).await.unwrap().text().await.unwrap();
+    assert_eq!(body, "ok");
+
+    // Half a request, then silence: the server closes the connection.
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the connection was still open after 5 s");
+    assert!(!String::from_utf8_lossy(&buf).contains("200 OK"), "{buf:?}");
+
+    stop.cancel();
+    server.await.unwrap().unwrap();
+}
