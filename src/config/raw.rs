@@ -136,6 +136,9 @@ pub(crate) struct RawOutboxWorker {
     pub retention: RawDuration,
     /// How often the backlog gauges are refreshed; non-positive means the default.
     pub stats_interval: RawDuration,
+    /// Most worker publishes in flight at once (rows of one room stay in order); non-positive
+    /// means the default.
+    pub max_in_flight: i64,
 }
 
 impl Default for RawOutboxWorker {
@@ -148,6 +151,7 @@ impl Default for RawOutboxWorker {
             retry_strategy: "fixed_interval".into(),
             retention: RawDuration::new(""),
             stats_interval: RawDuration::new("5s"),
+            max_in_flight: 8,
         }
     }
 }

@@ -18,6 +18,12 @@ pub const MAX_BATCH_SIZE: usize = 1000;
 /// Default `outbox_worker.publish_timeout`, also used when the configured one is non-positive.
 pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Default `outbox_worker.max_in_flight`: 8 publishes at a typical 40 ms IM call stay under
+/// Tencent's 200 calls/s per app.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 8;
+/// Largest accepted `outbox_worker.max_in_flight`.
+pub const MAX_IN_FLIGHT: usize = 64;
+
 /// Default `outbox_worker.stats_interval`.
 pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(5);
 /// Extra time a claim lease holds beyond `batch_size × publish_timeout`, covering the claim and
@@ -170,6 +176,8 @@ pub struct OutboxWorkerSettings {
     pub retention: Option<Duration>,
     /// How often `room_outbox_rows` and the oldest pending age are refreshed (> 0).
     pub stats_interval: Duration,
+    /// Most worker publishes in flight, 1..=[`MAX_IN_FLIGHT`]; rows of one room stay in order.
+    pub max_in_flight: usize,
 }
 
 impl OutboxWorkerSettings {

@@ -148,3 +148,12 @@ fn stats_interval_defaults_and_non_positive_means_the_default() {
     );
     fails_on("outbox_worker: {stats_interval: \"soon\"}\n", &[], "outbox_worker.stats_interval");
 }
+
+#[test]
+fn max_in_flight_defaults_and_is_capped() {
+    assert_eq!(ok("{}\n").outbox_worker.max_in_flight, 8);
+    assert_eq!(ok("outbox_worker: {max_in_flight: 3}\n").outbox_worker.max_in_flight, 3);
+    assert_eq!(ok("outbox_worker: {max_in_flight: 0}\n").outbox_worker.max_in_flight, 8);
+    assert_eq!(ok("outbox_worker: {max_in_flight: -2}\n").outbox_worker.max_in_flight, 8);
+    fails_on("outbox_worker: {max_in_flight: 65}\n", &[], "outbox_worker.max_in_flight");
+}

@@ -14,10 +14,10 @@ use super::rules::{
     parse_duration, sanitize_node_id,
 };
 use super::settings::{
-    Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
-    DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat, LogSettings,
-    MAX_BATCH_SIZE, MAX_LEASE, OutboxWorkerSettings, PresenceSettings, RetryStrategy, Settings,
-    TencentImSettings, lease_for,
+    Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
+    DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat,
+    LogSettings, MAX_BATCH_SIZE, MAX_IN_FLIGHT, MAX_LEASE, OutboxWorkerSettings, PresenceSettings,
+    RetryStrategy, Settings, TencentImSettings, lease_for,
 };
 use crate::secret::Secret;
 
@@ -157,6 +157,14 @@ fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings
         }
     };
     let retention = retention(p, &raw.retention);
+    let max_in_flight = match usize::try_from(raw.max_in_flight) {
+        Ok(0) | Err(_) => DEFAULT_MAX_IN_FLIGHT,
+        Ok(n) if n > MAX_IN_FLIGHT => {
+            p.add("outbox_worker.max_in_flight", format!("{n} is above the maximum of {MAX_IN_FLIGHT}"));
+            DEFAULT_MAX_IN_FLIGHT
+        }
+        Ok(n) => n,
+    };
     let stats_interval =
         p.or_default("outbox_worker.stats_interval", &raw.stats_interval, DEFAULT_STATS_INTERVAL);
     OutboxWorkerSettings {
@@ -167,6 +175,7 @@ fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings
         retry_strategy,
         retention,
         stats_interval,
+        max_in_flight,
     }
 }
 

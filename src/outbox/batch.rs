@@ -1,8 +1,11 @@
-//! One batch: claim, decode and publish each row in turn, mark the results in one call, hand
-//! back what a cancel left unpublished.
+//! One batch: claim, decode and publish the rows (each room's in order, rooms in parallel up
+//! to `max_in_flight`), mark the results in one call, hand back what a cancel left
+//! unpublished.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use futures::stream::{self, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -53,31 +56,18 @@ impl OutboxWorker {
         }
         metrics::counter!(OUTBOX_CLAIMED_TOTAL).increment(rows.len() as u64);
 
-        let mut results = Vec::with_capacity(rows.len());
+        // Rows of one room go one after another, in id order; rooms go in parallel, at most
+        // `max_in_flight` at once.
+        let claimed = rows.len();
+        let lanes = lanes_by_room(rows).into_iter().map(|lane| self.publish_lane(lane, cancel));
+        let lanes: Vec<Lane> =
+            stream::iter(lanes).buffer_unordered(self.options.max_in_flight.max(1)).collect().await;
+        let mut results = Vec::with_capacity(claimed);
         let mut unpublished = Vec::new();
-        for row in &rows {
-            if cancel.is_cancelled() {
-                unpublished.push(row.id);
-                continue;
-            }
-            let result = match decode(row) {
-                Ok(message) => self.publish_row(row, message).await,
-                Err(error) => {
-                    report.undecodable += 1;
-                    let error = short_error(&error);
-                    row_log!(
-                        tracing::Level::ERROR,
-                        self,
-                        row,
-                        row.retry_count.saturating_add(1),
-                        "retryable",
-                        error,
-                        "Undecodable outbox envelope left for inspection"
-                    );
-                    PublishResult { id: row.id, outcome: Err(error), retry_after: UNDECODABLE_RETRY_AFTER }
-                }
-            };
-            results.push(result);
+        for lane in lanes {
+            results.extend(lane.results);
+            unpublished.extend(lane.unpublished);
+            report.undecodable += lane.undecodable;
         }
 
         if !unpublished.is_empty() {
@@ -99,6 +89,37 @@ impl OutboxWorker {
             );
         }
         Ok(report)
+    }
+
+    /// Publishes the rows of one room in order, stopping before the next row once `cancel`
+    /// fires (the row in flight finishes).
+    async fn publish_lane(&self, rows: Vec<OutboxRow>, cancel: &CancellationToken) -> Lane {
+        let mut lane = Lane::default();
+        for row in &rows {
+            if cancel.is_cancelled() {
+                lane.unpublished.push(row.id);
+                continue;
+            }
+            let result = match decode(row) {
+                Ok(message) => self.publish_row(row, message).await,
+                Err(error) => {
+                    lane.undecodable += 1;
+                    let error = short_error(&error);
+                    row_log!(
+                        tracing::Level::ERROR,
+                        self,
+                        row,
+                        row.retry_count.saturating_add(1),
+                        "retryable",
+                        error,
+                        "Undecodable outbox envelope left for inspection"
+                    );
+                    PublishResult { id: row.id, outcome: Err(error), retry_after: UNDECODABLE_RETRY_AFTER }
+                }
+            };
+            lane.results.push(result);
+        }
+        lane
     }
 
     /// Publishes one decoded row, bounded by `publish_timeout`, and turns the answer into the
@@ -176,6 +197,29 @@ impl OutboxWorker {
             }
         }
     }
+}
+
+/// What one room's rows of a batch came to.
+#[derive(Default)]
+struct Lane {
+    results: Vec<PublishResult>,
+    unpublished: Vec<i64>,
+    undecodable: u64,
+}
+
+/// Groups a batch by room, each group in id order, groups in order of their first row.
+fn lanes_by_room(mut rows: Vec<OutboxRow>) -> Vec<Vec<OutboxRow>> {
+    rows.sort_by_key(|r| r.id);
+    let mut lanes: Vec<Vec<OutboxRow>> = Vec::new();
+    let mut lane_of: HashMap<String, usize> = HashMap::new();
+    for row in rows {
+        let index = *lane_of.entry(row.room_id.clone()).or_insert_with(|| {
+            lanes.push(Vec::new());
+            lanes.len() - 1
+        });
+        lanes[index].push(row);
+    }
+    lanes
 }
 
 /// Decodes a row's envelope into the message to publish. The body is the stored JSON,

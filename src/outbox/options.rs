@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::config::{
-    DEFAULT_BATCH_SIZE, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT, LEASE_MARGIN, MAX_BATCH_SIZE,
-    OutboxWorkerSettings, RetryStrategy,
+    DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT, LEASE_MARGIN,
+    MAX_BATCH_SIZE, MAX_IN_FLIGHT, OutboxWorkerSettings, RetryStrategy,
 };
 
 /// How the outbox worker paces itself and bounds each publish.
@@ -19,6 +19,9 @@ pub struct OutboxWorkerOptions {
     pub publish_timeout: Duration,
     /// When a failed row is tried again.
     pub retry_strategy: RetryStrategy,
+    /// Most publishes in flight at once. Rows of one room are always published one after
+    /// another, in id order; different rooms go in parallel up to this bound.
+    pub max_in_flight: usize,
 }
 
 impl Default for OutboxWorkerOptions {
@@ -28,6 +31,7 @@ impl Default for OutboxWorkerOptions {
             batch_size: DEFAULT_BATCH_SIZE,
             publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
             retry_strategy: RetryStrategy::FixedInterval,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -46,12 +50,17 @@ impl OutboxWorkerOptions {
             },
             publish_timeout: positive_or(self.publish_timeout, defaults.publish_timeout),
             retry_strategy: self.retry_strategy,
+            max_in_flight: match self.max_in_flight {
+                0 => defaults.max_in_flight,
+                n => n.min(MAX_IN_FLIGHT),
+            },
         }
     }
 
-    /// The lease a claim takes: the worker publishes the rows of a batch one after another, so
-    /// the lease covers the whole batch, `batch_size × publish_timeout + LEASE_MARGIN`
-    /// (saturating), and cannot expire while a claimed row is still being published.
+    /// The lease a claim takes. The rows of one room go one after another and a batch may hold
+    /// a single room, so the lease covers the whole batch published in sequence,
+    /// `batch_size × publish_timeout + LEASE_MARGIN` (saturating), and cannot expire while a
+    /// claimed row is still being published.
     pub fn lease(&self) -> Duration {
         let factor = u32::try_from(self.batch_size).unwrap_or(u32::MAX);
         self.publish_timeout.saturating_mul(factor).saturating_add(LEASE_MARGIN)
@@ -72,6 +81,7 @@ impl From<&OutboxWorkerSettings> for OutboxWorkerOptions {
             batch_size: settings.batch_size,
             publish_timeout: settings.publish_timeout,
             retry_strategy: settings.retry_strategy,
+            max_in_flight: settings.max_in_flight,
         }
         .normalise()
     }
@@ -92,11 +102,13 @@ mod tests {
             batch_size: 0,
             publish_timeout: Duration::ZERO,
             retry_strategy: RetryStrategy::FixedInterval,
+            max_in_flight: 0,
         }
         .normalise();
         assert_eq!(options.poll_interval, Duration::from_secs(1));
         assert_eq!(options.batch_size, 100);
         assert_eq!(options.publish_timeout, Duration::from_secs(3));
+        assert_eq!(options.max_in_flight, DEFAULT_MAX_IN_FLIGHT);
     }
 
     #[test]
@@ -106,10 +118,13 @@ mod tests {
             batch_size: 7,
             publish_timeout: Duration::from_millis(1500),
             retry_strategy: RetryStrategy::FixedInterval,
+            max_in_flight: 3,
         };
         assert_eq!(options.clone().normalise(), options);
-        let huge = OutboxWorkerOptions { batch_size: usize::MAX, ..options }.normalise();
+        let huge =
+            OutboxWorkerOptions { batch_size: usize::MAX, max_in_flight: usize::MAX, ..options }.normalise();
         assert_eq!(huge.batch_size, MAX_BATCH_SIZE);
+        assert_eq!(huge.max_in_flight, MAX_IN_FLIGHT);
     }
 
     #[test]
@@ -147,6 +162,7 @@ mod tests {
             retry_strategy: RetryStrategy::FixedInterval,
             retention: None,
             stats_interval: Duration::from_secs(5),
+            max_in_flight: 8,
         };
         let options = OutboxWorkerOptions::from(&settings);
         assert_eq!(options.poll_interval, Duration::from_secs(2));

@@ -8,5 +8,6 @@
 mod harness;
 
 mod cancel;
+mod concurrency;
 mod delivery;
 mod lease;

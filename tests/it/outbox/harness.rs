@@ -195,6 +195,7 @@ pub fn options(batch_size: usize, poll_interval: Duration, publish_timeout: Dura
         batch_size,
         publish_timeout,
         retry_strategy: RetryStrategy::FixedInterval,
+        max_in_flight: 4,
     }
 }
 
