@@ -3,8 +3,9 @@
 //! limits off, and one outbox worker (default options: batch 100, poll 1 s) publishing through
 //! the full stack for `drain_secs` (or until the table is drained).
 //!
-//! The bound the configuration allows is in-flight publishes ÷ latency; the worker publishes
-//! the rows of a batch one after another, so that is 1 / 20 ms = 50 events/s. Commits are the
+//! The bound the configuration allows is in-flight publishes ÷ latency: the worker publishes
+//! up to `max_in_flight` rooms at once (default 8; the rows spread over 1,000 rooms), so that
+//! is 8 / 20 ms = 400 events/s. Commits are the
 //! `Com_commit` delta of the worker's session: the worker's repository gets a pool of exactly
 //! one connection, and `SHOW SESSION STATUS` is read through that same pool (a global counter
 //! would also count the other users of this MariaDB).
@@ -117,7 +118,8 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
 
     let delta = |name: &str| after.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0);
     let rate = accepted as f64 / elapsed.as_secs_f64();
-    let bound = 1.0 / LATENCY.as_secs_f64();
+    let in_flight = options.max_in_flight;
+    let bound = in_flight as f64 / LATENCY.as_secs_f64();
     let commits = delta("Com_commit") as f64 / delivered.max(1) as f64;
     let statements =
         (delta("Com_update") + delta("Com_insert") + delta("Com_select")) as f64 / delivered.max(1) as f64;
@@ -126,7 +128,7 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
         Line::new(
             "B2 delivered events/s (÷ bound)",
             format!("{rate:.1}/s"),
-            format!("{bound:.0}/s = 1 in flight ÷ {} ms", LATENCY.as_millis()),
+            format!("{bound:.0}/s = {in_flight} in flight ÷ {} ms", LATENCY.as_millis()),
             format!("{:.2}", rate / bound),
             "≥ 0.9",
             rate / bound >= 0.9,
