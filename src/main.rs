@@ -11,14 +11,11 @@ use room_service::config::{self, Settings};
 use room_service::fake_im::{self, FakeImOptions};
 use room_service::publish::Publisher;
 use room_service::publish::filter::EventFilterLayer;
-use room_service::publish::log_sink::LogSink;
 use room_service::publish::metrics::MetricsLayer;
 use room_service::publish::stack::into_publisher;
-use room_service::publish::tencent::{TencentImOptions, TencentImService};
 use room_service::publish::trace::TraceLayer;
 use room_service::{admin, app, store, telemetry};
 use tower::ServiceBuilder;
-use tower::util::Either;
 
 /// Rooms of a live-streaming app, with every event pushed to Tencent Cloud IM.
 #[derive(Debug, Parser)]
@@ -109,23 +106,7 @@ fn load(path: &std::path::Path) -> anyhow::Result<Settings> {
 
 /// The one publish stack, shared by the command path and the outbox worker.
 fn publish_stack(settings: &Settings) -> anyhow::Result<Publisher> {
-    let im = &settings.tencent_im;
-    let leaf = if im.enabled {
-        Either::Left(
-            TencentImService::new(TencentImOptions {
-                base_url: im.base_url.clone(),
-                sdk_app_id: im.sdk_app_id,
-                admin_identifier: im.admin_identifier.clone(),
-                secret_key: im.secret_key.clone(),
-                group_id_prefix: im.group_id_prefix.clone(),
-                usersig_ttl: im.usersig_ttl,
-                connect_timeout: Duration::from_secs(1),
-            })
-            .context("tencent_im")?,
-        )
-    } else {
-        Either::Right(LogSink::new())
-    };
+    let leaf = app::im_leaf(&settings.tencent_im)?;
     Ok(into_publisher(
         ServiceBuilder::new()
             // Outermost: one span per publish covers everything below, including the filter.

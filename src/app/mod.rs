@@ -14,15 +14,21 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tower::util::Either;
 
 use crate::admin::{RetentionOptions, run_retention};
-use crate::config::Settings;
+use crate::config::{Settings, TencentImSettings};
 use crate::http::{self, AppState, Lifecycle};
 use crate::outbox::{OutboxWorker, OutboxWorkerOptions, sampler};
 use crate::publish::Publisher;
+use crate::publish::log_sink::LogSink;
+use crate::publish::tencent::{TencentImOptions, TencentImService};
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
 use crate::telemetry;
+
+/// TCP connect timeout of the IM client; the whole call is bounded by `publish_timeout`.
+const IM_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Extra time granted to workers beyond one publish timeout when stopping.
 const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
@@ -207,4 +213,22 @@ async fn shutdown_signal() {
         () = ctrl_c => {}
         () = terminate => {}
     }
+}
+
+/// The leaf of the publish stack for `settings`: the Tencent IM client, or the log sink when
+/// `tencent_im.enabled` is false (the same stack either way).
+pub fn im_leaf(settings: &TencentImSettings) -> anyhow::Result<Either<TencentImService, LogSink>> {
+    if !settings.enabled {
+        return Ok(Either::Right(LogSink::new()));
+    }
+    let options = TencentImOptions {
+        base_url: settings.base_url.clone(),
+        sdk_app_id: settings.sdk_app_id,
+        admin_identifier: settings.admin_identifier.clone(),
+        secret_key: settings.secret_key.clone(),
+        group_id_prefix: settings.group_id_prefix.clone(),
+        usersig_ttl: settings.usersig_ttl,
+        connect_timeout: IM_CONNECT_TIMEOUT,
+    };
+    Ok(Either::Left(TencentImService::new(options).context("tencent_im")?))
 }

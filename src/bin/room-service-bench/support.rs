@@ -13,16 +13,12 @@ use futures::future::BoxFuture;
 use room_service::config::{self, Settings};
 use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::publish::filter::EventFilterLayer;
-use room_service::publish::log_sink::LogSink;
 use room_service::publish::metrics::MetricsLayer;
 use room_service::publish::stack::into_publisher;
-use room_service::publish::tencent::{TencentImOptions, TencentImService};
 use room_service::publish::trace::TraceLayer;
 use room_service::publish::{BoxError, Message, Outcome, Path as PublishPath, Publisher};
-use room_service::secret::Secret;
 use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::{AssertSqlSafe, Connection, Executor, Row};
-use tower::util::Either;
 use tower::{Service, ServiceBuilder};
 
 /// SDKAppID shared by the service and the fake IM.
@@ -109,23 +105,7 @@ pub type Acceptances = Arc<Mutex<HashMap<String, (PublishPath, i64)>>>;
 /// The publish stack exactly as `main.rs` composes it (Tencent leaf, or the log sink when IM
 /// is disabled), with `probe` recording each acceptance just above the leaf when given.
 pub fn publisher(settings: &Settings, probe: Option<Acceptances>) -> anyhow::Result<Publisher> {
-    let im = &settings.tencent_im;
-    let leaf = if im.enabled {
-        Either::Left(
-            TencentImService::new(TencentImOptions {
-                base_url: im.base_url.clone(),
-                sdk_app_id: im.sdk_app_id,
-                admin_identifier: im.admin_identifier.clone(),
-                secret_key: Secret::new(im.secret_key.expose()),
-                group_id_prefix: im.group_id_prefix.clone(),
-                usersig_ttl: im.usersig_ttl,
-                connect_timeout: Duration::from_secs(1),
-            })
-            .context("tencent_im")?,
-        )
-    } else {
-        Either::Right(LogSink::new())
-    };
+    let leaf = room_service::app::im_leaf(&settings.tencent_im)?;
     Ok(into_publisher(
         ServiceBuilder::new()
             .layer(TraceLayer::new())

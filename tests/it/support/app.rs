@@ -2,22 +2,17 @@
 //! IM disabled (log sink) or pointed at a [`FakeIm`] — the same publish stack as `main.rs`.
 
 use std::path::Path;
-use std::time::Duration;
 
 use room_service::app::{self, RunningApp};
 use room_service::config::{self, Settings};
 use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::publish::Publisher;
 use room_service::publish::filter::EventFilterLayer;
-use room_service::publish::log_sink::LogSink;
 use room_service::publish::metrics::MetricsLayer;
 use room_service::publish::stack::into_publisher;
-use room_service::publish::tencent::{TencentImOptions, TencentImService};
 use room_service::publish::trace::TraceLayer;
-use room_service::secret::Secret;
 use serde_json::Value;
 use tower::ServiceBuilder;
-use tower::util::Either;
 
 /// SDKAppID the fake accepts in tests.
 pub const SDK_APP_ID: u64 = 1_400_000_000;
@@ -57,23 +52,7 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
 
 /// The publish stack exactly as `main.rs` composes it.
 pub fn publisher(settings: &Settings) -> Publisher {
-    let im = &settings.tencent_im;
-    let leaf = if im.enabled {
-        Either::Left(
-            TencentImService::new(TencentImOptions {
-                base_url: im.base_url.clone(),
-                sdk_app_id: im.sdk_app_id,
-                admin_identifier: im.admin_identifier.clone(),
-                secret_key: Secret::new(im.secret_key.expose()),
-                group_id_prefix: im.group_id_prefix.clone(),
-                usersig_ttl: im.usersig_ttl,
-                connect_timeout: Duration::from_secs(1),
-            })
-            .expect("im client"),
-        )
-    } else {
-        Either::Right(LogSink::new())
-    };
+    let leaf = app::im_leaf(&settings.tencent_im).expect("im client");
     into_publisher(
         ServiceBuilder::new()
             .layer(TraceLayer::new())
