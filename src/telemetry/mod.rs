@@ -18,7 +18,9 @@ pub fn init_logging(settings: &LogSettings) {
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match settings.format {
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
+        LogFormat::Json => {
+            builder.json().flatten_event(true).with_current_span(true).with_span_list(false).try_init()
+        }
         LogFormat::Pretty => builder.try_init(),
     };
 }
