@@ -17,5 +17,7 @@ cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 # The benchmark harness in smoke mode (tiny sizes): proves it works, measures nothing.
 cargo run --locked --bin room-service-bench -- --smoke
-# A hung test must fail the run well inside CI's limit, not eat it.
-timeout 1200 cargo test --all-targets --locked
+# The criterion benches in test mode (each benchmark runs once).
+cargo test --locked --bench stack
+# Every test; a hung test must fail the run well inside CI's limit, not eat it.
+timeout 1200 cargo test --lib --bins --tests --locked
