@@ -125,13 +125,14 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
     let stop_workers = {
         let shutdown = shutdown.clone();
         let lifecycle = lifecycle.clone();
+        let tracker = tracker.clone();
         async move {
             shutdown.cancelled().await;
             tracing::info!("Draining: refusing new commands, stopping workers");
             lifecycle.start_draining();
             workers.cancel();
             if tokio::time::timeout(publish_timeout + WORKER_STOP_MARGIN, tracker.wait()).await.is_err() {
-                tracing::warn!("Workers did not stop in time; shutting down HTTP anyway");
+                tracing::warn!("Workers did not stop in time; shutting down HTTP meanwhile");
             }
         }
     };
@@ -140,6 +141,9 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
     let server = tokio::spawn(async move {
         let served =
             http::server::serve(listener, router, http::server::HEADER_READ_TIMEOUT, stop_workers).await;
+        // Every worker has stopped (each step of theirs is bounded) before the pool closes: a
+        // worker still marking rows must not find the pool gone.
+        tracker.wait().await;
         // The last commands have answered: write their delivery marks before the pool closes.
         server_rooms.shutdown().await;
         server_repo.close().await;

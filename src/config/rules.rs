@@ -14,6 +14,9 @@ pub(crate) const MIN_RETENTION: Duration = Duration::from_secs(60);
 /// Longest node id (it is part of the outbox `worker_id`, VARCHAR(128)).
 const MAX_NODE_ID_LEN: usize = 64;
 
+/// Longest duration any key accepts (timer and clock arithmetic stay far from overflow).
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
 /// A duration as written, once parsed.
 pub(crate) enum Parsed {
     /// Greater than zero.
@@ -41,6 +44,11 @@ pub(crate) fn parse_duration(raw: &RawDuration) -> Result<Parsed, String> {
     match humantime::parse_duration(magnitude) {
         Ok(_) if negative => Ok(Parsed::NonPositive),
         Ok(d) if d.is_zero() => Ok(Parsed::NonPositive),
+        Ok(d) if d > MAX_DURATION => Err(format!(
+            "{} is longer than the {} any duration here may be",
+            raw.as_str(),
+            humantime::format_duration(MAX_DURATION)
+        )),
         Ok(d) => Ok(Parsed::Positive(d)),
         Err(e) => Err(format!("{text:?} is not a duration such as \"1s\" or \"250ms\" ({e})")),
     }

@@ -120,12 +120,13 @@ impl DatabaseSettings {
         let Some((scheme, rest)) = url.split_once("://") else {
             return url.to_owned();
         };
-        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(authority_end);
-        match authority.rsplit_once('@') {
+        // Everything up to the last '@' is user info, even when an unencoded password holds
+        // '/', '?' or '#': never print any of it but the user name.
+        match rest.rsplit_once('@') {
             Some((userinfo, host)) => {
                 let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-                format!("{scheme}://{user}:***@{host}{tail}")
+                let user = user.split(['/', '?', '#']).next().unwrap_or_default();
+                format!("{scheme}://{user}:***@{host}")
             }
             None => url.to_owned(),
         }

@@ -86,6 +86,9 @@ fn database_url_scheme_and_pool_size_are_checked() {
     let s = ok("database: {url: \"mysql://u:pw@h:3306/db?ssl-mode=required\"}\n");
     assert_eq!(s.database.backend(), Backend::MySql);
     assert_eq!(s.database.redacted_url(), "mysql://u:***@h:3306/db?ssl-mode=required");
+    // An unencoded '/', '?' or '#' in the password never leaks.
+    let s = ok("database: {url: \"mysql://room:p/a?s#s@db:3306/x\"}\n");
+    assert_eq!(s.database.redacted_url(), "mysql://room:***@db:3306/x");
 }
 
 #[test]
@@ -156,4 +159,14 @@ fn max_in_flight_defaults_and_is_capped() {
     assert_eq!(ok("outbox_worker: {max_in_flight: 0}\n").outbox_worker.max_in_flight, 8);
     assert_eq!(ok("outbox_worker: {max_in_flight: -2}\n").outbox_worker.max_in_flight, 8);
     fails_on("outbox_worker: {max_in_flight: 65}\n", &[], "outbox_worker.max_in_flight");
+}
+
+#[test]
+fn absurdly_long_durations_fail_naming_the_key() {
+    fails_on("outbox_worker: {poll_interval: \"100000y\"}\n", &[], "outbox_worker.poll_interval");
+    fails_on("presence: {stale_after: \"5000y\"}\n", &[], "presence.stale_after");
+    assert_eq!(
+        ok("outbox_worker: {retention: \"365d\"}\n").outbox_worker.retention,
+        Some(Duration::from_secs(365 * 86400))
+    );
 }

@@ -73,9 +73,16 @@ pub fn router(state: AppState, body_limit: usize) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+/// One span per request, carrying its `x-request-id` (set just outside by the request-id
+/// layer), so every log line of the request can be found by it.
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request_id)
 }
 
 async fn healthz() -> &'static str {

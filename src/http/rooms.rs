@@ -10,6 +10,7 @@ use super::error::ApiError;
 use super::extract::{Json, RequestId, RoomPath};
 use crate::domain::{Command, CommandId, GiftId, LeaveReason, RoomId, RoomSnapshot, UserId};
 use crate::room::CommandResponse;
+use crate::room::presence::RESERVED_COMMAND_PREFIX;
 
 /// `POST /v1/rooms`.
 #[derive(Debug, Deserialize)]
@@ -64,6 +65,14 @@ async fn run(
 ) -> Result<axum::Json<CommandResponse>, ApiError> {
     if state.lifecycle.is_draining() {
         return Err(ApiError::draining());
+    }
+    if command_id.as_str().starts_with(RESERVED_COMMAND_PREFIX) {
+        return Err(ApiError::invalid(
+            "command_id",
+            format!(
+                "the prefix {RESERVED_COMMAND_PREFIX:?} is reserved for commands the service issues itself"
+            ),
+        ));
     }
     Ok(axum::Json(state.rooms.execute(room_id, command_id, request_id, command).await?))
 }

@@ -126,7 +126,11 @@ impl OutboxWorker {
     /// result to mark.
     async fn publish_row(&self, row: &OutboxRow, message: Message) -> PublishResult {
         let timeout = self.options.publish_timeout;
-        let answer = tokio::time::timeout(timeout, self.publisher.clone().oneshot(message)).await;
+        // The stack's own timeout (same duration) fires first and is counted and traced; this
+        // bound, a little later, only guards against a stack without one.
+        let answer =
+            tokio::time::timeout(timeout + OUTER_TIMEOUT_MARGIN, self.publisher.clone().oneshot(message))
+                .await;
         let outcome = match answer {
             Ok(Ok(Outcome::Delivered)) => {
                 row_log!(
@@ -198,6 +202,9 @@ impl OutboxWorker {
         }
     }
 }
+
+/// How much later than the stack's own timeout the worker's guard fires.
+const OUTER_TIMEOUT_MARGIN: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What one room's rows of a batch came to.
 #[derive(Default)]

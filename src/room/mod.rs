@@ -18,7 +18,7 @@ mod sync_publish;
 
 pub use error::RoomError;
 pub use outcome::{CommandResponse, Delivery, EventReceipt};
-pub use pipeline::{RoomOptions, RoomService};
+pub use pipeline::{RoomOptions, RoomService, StillHolds};
 
 use std::sync::Arc;
 

@@ -20,6 +20,12 @@ use crate::publish::Publisher;
 use crate::store::{CommandCommit, CommitError, NewOutboxRow, SharedRepository};
 use crate::telemetry::names;
 
+/// Time after `publish_timeout` before a worker may claim the rows of a fresh command.
+const SYNC_CLAIM_MARGIN: Duration = Duration::from_secs(1);
+
+/// A condition on the room, checked under its cell lock right before a command applies.
+pub type StillHolds = dyn Fn(&RoomState) -> bool + Send + Sync;
+
 /// Settings of the room service.
 #[derive(Debug, Clone)]
 pub struct RoomOptions {
@@ -90,9 +96,34 @@ impl RoomService {
         request_id: String,
         command: Command,
     ) -> Result<CommandResponse, RoomError> {
+        self.run(room_id, command_id, request_id, command, None).await
+    }
+
+    /// [`Self::execute`], but only if `still` holds for the room under its cell lock; otherwise
+    /// nothing is applied or logged and the answer is `applied: false` (the presence worker
+    /// re-checks that a member is still stale at the moment of removal).
+    pub async fn execute_if(
+        &self,
+        room_id: RoomId,
+        command_id: CommandId,
+        request_id: String,
+        command: Command,
+        still: &StillHolds,
+    ) -> Result<CommandResponse, RoomError> {
+        self.run(room_id, command_id, request_id, command, Some(still)).await
+    }
+
+    async fn run(
+        &self,
+        room_id: RoomId,
+        command_id: CommandId,
+        request_id: String,
+        command: Command,
+        still: Option<&StillHolds>,
+    ) -> Result<CommandResponse, RoomError> {
         let started = tokio::time::Instant::now();
         let name = command.name();
-        let result = match self.commit(&room_id, &command_id, request_id, &command).await {
+        let result = match self.commit(&room_id, &command_id, request_id, &command, still).await {
             Ok(committed) => Ok(self.publish(committed).await),
             Err(e) => Err(e),
         };
@@ -186,6 +217,7 @@ impl RoomService {
         command_id: &CommandId,
         request_id: String,
         command: &Command,
+        still: Option<&StillHolds>,
     ) -> Result<Committed, RoomError> {
         let fingerprint = fingerprint(room_id, command);
         let cell = self.cell(room_id);
@@ -194,6 +226,20 @@ impl RoomService {
         loop {
             attempts += 1;
             let state = self.loaded(room_id, &mut guard).await?;
+            if let Some(still) = still
+                && !state.as_ref().is_some_and(still)
+            {
+                let room = state.as_ref().map(RoomState::snapshot);
+                let room_version = room.as_ref().map_or(0, |r| r.version);
+                let response = CommandResponse {
+                    applied: false,
+                    room_version,
+                    replayed: false,
+                    room,
+                    events: Vec::new(),
+                };
+                return Ok(Committed { response, envelopes: Vec::new() });
+            }
             let ctx = CommandContext {
                 room_id: room_id.clone(),
                 command_id: command_id.clone(),
@@ -255,8 +301,15 @@ impl RoomService {
                         envelope: json.to_string(),
                     })
                     .collect(),
-                publish_timeout: self.inner.options.publish_timeout,
+                // The synchronous push starts after commit and its mark is batched: give it a
+                // margin before the worker may claim the rows.
+                publish_timeout: self.inner.options.publish_timeout + SYNC_CLAIM_MARGIN,
             };
+            let room_before = state.as_ref().map(RoomState::snapshot);
+            // Unload the cell while the commit is in flight: if this future is dropped (the
+            // client went away) the commit may still land, and the next request must reload
+            // rather than decide on the state before it.
+            let before = guard.take();
             match self.inner.repo.commit_command(&commit).await {
                 Ok(()) => {
                     let response = CommandResponse {
@@ -266,30 +319,22 @@ impl RoomService {
                         room: Some(applied.state.snapshot()),
                         events: Vec::new(),
                     };
-                    if applied.applied {
-                        *state = Some(applied.state);
-                    }
+                    *guard = if applied.applied { Some(Some(applied.state)) } else { before };
                     return Ok(Committed { response, envelopes });
                 }
                 Err(CommitError::DuplicateCommand) => {
-                    let room = state.as_ref().map(RoomState::snapshot);
-                    return self.replay(command_id, &fingerprint, None, room).await;
+                    return self.replay(command_id, &fingerprint, None, room_before).await;
                 }
                 Err(CommitError::VersionConflict) if attempts < 2 => {
                     tracing::info!(room_id = %room_id, "Room changed on another node; reloading");
-                    *guard = None;
                 }
                 Err(CommitError::VersionConflict) => {
-                    *guard = None;
                     return Err(RoomError::CommandConflict(
                         "room was changed concurrently by another node; retry the command".into(),
                     ));
                 }
-                Err(CommitError::Store(e)) => {
-                    // The commit may or may not have landed: reload before the next command.
-                    *guard = None;
-                    return Err(RoomError::Unavailable(e));
-                }
+                // The commit may or may not have landed: the cell reloads on the next command.
+                Err(CommitError::Store(e)) => return Err(RoomError::Unavailable(e)),
             }
         }
     }

@@ -8,26 +8,44 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::RoomService;
-use crate::domain::{Command, CommandId, LeaveReason, RoomId, UserId};
+use crate::domain::{Command, CommandId, LeaveReason, RoomId, RoomState, UserId};
+
+/// Command ids the service issues itself start with this; clients may not use it, so no client
+/// command can take the id of a future removal.
+pub const RESERVED_COMMAND_PREFIX: &str = "presence:";
 
 /// Deterministic command id of a stale removal: the same member session (room, user, joined
 /// at) always maps to the same id, so two nodes can never remove it twice.
 pub fn stale_command_id(room_id: &RoomId, user_id: &UserId, joined_at_ms: i64) -> CommandId {
     let digest = Sha256::digest(format!("{room_id}\n{user_id}\n{joined_at_ms}").as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    // 6 + 64 printable ASCII chars: always a valid command id.
-    CommandId::parse(format!("stale-{hex}")).unwrap_or_else(|_| unreachable!("hex digest is printable ASCII"))
+    // The reserved prefix (refused from clients) + 64 hex chars: always a valid command id.
+    CommandId::parse(format!("{RESERVED_COMMAND_PREFIX}stale:{hex}"))
+        .unwrap_or_else(|_| unreachable!("a hex digest is printable ASCII"))
 }
 
 /// Removes stale members once; returns how many were removed.
-pub async fn sweep_stale(rooms: &RoomService, stale_after: Duration) -> usize {
-    let cutoff = rooms.now_ms() - stale_after.as_millis() as i64;
+pub async fn sweep_stale(rooms: &RoomService, stale_after: Duration, cancel: &CancellationToken) -> usize {
+    let stale_after_ms = i64::try_from(stale_after.as_millis()).unwrap_or(i64::MAX);
+    let cutoff = rooms.now_ms().saturating_sub(stale_after_ms);
     let mut removed = 0;
     for (room_id, members) in rooms.stale_members(cutoff).await {
         for (user_id, joined_at_ms) in members {
+            if cancel.is_cancelled() {
+                return removed;
+            }
             let command_id = stale_command_id(&room_id, &user_id, joined_at_ms);
             let command = Command::LeaveRoom { user_id: user_id.clone(), reason: LeaveReason::Stale };
-            match rooms.execute(room_id.clone(), command_id, "presence".into(), command).await {
+            // A heartbeat may have come in since the scan: re-checked under the cell lock.
+            let member = user_id.clone();
+            let still_stale = move |room: &RoomState| {
+                room.members
+                    .get(&member)
+                    .is_some_and(|m| m.joined_at_ms == joined_at_ms && m.last_heartbeat_ms <= cutoff)
+            };
+            let removal =
+                rooms.execute_if(room_id.clone(), command_id, "presence".into(), command, &still_stale);
+            match removal.await {
                 Ok(r) if r.applied && !r.replayed => removed += 1,
                 Ok(_) => {}
                 Err(error) => {
@@ -67,7 +85,7 @@ pub async fn run_presence_worker(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     while cancel.run_until_cancelled(tick.tick()).await.is_some() {
-        let removed = sweep_stale(&rooms, stale_after).await;
+        let removed = sweep_stale(&rooms, stale_after, &cancel).await;
         if removed > 0 {
             tracing::info!(removed, "Removed stale members");
         }

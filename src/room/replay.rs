@@ -50,8 +50,9 @@ impl RoomService {
             .into_iter()
             .map(|e| {
                 let delivery = match statuses.get(&e.event_id) {
-                    Some(OutboxStatus::Delivered) => Delivery::Delivered,
-                    _ => Delivery::Pending,
+                    // Only delivered rows are ever deleted (retention), so a missing one was.
+                    Some(OutboxStatus::Delivered) | None => Delivery::Delivered,
+                    Some(_) => Delivery::Pending,
                 };
                 EventReceipt { event_id: e.event_id, event_type: e.event_type, delivery }
             })

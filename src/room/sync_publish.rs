@@ -2,6 +2,8 @@
 //! stack (path `sync`) in order, bounded by `publish_timeout` in all; the successes are handed
 //! to the delivery marker.
 
+use std::time::Duration;
+
 use tower::ServiceExt;
 
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
@@ -54,8 +56,11 @@ impl RoomService {
                 };
             }
         };
-        // Each publish is bounded by the stack's timeout; this bounds the whole command.
-        let _ = tokio::time::timeout(self.inner.options.publish_timeout, publish_all).await;
+        // Each publish is bounded by the stack's own timeout, which is counted and traced; a
+        // command has at most one IM-visible event, so this guard (a hair later, so the stack's
+        // timeout fires first) only bounds a stack without one.
+        let guard = self.inner.options.publish_timeout + Duration::from_millis(10);
+        let _ = tokio::time::timeout(guard, publish_all).await;
         let done: Vec<String> =
             receipts.iter().filter(|r| r.delivery != Delivery::Pending).map(|r| r.event_id.clone()).collect();
         self.inner.marker.submit(done);

@@ -34,6 +34,8 @@ impl MySqlRepository {
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").await?;
+                    // UNIX_TIMESTAMP(NOW(3)) is unambiguous only in a zone without DST.
+                    conn.execute("SET SESSION time_zone = '+00:00'").await?;
                     Ok(())
                 })
             })

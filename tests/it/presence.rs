@@ -7,6 +7,7 @@ use std::time::Duration;
 use room_service::domain::{Command, CommandId, RoomId, UserId};
 use room_service::room::presence::sweep_stale;
 use room_service::room::{Clock, RoomOptions, RoomService};
+use tokio_util::sync::CancellationToken;
 
 use crate::support::app::{publisher, settings};
 use crate::support::{TestDb, backends};
@@ -23,6 +24,10 @@ fn service(db: &TestDb, now: &Arc<AtomicI64>) -> RoomService {
 async fn run(rooms: &RoomService, id: &str, command: Command) {
     let room = RoomId::parse("r1").unwrap();
     rooms.execute(room, CommandId::parse(id).unwrap(), "test".into(), command).await.unwrap();
+}
+
+async fn sweep(rooms: &RoomService) -> usize {
+    sweep_stale(rooms, STALE_AFTER, &CancellationToken::new()).await
 }
 
 fn user(id: &str) -> UserId {
@@ -46,14 +51,14 @@ async fn stale_members_leave_with_reason_stale_and_fresh_ones_stay() {
         rooms.heartbeat(&RoomId::parse("r1").unwrap(), &user("active")).await.unwrap();
         now.fetch_add(20_000, Ordering::SeqCst); // idle: 70 s since join; active: 20 s since heartbeat
 
-        assert_eq!(sweep_stale(&rooms, STALE_AFTER).await, 1, "{db}");
+        assert_eq!(sweep(&rooms).await, 1, "{db}");
         let room = rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap();
         let members: Vec<&str> = room.members.iter().map(|m| m.user_id.as_str()).collect();
         assert_eq!(members, ["active"], "{db}");
         let left: Vec<_> = db.outbox().await.into_iter().filter(|r| r.event_type == "RoomUserLeft").collect();
         assert_eq!(left.len(), 1, "{db}");
         assert!(left[0].envelope.contains(r#""reason":"stale""#), "{db}: {}", left[0].envelope);
-        assert_eq!(sweep_stale(&rooms, STALE_AFTER).await, 0, "{db}: nothing left to remove");
+        assert_eq!(sweep(&rooms).await, 0, "{db}: nothing left to remove");
     }
 }
 
@@ -67,7 +72,7 @@ async fn two_nodes_sweeping_the_same_member_remove_it_once() {
     b.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap(); // B loads the room too
     now.fetch_add(120_000, Ordering::SeqCst);
 
-    let (removed_a, removed_b) = tokio::join!(sweep_stale(&a, STALE_AFTER), sweep_stale(&b, STALE_AFTER));
+    let (removed_a, removed_b) = tokio::join!(sweep(&a), sweep(&b));
     assert_eq!(removed_a + removed_b, 1, "exactly one node applied the removal");
     assert_eq!(
         db.scalar("SELECT COUNT(*) FROM room_command_log WHERE command_type = 'leave_room'").await,
@@ -88,9 +93,9 @@ async fn a_restart_never_mass_evicts_members() {
     now.fetch_add(3_600_000, Ordering::SeqCst);
     let rooms = service(&db, &now);
     rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap();
-    assert_eq!(sweep_stale(&rooms, STALE_AFTER).await, 0);
+    assert_eq!(sweep(&rooms).await, 0);
     now.fetch_add(61_000, Ordering::SeqCst);
-    assert_eq!(sweep_stale(&rooms, STALE_AFTER).await, 2);
+    assert_eq!(sweep(&rooms).await, 2);
 }
 
 #[tokio::test]
@@ -128,4 +133,42 @@ async fn rooms_with_members_stay_in_memory() {
     now.fetch_add(3_600_000, Ordering::SeqCst);
     assert_eq!(rooms.evict_idle(Duration::from_secs(300)), 0);
     assert_eq!(rooms.cell_count(), 1);
+}
+
+#[tokio::test]
+async fn a_removal_whose_member_is_no_longer_stale_changes_nothing() {
+    let db = TestDb::sqlite().await;
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let rooms = service(&db, &now);
+    room_with(&rooms, &["a"]).await;
+    let logged = db.count("room_command_log").await;
+    // The scan saw `a` stale, then a heartbeat came in before the removal ran.
+    let cutoff = now.load(Ordering::SeqCst);
+    now.fetch_add(5_000, Ordering::SeqCst);
+    rooms.heartbeat(&RoomId::parse("r1").unwrap(), &user("a")).await.unwrap();
+    let still_stale = move |room: &room_service::domain::RoomState| {
+        room.members.get(&user("a")).is_some_and(|m| m.last_heartbeat_ms <= cutoff)
+    };
+    let leave = Command::LeaveRoom { user_id: user("a"), reason: room_service::domain::LeaveReason::Stale };
+    let room = RoomId::parse("r1").unwrap();
+    let answer = rooms
+        .execute_if(room, CommandId::parse("presence:stale:x").unwrap(), "t".into(), leave, &still_stale)
+        .await
+        .unwrap();
+    assert!(!answer.applied);
+    assert_eq!(db.count("room_command_log").await, logged, "nothing logged");
+    assert_eq!(rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap().members.len(), 1);
+}
+
+#[tokio::test]
+async fn a_cancelled_sweep_removes_nobody() {
+    let db = TestDb::sqlite().await;
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let rooms = service(&db, &now);
+    room_with(&rooms, &["a", "b"]).await;
+    now.fetch_add(120_000, Ordering::SeqCst);
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    assert_eq!(sweep_stale(&rooms, STALE_AFTER, &cancel).await, 0);
+    assert_eq!(rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap().members.len(), 2);
 }

@@ -33,6 +33,7 @@ async fn bad_input_is_a_4xx_naming_the_problem_and_writes_nothing() {
             "title",
         ),
         ("/v1/rooms/r1/join", json!({"command_id": "x".repeat(129), "user_id": "x"}), 400, "command_id"),
+        ("/v1/rooms/r1/leave", json!({"command_id": "presence:stale:00", "user_id": "bob"}), 400, "reserved"),
         ("/v1/rooms/nope/join", json!({"command_id": "c", "user_id": "x"}), 404, "room not found"),
         (
             "/v1/rooms/r1/gifts",
