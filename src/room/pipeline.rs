@@ -200,6 +200,12 @@ impl RoomService {
         Ok(slot.get_or_insert(None))
     }
 
+    /// True when the stored snapshot is not at `cell_version` (`None`: no room).
+    async fn is_stale(&self, room_id: &RoomId, cell_version: Option<u64>) -> Result<bool, RoomError> {
+        let stored = self.inner.repo.load_room(room_id.as_str()).await?;
+        Ok(stored.map(|s| s.version) != cell_version)
+    }
+
     async fn load(&self, room_id: &RoomId) -> Result<Option<RoomState>, RoomError> {
         let Some(stored) = self.inner.repo.load_room(room_id.as_str()).await? else {
             return Ok(None);
@@ -252,7 +258,18 @@ impl RoomService {
                 // an existing room, CloseRoom of a closed one): the log answers first.
                 Err(refused) => {
                     let room = state.as_ref().map(RoomState::snapshot);
-                    return self.replay(command_id, &fingerprint, Some(refused), room).await;
+                    let cell_version = state.as_ref().map(|s| s.version);
+                    match self.replay(command_id, &fingerprint, Some(refused), room).await {
+                        // A refusal is decided on the cell: if another node has moved the room
+                        // on, reload and decide again (once).
+                        Err(RoomError::Domain(_))
+                            if attempts < 2 && self.is_stale(room_id, cell_version).await? =>
+                        {
+                            *guard = None;
+                            continue;
+                        }
+                        answer => return answer,
+                    }
                 }
             };
             let previous_version = state.as_ref().map_or(0, |s| s.version);

@@ -48,3 +48,21 @@ async fn a_no_op_decided_on_a_stale_cell_is_refenced_and_reapplied() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test]
+async fn a_refusal_decided_on_a_stale_cell_is_checked_against_the_database() {
+    let db = TestDb::mysql().await;
+    let a = TestApp::start(settings(db.url(), None, &[])).await;
+    let b = TestApp::start(settings(db.url(), None, &[])).await;
+    create_room(&a, "r1").await;
+    assert_eq!(b.get("/v1/rooms/r1").await.1["members"], json!([]), "B loads the empty room");
+    assert_eq!(join(&a, "r1", "u1", "j1").await.0, 200);
+    // To B's stale cell u1 is no member, so a gift would be refused: B re-checks, reloads,
+    // and the gift goes through.
+    let gift = json!({"command_id": "g1", "sender_id": "u1", "receiver_id": "alice", "gift_id": "rose", "count": 1, "unit_value": 5});
+    let (status, body) = b.post("/v1/rooms/r1/gifts", gift).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["room"]["heat"], 5);
+    a.stop().await;
+    b.stop().await;
+}
