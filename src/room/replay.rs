@@ -8,6 +8,7 @@ use super::error::RoomError;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
 use super::pipeline::{Committed, RoomService};
 use crate::domain::{CommandId, DomainError, RoomSnapshot};
+use crate::publish::filter::IM_SKIPPED_EVENT_TYPES;
 use crate::store::{OutboxStatus, StoredCommand};
 
 impl RoomService {
@@ -50,6 +51,11 @@ impl RoomService {
             .into_iter()
             .map(|e| {
                 let delivery = match statuses.get(&e.event_id) {
+                    Some(OutboxStatus::Delivered) | None
+                        if IM_SKIPPED_EVENT_TYPES.contains(&e.event_type.as_str()) =>
+                    {
+                        Delivery::Skipped
+                    }
                     // Only delivered rows are ever deleted (retention), so a missing one was.
                     Some(OutboxStatus::Delivered) | None => Delivery::Delivered,
                     Some(_) => Delivery::Pending,

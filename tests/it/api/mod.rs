@@ -78,6 +78,14 @@ async fn replayed_command_id_returns_the_original_outcome_without_reapplying() {
             )
             .await;
         assert_eq!((status, body["replayed"].clone()), (200, json!(true)), "{db}: {body}");
+        app.settle().await;
+        let (_, body) = app
+            .post(
+                "/v1/rooms",
+                json!({"command_id": "create-r1", "room_id": "r1", "owner_id": "alice", "title": "Live"}),
+            )
+            .await;
+        assert_eq!(body["events"][0]["delivery"], "skipped", "{db}: a filtered event replays as skipped");
 
         // Same id, different body: 409, nothing written.
         let (status, body) = join(&app, "r1", "carol", "j1").await;
