@@ -13,39 +13,25 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use room_service::app;
-use room_service::domain::{
-    self, Command, CommandContext, CommandId, EventEnvelope, GiftId, RoomId, RoomState, UserId,
-};
+use room_service::domain::{Command, GiftId, UserId};
 use room_service::store::{MySqlRepository, Repository};
 use serde_json::json;
-use sqlx::mysql::MySqlPool;
-use sqlx::{Executor, MySql, QueryBuilder};
+use sqlx::Executor;
 
 use crate::Args;
+use crate::command_raw::{Tx, precompute, run_raw};
 use crate::report::Line;
-use crate::support::{self, BenchDb, CpuTimes, Samples, ms, unix_ms};
+use crate::support::{self, BenchDb, CpuTimes, Samples, ms};
 
 /// The service's pool size (`database.max_connections` default); the raw loop gets the same.
 const POOL: u32 = 16;
 
 /// What one timed run measured.
-struct Run {
-    elapsed: Duration,
-    samples: Samples,
-    n: usize,
-    cpu: CpuTimes,
-}
-
-/// One command as the service would commit it.
-struct Tx {
-    command_id: String,
-    room_id: String,
-    command_type: &'static str,
-    version: i64,
-    expected: i64,
-    state: String,
-    outcome: String,
-    outbox: Vec<(String, &'static str, String)>,
+pub(crate) struct Run {
+    pub(crate) elapsed: Duration,
+    pub(crate) samples: Samples,
+    pub(crate) n: usize,
+    pub(crate) cpu: CpuTimes,
 }
 
 /// One client's commands: its room creations, then the timed (room, command) join/gift pairs.
@@ -104,117 +90,6 @@ fn request(room: &str, command_id: &str, command: &Command) -> (String, serde_js
         ),
         _ => (String::new(), json!({})),
     }
-}
-
-/// Applies a client's commands with the pure domain, as the service would, into transactions.
-fn precompute(
-    client: usize,
-    commands: &[(String, Command)],
-    states: &mut HashMap<String, RoomState>,
-) -> Vec<Tx> {
-    let mut out = Vec::new();
-    for (n, (room, command)) in commands.iter().enumerate() {
-        let command_id = format!("raw-{client}-{n}-{}", states.len());
-        let ctx = CommandContext {
-            room_id: RoomId::parse(room.as_str()).unwrap_or_else(|_| unreachable!()),
-            command_id: CommandId::parse(command_id.as_str()).unwrap_or_else(|_| unreachable!()),
-            request_id: uuid::Uuid::new_v4().to_string(),
-            now_ms: unix_ms(),
-        };
-        let Ok(applied) = domain::apply(states.get(room), command, &ctx) else { continue };
-        let expected = states.get(room).map_or(0, |s| s.version) as i64;
-        let version = applied.state.version as i64;
-        let outbox: Vec<(String, &'static str, String)> = applied
-            .events
-            .iter()
-            .map(|e| {
-                let envelope =
-                    EventEnvelope::new(e.clone(), &ctx, version as u64, uuid::Uuid::now_v7().to_string());
-                let json = serde_json::to_string(&envelope).unwrap_or_default();
-                (envelope.event_id, envelope.event_type.as_str(), json)
-            })
-            .collect();
-        let events: Vec<_> =
-            outbox.iter().map(|(id, t, _)| json!({"event_id": id, "event_type": t})).collect();
-        out.push(Tx {
-            command_id,
-            room_id: room.clone(),
-            command_type: command.name(),
-            version,
-            expected,
-            state: serde_json::to_string(&applied.state).unwrap_or_default(),
-            outcome: json!({"applied": true, "room_version": version, "events": events}).to_string(),
-            outbox,
-        });
-        states.insert(room.clone(), applied.state);
-    }
-    out
-}
-
-/// The service's `commit_command`, statement for statement, as raw sqlx.
-async fn raw_commit(pool: &MySqlPool, tx: &Tx) -> anyhow::Result<()> {
-    const NOW: &str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
-    let mut t = pool.begin().await?;
-    let written = if tx.expected == 0 {
-        sqlx::query("INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) VALUES (?, ?, 'open', ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))")
-            .bind(&tx.room_id).bind(tx.version).bind(&tx.state).execute(&mut *t).await?
-    } else {
-        sqlx::query("UPDATE room_snapshot SET version = ?, status = 'open', state = ?, updated_at_ms = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) WHERE room_id = ? AND version = ?")
-            .bind(tx.version).bind(&tx.state).bind(&tx.room_id).bind(tx.expected).execute(&mut *t).await?
-    };
-    anyhow::ensure!(written.rows_affected() == 1, "raw loop: version conflict on {}", tx.room_id);
-    sqlx::query("INSERT INTO room_command_log (command_id, room_id, command_type, fingerprint, request_id, applied, room_version, outcome, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))")
-        .bind(&tx.command_id).bind(&tx.room_id).bind(tx.command_type).bind("f".repeat(64))
-        .bind("00000000-0000-4000-8000-000000000000").bind(true).bind(tx.version).bind(&tx.outcome)
-        .execute(&mut *t).await?;
-    if !tx.outbox.is_empty() {
-        let mut insert = QueryBuilder::<MySql>::new(
-            "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, status, retry_count, lock_until_ms, created_at_ms, updated_at_ms) ",
-        );
-        insert.push_values(&tx.outbox, |mut row, (id, event_type, envelope)| {
-            row.push_bind(id)
-                .push_bind(&tx.room_id)
-                .push_bind(*event_type)
-                .push_bind(envelope)
-                .push("'pending'")
-                .push("0")
-                .push(format!("{NOW} + "))
-                .push_bind_unseparated(3000_i64)
-                .push(NOW)
-                .push(NOW);
-        });
-        insert.build().execute(&mut *t).await?;
-    }
-    t.commit().await?;
-    Ok(())
-}
-
-/// Raw: every client runs its precomputed transactions one after another.
-async fn run_raw(pool: &MySqlPool, plans: Vec<(Vec<Tx>, Vec<Tx>)>) -> anyhow::Result<Run> {
-    let plans: Vec<(Vec<Tx>, Vec<Tx>)> = plans;
-    for (creates, _) in &plans {
-        for tx in creates {
-            raw_commit(pool, tx).await?;
-        }
-    }
-    let (started, cpu) = (Instant::now(), CpuTimes::now());
-    let results = join_all(plans.into_iter().map(|(_, timed)| async move {
-        let mut samples = Samples::default();
-        for tx in &timed {
-            let t = Instant::now();
-            raw_commit(pool, tx).await?;
-            samples.push(t.elapsed());
-        }
-        anyhow::Ok(samples)
-    }))
-    .await;
-    let (elapsed, cpu) = (started.elapsed(), CpuTimes::now().since(cpu));
-    let mut all = Samples::default();
-    for r in results {
-        all.extend(r?);
-    }
-    let n = all.len();
-    Ok(Run { elapsed, samples: all, n, cpu })
 }
 
 /// The service over HTTP: every client posts its commands one after another.

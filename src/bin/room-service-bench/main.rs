@@ -13,6 +13,7 @@
 
 mod claim;
 mod command;
+mod command_raw;
 mod drain;
 mod latency;
 mod memory;
