@@ -189,6 +189,7 @@ async fn health_readiness_and_metrics_answer() {
     ] {
         assert!(text.contains(series), "{series} missing from /metrics:\n{text}");
     }
+    app.settle().await; // the delivery mark of RoomCreated is batched
     let (status, stats) = app.get("/admin/outbox/stats").await;
     assert_eq!((status, stats["pending"].clone()), (200, json!(0)));
     let (status, body) = app.get("/admin/outbox?limit=0").await;
