@@ -8,6 +8,7 @@
 //! [`marker::DeliveryMarker`], which batches the marks of concurrent commands.
 
 mod cells;
+mod commit;
 mod error;
 pub mod marker;
 mod outcome;

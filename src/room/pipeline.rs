@@ -5,19 +5,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use uuid::Uuid;
-
 use super::Clock;
 use super::cells::{Cell, Cells};
+use super::commit::{command_commit, envelopes};
 use super::error::RoomError;
 use super::marker::{DeliveryMarker, MarkerStats};
-use super::outcome::{CommandResponse, LoggedEvent, LoggedOutcome, fingerprint};
+use super::outcome::{CommandResponse, fingerprint};
 use crate::domain::{
     self, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomSnapshot, RoomState,
-    RoomStatus, UserId,
+    UserId,
 };
 use crate::publish::Publisher;
-use crate::store::{CommandCommit, CommitError, NewOutboxRow, SharedRepository};
+use crate::store::{CommitError, SharedRepository};
 use crate::telemetry::names;
 
 /// Time after `publish_timeout` before a worker may claim the rows of a fresh command.
@@ -273,55 +272,12 @@ impl RoomService {
                 }
             };
             let previous_version = state.as_ref().map_or(0, |s| s.version);
-            let envelopes: Vec<(EventEnvelope, Arc<str>)> = applied
-                .events
-                .iter()
-                .map(|event| {
-                    let id = Uuid::now_v7().to_string();
-                    let envelope = EventEnvelope::new(event.clone(), &ctx, applied.state.version, id);
-                    let json: Arc<str> = serde_json::to_string(&envelope).unwrap_or_default().into();
-                    (envelope, json)
-                })
-                .collect();
-            let logged = LoggedOutcome {
-                applied: applied.applied,
-                room_version: applied.state.version,
-                events: envelopes
-                    .iter()
-                    .map(|(e, _)| LoggedEvent {
-                        event_id: e.event_id.clone(),
-                        event_type: e.event_type.as_str().into(),
-                    })
-                    .collect(),
-            };
-            let commit = CommandCommit {
-                command_id: command_id.to_string(),
-                room_id: room_id.to_string(),
-                command_type: command.name(),
-                fingerprint: fingerprint.clone(),
-                request_id: request_id.clone(),
-                applied: applied.applied,
-                room_version: applied.state.version,
-                outcome: serde_json::to_string(&logged).unwrap_or_default(),
-                snapshot: applied
-                    .applied
-                    .then(|| (previous_version, serde_json::to_string(&applied.state).unwrap_or_default())),
-                room_status: match applied.state.status {
-                    RoomStatus::Open => "open",
-                    RoomStatus::Closed => "closed",
-                },
-                outbox: envelopes
-                    .iter()
-                    .map(|(e, json)| NewOutboxRow {
-                        event_id: e.event_id.clone(),
-                        event_type: e.event_type.as_str(),
-                        envelope: json.to_string(),
-                    })
-                    .collect(),
-                // The synchronous push starts after commit and its mark is batched: give it a
-                // margin before the worker may claim the rows.
-                publish_timeout: self.inner.options.publish_timeout + SYNC_CLAIM_MARGIN,
-            };
+            let envelopes = envelopes(&applied, &ctx);
+            let mut commit =
+                command_commit(&ctx, command, &fingerprint, &applied, previous_version, &envelopes);
+            // The synchronous push starts after commit and its mark is batched: give it a margin
+            // before the worker may claim the rows.
+            commit.publish_timeout = self.inner.options.publish_timeout + SYNC_CLAIM_MARGIN;
             let room_before = state.as_ref().map(RoomState::snapshot);
             // Unload the cell while the commit is in flight: if this future is dropped (the
             // client went away) the commit may still land, and the next request must reload
