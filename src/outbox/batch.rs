@@ -11,7 +11,7 @@ use tower::ServiceExt;
 
 use super::{BatchReport, OutboxWorker, UNDECODABLE_RETRY_AFTER, WORKER_NAME};
 use crate::domain::EventEnvelope;
-use crate::publish::{Message, Outcome, Path, Priority, classify};
+use crate::publish::{Message, Path, Priority, classify};
 use crate::store::{Claim, OutboxRow, PublishResult, StoreError, short_error};
 use crate::telemetry::names::{OUTBOX_CLAIMED_TOTAL, OUTBOX_LEASE_LOST_TOTAL};
 
@@ -132,7 +132,8 @@ impl OutboxWorker {
             tokio::time::timeout(timeout + OUTER_TIMEOUT_MARGIN, self.publisher.clone().oneshot(message))
                 .await;
         let outcome = match answer {
-            Ok(Ok(Outcome::Delivered)) => {
+            // Delivered or skipped by the filter (the publish span records which): done.
+            Ok(Ok(_outcome)) => {
                 row_log!(
                     tracing::Level::DEBUG,
                     self,
@@ -140,19 +141,7 @@ impl OutboxWorker {
                     row.retry_count,
                     "delivered",
                     "",
-                    "Outbox event delivered"
-                );
-                Ok(())
-            }
-            Ok(Ok(Outcome::Skipped)) => {
-                row_log!(
-                    tracing::Level::DEBUG,
-                    self,
-                    row,
-                    row.retry_count,
-                    "delivered",
-                    "",
-                    "Outbox event skipped"
+                    "Outbox event published"
                 );
                 Ok(())
             }

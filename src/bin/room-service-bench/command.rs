@@ -34,6 +34,22 @@ pub(crate) struct Run {
     pub(crate) cpu: CpuTimes,
 }
 
+impl Run {
+    /// Ends a run started at `started` (CPU times `cpu`) whose clients answered `results`.
+    pub(crate) fn collect(
+        started: Instant,
+        cpu: CpuTimes,
+        results: Vec<anyhow::Result<Samples>>,
+    ) -> anyhow::Result<Run> {
+        let (elapsed, cpu) = (started.elapsed(), CpuTimes::now().since(cpu));
+        let mut samples = Samples::default();
+        for r in results {
+            samples.extend(r?);
+        }
+        Ok(Run { elapsed, n: samples.len(), samples, cpu })
+    }
+}
+
 /// One client's commands: its room creations, then the timed (room, command) join/gift pairs.
 type Plan = (Vec<Command>, Vec<(String, Command)>);
 
@@ -131,13 +147,7 @@ async fn run_service(base: &str, plans: Vec<Plan>, args: &Args) -> anyhow::Resul
         }
     }))
     .await;
-    let (elapsed, cpu) = (started.elapsed(), CpuTimes::now().since(cpu));
-    let mut all = Samples::default();
-    for r in results {
-        all.extend(r?);
-    }
-    let n = all.len();
-    Ok(Run { elapsed, samples: all, n, cpu })
+    Run::collect(started, cpu, results)
 }
 
 /// Runs B1 and returns its lines.

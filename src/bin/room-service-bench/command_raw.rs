@@ -127,11 +127,5 @@ pub(crate) async fn run_raw(pool: &MySqlPool, plans: Vec<(Vec<Tx>, Vec<Tx>)>) ->
         anyhow::Ok(samples)
     }))
     .await;
-    let (elapsed, cpu) = (started.elapsed(), CpuTimes::now().since(cpu));
-    let mut all = Samples::default();
-    for r in results {
-        all.extend(r?);
-    }
-    let n = all.len();
-    Ok(Run { elapsed, samples: all, n, cpu })
+    Run::collect(started, cpu, results)
 }
