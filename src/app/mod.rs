@@ -75,8 +75,8 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         .with_context(|| format!("opening database {}", db.redacted_url()))?;
     let metrics = telemetry::install_metrics();
     let publish_timeout = settings.outbox_worker.publish_timeout;
-    let rooms =
-        RoomService::new(repo.clone(), publisher.clone(), RoomOptions { publish_timeout }, system_clock());
+    let room_options = RoomOptions { publish_timeout, max_commit_batch: settings.rooms.max_commit_batch };
+    let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
     let listener = TcpListener::bind(settings.http.listen)
         .await
         .with_context(|| format!("binding http.listen {}", settings.http.listen))?;

@@ -38,6 +38,9 @@ pub(crate) struct RawConfig {
     /// The background worker that re-publishes pending outbox rows.
     #[serde(deserialize_with = "null_as_default")]
     pub outbox_worker: RawOutboxWorker,
+    /// The room cells and their command path.
+    #[serde(deserialize_with = "null_as_default")]
+    pub rooms: RawRooms,
     /// The worker that evicts members whose heartbeats stopped.
     #[serde(deserialize_with = "null_as_default")]
     pub presence: RawPresence,
@@ -171,6 +174,21 @@ pub(crate) struct RawPresence {
 impl Default for RawPresence {
     fn default() -> Self {
         Self { enabled: true, stale_after: RawDuration::new("60s"), scan_interval: RawDuration::new("10s") }
+    }
+}
+
+/// `rooms.*`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawRooms {
+    /// At most this many queued commands of one room are committed in one transaction
+    /// (group commit); 1 commits every command alone.
+    pub max_commit_batch: i64,
+}
+
+impl Default for RawRooms {
+    fn default() -> Self {
+        Self { max_commit_batch: 64 }
     }
 }
 

@@ -47,6 +47,8 @@ pub struct Settings {
     pub tencent_im: TencentImSettings,
     /// The outbox worker (its `publish_timeout` also bounds the synchronous publish).
     pub outbox_worker: OutboxWorkerSettings,
+    /// The room cells and their command path.
+    pub rooms: RoomsSettings,
     /// The presence (stale member) worker.
     pub presence: PresenceSettings,
     /// Logging.
@@ -194,6 +196,16 @@ impl OutboxWorkerSettings {
 pub(crate) fn lease_for(batch_size: usize, publish_timeout: Duration) -> Duration {
     let factor = u32::try_from(batch_size).unwrap_or(u32::MAX);
     publish_timeout.saturating_mul(factor).saturating_add(LEASE_MARGIN)
+}
+
+/// Largest accepted `rooms.max_commit_batch`.
+pub const MAX_COMMIT_BATCH: usize = 1000;
+
+/// The room cells and their command path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoomsSettings {
+    /// Most queued commands of one room committed in one transaction (1..=[`MAX_COMMIT_BATCH`]).
+    pub max_commit_batch: usize,
 }
 
 /// The presence worker.

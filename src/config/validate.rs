@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use super::raw::{
-    RawConfig, RawDatabase, RawDuration, RawHttp, RawLog, RawOutboxWorker, RawPresence, RawTencentIm,
+    RawConfig, RawDatabase, RawDuration, RawHttp, RawLog, RawOutboxWorker, RawPresence, RawRooms,
+    RawTencentIm,
 };
 use super::rules::{
     MIN_RETENTION, MIN_USERSIG_TTL, Parsed, Problems, check_base_url, check_log_level, is_valid_node_id,
@@ -16,8 +17,8 @@ use super::rules::{
 use super::settings::{
     Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
     DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat,
-    LogSettings, MAX_BATCH_SIZE, MAX_IN_FLIGHT, MAX_LEASE, OutboxWorkerSettings, PresenceSettings,
-    RetryStrategy, Settings, TencentImSettings, lease_for,
+    LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, MAX_LEASE, OutboxWorkerSettings,
+    PresenceSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, lease_for,
 };
 use crate::secret::Secret;
 
@@ -42,6 +43,7 @@ pub(crate) fn validate(
         database: database(&mut p, raw.database),
         tencent_im: tencent_im(&mut p, raw.tencent_im),
         outbox_worker: outbox_worker(&mut p, raw.outbox_worker),
+        rooms: rooms(&mut p, raw.rooms),
         presence: presence(&mut p, raw.presence),
         log: log(&mut p, raw.log),
         source,
@@ -198,6 +200,20 @@ fn retention(p: &mut Problems, raw: &RawDuration) -> Option<Duration> {
             None
         }
     }
+}
+
+fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
+    let max_commit_batch = match usize::try_from(raw.max_commit_batch) {
+        Ok(n) if (1..=MAX_COMMIT_BATCH).contains(&n) => n,
+        _ => {
+            p.add(
+                "rooms.max_commit_batch",
+                format!("{} is not between 1 and {MAX_COMMIT_BATCH}", raw.max_commit_batch),
+            );
+            1
+        }
+    };
+    RoomsSettings { max_commit_batch }
 }
 
 /// Durations must be positive when the worker runs; a disabled worker tolerates zero.

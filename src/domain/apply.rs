@@ -8,6 +8,32 @@ use super::event::{Event, EventType};
 use super::ids::UserId;
 use super::state::{Member, RoomState, RoomStatus, SenderTotal};
 
+/// What a command changed beyond the small snapshot: the rows the storage writes for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A member joined.
+    MemberJoined {
+        /// Who.
+        user_id: UserId,
+        /// When.
+        joined_at_ms: i64,
+    },
+    /// A member left.
+    MemberLeft {
+        /// Who.
+        user_id: UserId,
+    },
+    /// Every member was removed (the room closed).
+    MembersCleared,
+    /// A sender's gift total is now this.
+    SenderTotal {
+        /// The sender.
+        user_id: UserId,
+        /// Their running total.
+        total: SenderTotal,
+    },
+}
+
 /// Maximum gift count per command.
 pub const MAX_GIFT_COUNT: u32 = 9_999;
 /// Maximum value of one gift unit.
@@ -22,13 +48,15 @@ pub struct Applied {
     pub state: RoomState,
     /// Events, in order; empty when `applied` is false.
     pub events: Vec<Event>,
+    /// Member and gift-total changes, in order; empty when `applied` is false.
+    pub changes: Vec<Change>,
     /// False when the command was a no-op (join of a member, leave of a non-member).
     pub applied: bool,
 }
 
 impl Applied {
     fn noop(state: &RoomState) -> Self {
-        Applied { state: state.clone(), events: Vec::new(), applied: false }
+        Applied { state: state.clone(), events: Vec::new(), changes: Vec::new(), applied: false }
     }
 }
 
@@ -47,8 +75,10 @@ pub fn apply(
     if state.status == RoomStatus::Closed {
         return Err(DomainError::RoomClosed);
     }
+    // O(1): members and senders are persistent maps.
     let mut next = state.clone();
     next.version += 1;
+    let mut changes = Vec::with_capacity(1);
     let events = match command {
         Command::CreateRoom { .. } => return Err(DomainError::RoomExists),
         Command::JoinRoom { user_id } => {
@@ -57,6 +87,7 @@ pub fn apply(
             }
             let member = Member { joined_at_ms: ctx.now_ms, last_heartbeat_ms: ctx.now_ms };
             next.members.insert(user_id.clone(), member);
+            changes.push(Change::MemberJoined { user_id: user_id.clone(), joined_at_ms: ctx.now_ms });
             vec![event(
                 EventType::RoomUserJoined,
                 json!({"user_id": user_id, "joined_at_ms": ctx.now_ms, "member_count": next.members.len()}),
@@ -66,6 +97,7 @@ pub fn apply(
             if next.members.remove(user_id).is_none() {
                 return Ok(Applied::noop(state));
             }
+            changes.push(Change::MemberLeft { user_id: user_id.clone() });
             vec![event(
                 EventType::RoomUserLeft,
                 json!({"user_id": user_id, "reason": reason, "member_count": next.members.len()}),
@@ -78,7 +110,8 @@ pub fn apply(
                 return Err(DomainError::NotMember { user_id: sender_id.to_string() });
             }
             let value = u64::from(*count) * u64::from(*unit_value);
-            add_gift(&mut next, sender_id, value)?;
+            let total = add_gift(&mut next, sender_id, value)?;
+            changes.push(Change::SenderTotal { user_id: sender_id.clone(), total });
             let mut events = vec![
                 event(
                     EventType::RoomGiftSent,
@@ -89,7 +122,7 @@ pub fn apply(
                 ),
                 event(EventType::RoomHeatChanged, json!({"heat": next.heat, "delta": value})),
             ];
-            let rank = next.compute_rank();
+            let rank = next.rank_after_gift(sender_id);
             let order_changed =
                 !rank.iter().map(|e| &e.user_id).eq(state.gift_rank.iter().map(|e| &e.user_id));
             next.gift_rank = rank;
@@ -100,12 +133,13 @@ pub fn apply(
         }
         Command::CloseRoom => {
             let removed = next.members.len();
-            next.members.clear();
+            next.members = Default::default();
             next.status = RoomStatus::Closed;
+            changes.push(Change::MembersCleared);
             vec![event(EventType::RoomClosed, json!({"members_removed": removed}))]
         }
     };
-    Ok(Applied { state: next, events, applied: true })
+    Ok(Applied { state: next, events, changes, applied: true })
 }
 
 /// Refreshes a member's presence clock. Not a command: no version, no events.
@@ -141,10 +175,11 @@ fn create(owner_id: &UserId, title: &str, ctx: &CommandContext) -> Result<Applie
         version: 1,
     };
     let events = vec![event(EventType::RoomCreated, json!({"owner_id": owner_id, "title": title}))];
-    Ok(Applied { state, events, applied: true })
+    Ok(Applied { state, events, changes: Vec::new(), applied: true })
 }
 
-fn add_gift(next: &mut RoomState, sender_id: &UserId, value: u64) -> Result<(), DomainError> {
+/// Adds `value` to the heat and the sender's total; returns the new total.
+fn add_gift(next: &mut RoomState, sender_id: &UserId, value: u64) -> Result<SenderTotal, DomainError> {
     let delta = i64::try_from(value).map_err(|_| DomainError::HeatOverflow)?;
     next.heat = next.heat.checked_add(delta).ok_or(DomainError::HeatOverflow)?;
     let version = next.version;
@@ -153,7 +188,7 @@ fn add_gift(next: &mut RoomState, sender_id: &UserId, value: u64) -> Result<(), 
         .entry(sender_id.clone())
         .or_insert(SenderTotal { total_value: 0, first_version: version });
     total.total_value = total.total_value.checked_add(value).ok_or(DomainError::HeatOverflow)?;
-    Ok(())
+    Ok(*total)
 }
 
 fn check_range(field: &'static str, value: u32, max: u32) -> Result<(), DomainError> {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::domain::LeaveReason;
-use crate::domain::{CommandId, GiftId, RankEntry, RoomId};
+use crate::domain::{CommandId, GIFT_RANK_SIZE, GiftId, RankEntry, RoomId};
 
 fn ctx(now_ms: i64) -> CommandContext {
     CommandContext {
@@ -200,7 +200,55 @@ fn heartbeat_refreshes_members_only() {
 fn stale_members_are_those_at_or_before_the_cutoff() {
     let mut room = join(&join(&open_room(), "a"), "b");
     heartbeat(&mut room, &user("b"), 1_000).unwrap();
-    assert_eq!(room.stale_members(999), vec![user("a")]);
-    room.reset_presence(5_000);
-    assert!(room.stale_members(4_999).is_empty());
+    assert_eq!(room.stale_members(999), vec![(user("a"), 100)]);
+    let members = room.members.iter().map(|(id, m)| (id.clone(), m.joined_at_ms));
+    let restored = RoomState::restore(room.snapshot(), members, room.senders.clone(), 5_000);
+    assert!(restored.stale_members(4_999).is_empty(), "a loaded cell starts every clock at load time");
+}
+
+#[test]
+fn commands_report_the_rows_they_change() {
+    let room = join(&open_room(), "u1");
+    let applied = run(&room, gift("u1", 2, 50)).unwrap();
+    let total = SenderTotal { total_value: 100, first_version: 3 };
+    assert_eq!(applied.changes, vec![Change::SenderTotal { user_id: user("u1"), total }]);
+    let left = run(&room, Command::LeaveRoom { user_id: user("u1"), reason: LeaveReason::User }).unwrap();
+    assert_eq!(left.changes, vec![Change::MemberLeft { user_id: user("u1") }]);
+    let closed = run(&room, Command::CloseRoom).unwrap();
+    assert_eq!(closed.changes, vec![Change::MembersCleared]);
+    let joined = run(&room, Command::JoinRoom { user_id: user("u2") }).unwrap();
+    assert_eq!(joined.changes, vec![Change::MemberJoined { user_id: user("u2"), joined_at_ms: 100 }]);
+    assert!(run(&room, Command::JoinRoom { user_id: user("u1") }).unwrap().changes.is_empty());
+}
+
+#[test]
+fn applying_leaves_the_input_state_untouched() {
+    let room = join(&open_room(), "u1");
+    let before = room.clone();
+    let joined = run(&room, Command::JoinRoom { user_id: user("u2") }).unwrap();
+    assert_eq!(room, before, "structural sharing never mutates the original");
+    assert_eq!(joined.state.members.len(), 2);
+}
+
+#[test]
+fn incremental_rank_matches_a_full_sort_of_every_sender() {
+    let mut room = open_room();
+    for i in 0..30 {
+        room = join(&room, &format!("u{i:02}"));
+    }
+    // Deterministic but shuffled gift values, many senders beyond the top 10.
+    for step in 0..200u32 {
+        let sender = format!("u{:02}", (step * 7 + step / 3) % 30);
+        room = run(&room, gift(&sender, 1 + step % 5, 1 + (step * 13) % 97)).unwrap().state;
+        let mut all: Vec<(&UserId, &SenderTotal)> = room.senders.iter().collect();
+        all.sort_by(|(a_id, a), (b_id, b)| {
+            b.total_value.cmp(&a.total_value).then(a.first_version.cmp(&b.first_version)).then(a_id.cmp(b_id))
+        });
+        let full: Vec<RankEntry> = all
+            .into_iter()
+            .take(GIFT_RANK_SIZE)
+            .map(|(id, t)| RankEntry { user_id: id.clone(), total_value: t.total_value })
+            .collect();
+        assert_eq!(room.gift_rank, full, "after step {step}");
+    }
 }

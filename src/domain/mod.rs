@@ -11,7 +11,7 @@ mod event;
 mod ids;
 mod state;
 
-pub use apply::{Applied, apply, heartbeat};
+pub use apply::{Applied, Change, apply, heartbeat};
 pub use command::{Command, CommandContext, LeaveReason};
 pub use error::DomainError;
 pub use event::{Event, EventEnvelope, EventType};

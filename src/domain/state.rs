@@ -1,7 +1,13 @@
-//! Room state, its persisted form and its public snapshot view.
+//! Room state, its persisted parts and its public snapshot view.
+//!
+//! Members and gift totals live in persistent maps (`imbl`): cloning a room is O(1) and a
+//! change copies only the path to the entry it touches, so applying a command costs the same in
+//! a room of 10 or 100,000 members. The room is persisted in three parts: the small
+//! [`RoomSnapshot`] (one row, the version fence), one row per member and one per gift sender.
 
-use std::collections::BTreeMap;
+use std::ops::Bound;
 
+use imbl::OrdMap;
 use serde::{Deserialize, Serialize};
 
 use super::ids::{RoomId, UserId};
@@ -19,8 +25,18 @@ pub enum RoomStatus {
     Closed,
 }
 
+impl RoomStatus {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoomStatus::Open => "open",
+            RoomStatus::Closed => "closed",
+        }
+    }
+}
+
 /// A member of a room.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
     /// When the member joined (ms since the epoch).
     pub joined_at_ms: i64,
@@ -29,7 +45,7 @@ pub struct Member {
 }
 
 /// Running gift total of one sender.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SenderTotal {
     /// Sum of count × unit_value over the sender's gifts.
     pub total_value: u64,
@@ -46,8 +62,8 @@ pub struct RankEntry {
     pub total_value: u64,
 }
 
-/// The whole state of one room, as kept in its cell and persisted as the snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The whole state of one room, as kept in its cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoomState {
     /// The room.
     pub room_id: RoomId,
@@ -58,18 +74,18 @@ pub struct RoomState {
     /// Open or closed.
     pub status: RoomStatus,
     /// Members by user id.
-    pub members: BTreeMap<UserId, Member>,
+    pub members: OrdMap<UserId, Member>,
     /// Sum of all gift values.
     pub heat: i64,
     /// Gift totals by sender (the rank is derived from it).
-    pub senders: BTreeMap<UserId, SenderTotal>,
+    pub senders: OrdMap<UserId, SenderTotal>,
     /// Top senders, highest total first, ties by earliest first gift.
     pub gift_rank: Vec<RankEntry>,
     /// +1 per applied command.
     pub version: u64,
 }
 
-/// A member as shown in the snapshot.
+/// A member as shown by the members listing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberView {
     /// The member.
@@ -78,7 +94,8 @@ pub struct MemberView {
     pub joined_at_ms: i64,
 }
 
-/// The public view of a room (`GET /v1/rooms/{id}` and command responses).
+/// The small part of a room: its public view (`GET /v1/rooms/{id}` and command responses)
+/// and, serialised, the snapshot row. Members are counted here and listed page by page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoomSnapshot {
     /// The room.
@@ -93,14 +110,39 @@ pub struct RoomSnapshot {
     pub version: u64,
     /// Heat.
     pub heat: i64,
-    /// Members, ordered by user id.
-    pub members: Vec<MemberView>,
+    /// How many members the room has.
+    #[serde(default)]
+    pub member_count: u64,
     /// Top senders.
     pub gift_rank: Vec<RankEntry>,
 }
 
 impl RoomState {
-    /// The public view of this state.
+    /// Rebuilds a room from its persisted parts; every member's heartbeat clock starts at
+    /// `now_ms` (a cell was just loaded, so a restart never evicts everyone at once).
+    pub fn restore(
+        snapshot: RoomSnapshot,
+        members: impl IntoIterator<Item = (UserId, i64)>,
+        senders: impl IntoIterator<Item = (UserId, SenderTotal)>,
+        now_ms: i64,
+    ) -> RoomState {
+        RoomState {
+            room_id: snapshot.room_id,
+            owner_id: snapshot.owner_id,
+            title: snapshot.title,
+            status: snapshot.status,
+            members: members
+                .into_iter()
+                .map(|(id, joined_at_ms)| (id, Member { joined_at_ms, last_heartbeat_ms: now_ms }))
+                .collect(),
+            heat: snapshot.heat,
+            senders: senders.into_iter().collect(),
+            gift_rank: snapshot.gift_rank,
+            version: snapshot.version,
+        }
+    }
+
+    /// The small view of this state (no member list).
     pub fn snapshot(&self) -> RoomSnapshot {
         RoomSnapshot {
             room_id: self.room_id.clone(),
@@ -109,39 +151,54 @@ impl RoomState {
             status: self.status,
             version: self.version,
             heat: self.heat,
-            members: self
-                .members
-                .iter()
-                .map(|(user_id, m)| MemberView { user_id: user_id.clone(), joined_at_ms: m.joined_at_ms })
-                .collect(),
+            member_count: self.members.len() as u64,
             gift_rank: self.gift_rank.clone(),
         }
     }
 
-    /// Starts every member's heartbeat clock at `now_ms` (a cell was just loaded, so a
-    /// restart never evicts everyone at once).
-    pub fn reset_presence(&mut self, now_ms: i64) {
-        for member in self.members.values_mut() {
-            member.last_heartbeat_ms = now_ms;
+    /// Up to `limit` members after `after` (exclusive), in user id order.
+    pub fn members_page(&self, after: Option<&UserId>, limit: usize) -> Vec<MemberView> {
+        let view = |(user_id, m): (&UserId, &Member)| MemberView {
+            user_id: user_id.clone(),
+            joined_at_ms: m.joined_at_ms,
+        };
+        match after {
+            Some(after) => self
+                .members
+                .range::<_, UserId>((Bound::Excluded(after), Bound::Unbounded))
+                .take(limit)
+                .map(view)
+                .collect(),
+            None => self.members.iter().take(limit).map(view).collect(),
         }
     }
 
-    /// Members whose last heartbeat is at or before `cutoff_ms`.
-    pub fn stale_members(&self, cutoff_ms: i64) -> Vec<UserId> {
+    /// Members whose last heartbeat is at or before `cutoff_ms`, with when they joined.
+    pub fn stale_members(&self, cutoff_ms: i64) -> Vec<(UserId, i64)> {
         self.members
             .iter()
             .filter(|(_, m)| m.last_heartbeat_ms <= cutoff_ms)
-            .map(|(id, _)| id.clone())
+            .map(|(id, m)| (id.clone(), m.joined_at_ms))
             .collect()
     }
 
-    /// Recomputes the gift rank from the sender totals.
-    pub(crate) fn compute_rank(&self) -> Vec<RankEntry> {
-        let mut all: Vec<(&UserId, &SenderTotal)> = self.senders.iter().collect();
-        all.sort_by(|(a_id, a), (b_id, b)| {
+    /// The gift rank after `sender`'s total grew. Totals only ever grow, so the new top
+    /// [`GIFT_RANK_SIZE`] is drawn from the old one plus the sender: O(rank), not O(senders).
+    pub(crate) fn rank_after_gift(&self, sender: &UserId) -> Vec<RankEntry> {
+        let mut candidates: Vec<(&UserId, SenderTotal)> = self
+            .gift_rank
+            .iter()
+            .filter(|e| &e.user_id != sender)
+            .filter_map(|e| self.senders.get(&e.user_id).map(|t| (&e.user_id, *t)))
+            .collect();
+        if let Some(total) = self.senders.get(sender) {
+            candidates.push((sender, *total));
+        }
+        candidates.sort_by(|(a_id, a), (b_id, b)| {
             b.total_value.cmp(&a.total_value).then(a.first_version.cmp(&b.first_version)).then(a_id.cmp(b_id))
         });
-        all.into_iter()
+        candidates
+            .into_iter()
             .take(GIFT_RANK_SIZE)
             .map(|(id, t)| RankEntry { user_id: id.clone(), total_value: t.total_value })
             .collect()

@@ -64,6 +64,7 @@ pub fn router(state: AppState, body_limit: usize) -> Router {
         .route("/v1/rooms/{room_id}/gifts", post(rooms::gift))
         .route("/v1/rooms/{room_id}/close", post(rooms::close))
         .route("/v1/rooms/{room_id}/heartbeat", post(rooms::heartbeat))
+        .route("/v1/rooms/{room_id}/members", get(rooms::members))
         .route("/admin/outbox/stats", get(admin::stats))
         .route("/admin/outbox", get(admin::list))
         .route("/healthz", get(healthz))

@@ -1,14 +1,16 @@
 //! Room command and query routes (`/v1/rooms...`).
 
-use axum::extract::State;
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{Json, RequestId, RoomPath};
-use crate::domain::{Command, CommandId, GiftId, LeaveReason, RoomId, RoomSnapshot, UserId};
+use crate::domain::{Command, CommandId, GiftId, LeaveReason, MemberView, RoomId, RoomSnapshot, UserId};
 use crate::room::CommandResponse;
 use crate::room::presence::RESERVED_COMMAND_PREFIX;
 
@@ -154,4 +156,61 @@ pub async fn get(
     RoomPath(room_id): RoomPath,
 ) -> Result<axum::Json<RoomSnapshot>, ApiError> {
     Ok(axum::Json(state.rooms.snapshot(&room_id).await?))
+}
+
+/// Default page size of the members listing.
+pub const DEFAULT_MEMBERS_LIMIT: usize = 100;
+/// Largest page of the members listing.
+pub const MAX_MEMBERS_LIMIT: usize = 1000;
+
+/// A page of members (`GET /v1/rooms/{room_id}/members`).
+#[derive(Debug, Serialize)]
+pub struct MembersPage {
+    /// Members in user id order.
+    pub members: Vec<MemberView>,
+    /// Pass as `after` for the next page; null on the last page.
+    pub next_after: Option<UserId>,
+}
+
+/// The room's members, paged in user id order: `?limit=` (1–1000, default 100) and `?after=`
+/// (the `next_after` of the previous page).
+pub async fn members(
+    State(state): State<AppState>,
+    RoomPath(room_id): RoomPath,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<axum::Json<MembersPage>, ApiError> {
+    let (after, limit) = parse_members_query(&params)?;
+    // One more than asked tells whether another page follows.
+    let mut members = state.rooms.members(&room_id, after.as_ref(), limit + 1).await?;
+    let next_after = (members.len() > limit).then(|| {
+        members.truncate(limit);
+        members.last().map(|m| m.user_id.clone())
+    });
+    Ok(axum::Json(MembersPage { members, next_after: next_after.flatten() }))
+}
+
+fn parse_members_query(params: &HashMap<String, String>) -> Result<(Option<UserId>, usize), ApiError> {
+    let mut limit = DEFAULT_MEMBERS_LIMIT;
+    let mut after = None;
+    for (key, value) in params {
+        match key.as_str() {
+            "limit" => {
+                limit =
+                    value.parse::<usize>().ok().filter(|l| (1..=MAX_MEMBERS_LIMIT).contains(l)).ok_or_else(
+                        || {
+                            ApiError::invalid(
+                                "limit",
+                                format!("must be an integer from 1 to {MAX_MEMBERS_LIMIT}"),
+                            )
+                        },
+                    )?;
+            }
+            "after" if value.is_empty() => {}
+            "after" => {
+                after = Some(UserId::parse(value.as_str()).map_err(|e| ApiError::invalid("after", e))?)
+            }
+            other => return Err(ApiError::invalid(other, "unknown query parameter (expected limit, after)")),
+        }
+    }
+    Ok((after, limit))
 }

@@ -1,21 +1,88 @@
-//! Room cells: each room's state in memory behind its own lock, so the commands of one room
-//! run one at a time while different rooms run concurrently. Cells are created on first use,
-//! loaded lazily by the pipeline, and dropped again when idle.
+//! Room cells: each room's state in memory behind its own lock, and its queue of commands.
+//!
+//! Commands of one room are queued on its cell and run by one drain task at a time (see
+//! [`super::drain`]), which takes up to `max_commit_batch` queued commands and commits them
+//! together; different rooms run concurrently. Cells are created on first use, loaded lazily
+//! and dropped again when idle.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Mutex as AsyncMutex;
+use tokio::sync::oneshot;
 
+use super::batch::Queued;
 use crate::domain::{RoomId, RoomState, RoomStatus, UserId};
 
-/// One room's cell: `None` until loaded, then the room (`None` inside: it does not exist).
+/// A cell's state: `None` until loaded, then the room (`None` inside: it does not exist).
+pub(super) type Slot = Option<Option<RoomState>>;
+
+/// One room's cell.
 #[derive(Debug, Default)]
 pub(super) struct Cell {
-    pub(super) state: AsyncMutex<Option<Option<RoomState>>>,
+    /// The room as committed; held by the drain task across a commit.
+    pub(super) state: AsyncMutex<Slot>,
+    queue: Mutex<Queue>,
+    /// Completes when the last batch handed to the publish lane has been published, so the
+    /// next batch publishes after it (room order).
+    lane_tail: Mutex<Option<oneshot::Receiver<()>>>,
     /// Last time (service clock, ms) a request used the cell.
     last_used_ms: AtomicI64,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    items: VecDeque<Queued>,
+    /// A drain task is running for this cell.
+    draining: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Cell {
+    /// Queues a command; true when the caller must start the drain task (none is running).
+    pub(super) fn enqueue(&self, item: Queued) -> bool {
+        let mut queue = lock(&self.queue);
+        queue.items.push_back(item);
+        !std::mem::replace(&mut queue.draining, true)
+    }
+
+    /// Takes the next batch: up to `max` queued commands in order, skipping those whose caller
+    /// has gone away, and stopping before a command id already in the batch (it then runs
+    /// after, and is answered from the log). `None` when the queue is empty: the drain task
+    /// ends, and the next command starts a new one.
+    pub(super) fn next_batch(&self, max: usize) -> Option<Vec<Queued>> {
+        let mut queue = lock(&self.queue);
+        let mut batch: Vec<Queued> = Vec::new();
+        while batch.len() < max {
+            let Some(front) = queue.items.front() else { break };
+            if batch.iter().any(|q| q.command_id == front.command_id) {
+                break;
+            }
+            let item = queue.items.pop_front().unwrap_or_else(|| unreachable!("front exists"));
+            if !item.reply.is_closed() {
+                batch.push(item);
+            }
+        }
+        if batch.is_empty() && queue.items.is_empty() {
+            queue.draining = false;
+            return None;
+        }
+        Some(batch)
+    }
+
+    /// Puts `done` at the end of the publish lane; returns what the new batch waits for.
+    pub(super) fn lane_after(&self, done: oneshot::Receiver<()>) -> Option<oneshot::Receiver<()>> {
+        lock(&self.lane_tail).replace(done)
+    }
+
+    fn is_idle(&self) -> bool {
+        let queue = lock(&self.queue);
+        queue.items.is_empty() && !queue.draining
+    }
 }
 
 /// Every cell of this process, by room.
@@ -25,8 +92,8 @@ pub(super) struct Cells {
 }
 
 impl Cells {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<RoomId, Arc<Cell>>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    fn map(&self) -> MutexGuard<'_, HashMap<RoomId, Arc<Cell>>> {
+        lock(&self.map)
     }
 
     /// The room's cell, created when missing, marked used at `now_ms`.
@@ -43,22 +110,20 @@ impl Cells {
     }
 
     /// Open rooms loaded in memory and their members (with `joined_at_ms`) whose last
-    /// heartbeat is at or before `cutoff_ms`.
+    /// heartbeat is at or before `cutoff_ms`. Each room is copied under its lock (O(1): the
+    /// maps are persistent) and scanned outside it, so a large room never stalls its commands.
     pub(super) async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<(UserId, i64)>)> {
         let cells: Vec<(RoomId, Arc<Cell>)> =
             self.map().iter().map(|(id, c)| (id.clone(), c.clone())).collect();
         let mut stale = Vec::new();
         for (room_id, cell) in cells {
-            let guard = cell.state.lock().await;
-            if let Some(Some(room)) = guard.as_ref() {
-                let members: Vec<(UserId, i64)> = room
-                    .stale_members(cutoff_ms)
-                    .into_iter()
-                    .filter_map(|u| room.members.get(&u).map(|m| (u, m.joined_at_ms)))
-                    .collect();
-                if room.status == RoomStatus::Open && !members.is_empty() {
-                    stale.push((room_id, members));
-                }
+            let room = match cell.state.lock().await.as_ref() {
+                Some(Some(room)) if room.status == RoomStatus::Open => room.clone(),
+                _ => continue,
+            };
+            let members = room.stale_members(cutoff_ms);
+            if !members.is_empty() {
+                stale.push((room_id, members));
             }
         }
         stale
@@ -70,8 +135,9 @@ impl Cells {
         let mut map = self.map();
         let before = map.len();
         map.retain(|_, cell| {
-            // Only the map holds it (clones are made under this lock): nobody uses or waits on it.
-            if Arc::strong_count(cell) > 1 {
+            // Only the map holds it (clones are made under this lock): nobody uses or waits on
+            // it, and no drain task runs for it.
+            if Arc::strong_count(cell) > 1 || !cell.is_idle() {
                 return true;
             }
             let Ok(state) = cell.state.try_lock() else { return true };

@@ -1,10 +1,14 @@
 //! Errors of the command pipeline, each mapping to one HTTP status and code.
 
+use std::sync::Arc;
+
 use crate::domain::DomainError;
 use crate::store::StoreError;
 
-/// Why a command or query failed. Nothing was written in every case.
-#[derive(Debug, thiserror::Error)]
+/// Why a command or query failed. Nothing was written in every case, except
+/// [`RoomError::Unavailable`], whose commit may or may not have landed (a retry with the same
+/// `command_id` answers the original outcome if it did).
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum RoomError {
     /// The domain refused the command.
     #[error(transparent)]
@@ -13,16 +17,26 @@ pub enum RoomError {
     /// another node twice in a row.
     #[error("{0}")]
     CommandConflict(String),
-    /// The database is unavailable; memory is unchanged.
+    /// The database is unavailable; memory is unchanged. Shared: every command of a failed
+    /// group commit gets the same error.
     #[error("storage unavailable")]
-    Unavailable(#[source] StoreError),
+    Unavailable(#[source] Arc<StoreError>),
     /// Stored data could not be read back (a snapshot or logged outcome that does not parse).
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
 }
 
+impl RoomError {
+    /// The task running the command stopped before answering (the runtime is shutting down).
+    pub(super) fn unknown_outcome() -> Self {
+        RoomError::Unavailable(Arc::new(StoreError::Config(
+            "the command's outcome is unknown; retry it with the same command_id".into(),
+        )))
+    }
+}
+
 impl From<StoreError> for RoomError {
     fn from(e: StoreError) -> Self {
-        RoomError::Unavailable(e)
+        RoomError::Unavailable(Arc::new(e))
     }
 }

@@ -1,14 +1,17 @@
 //! Room Cells and the command pipeline.
 //!
-//! [`RoomService`] owns one cell per room: the room's state in memory behind a lock, so the
-//! commands of one room run one at a time while different rooms run concurrently. A cell loads
-//! lazily from the snapshot. Each command is applied by the pure domain, committed in one
-//! transaction (command log + outbox rows + snapshot), swapped into memory only after commit,
-//! then published through the shared publish stack and marked delivered best-effort by the
-//! [`marker::DeliveryMarker`], which batches the marks of concurrent commands.
+//! [`RoomService`] owns one cell per room: the room's state in memory behind a lock and a
+//! queue of its commands, so the commands of one room run in order while different rooms run
+//! concurrently. A cell loads lazily from the database. Queued commands are applied by the
+//! pure domain one after another and committed together in one transaction (group commit:
+//! each command's log and outbox rows, one snapshot write, the member and gift rows they
+//! changed), swapped into memory only after commit, then published in room order through the
+//! shared publish stack and marked delivered best-effort by the [`marker::DeliveryMarker`],
+//! which batches the marks of concurrent commands.
 
+mod batch;
 mod cells;
-mod commit;
+mod drain;
 mod error;
 pub mod marker;
 mod outcome;
@@ -19,7 +22,7 @@ mod sync_publish;
 
 pub use error::RoomError;
 pub use outcome::{CommandResponse, Delivery, EventReceipt};
-pub use pipeline::{RoomOptions, RoomService, StillHolds};
+pub use pipeline::{DEFAULT_MAX_COMMIT_BATCH, RoomOptions, RoomService, StillHolds};
 
 use std::sync::Arc;
 

@@ -1,29 +1,31 @@
-//! The command pipeline: validate → cell applies → one transaction → swap memory → publish →
-//! respond; the marks of the published events are written best-effort by the
-//! [`DeliveryMarker`], batched across concurrent commands.
+//! The command pipeline: validate → queue on the room's cell → the cell's drain task applies
+//! the queued commands in order and commits them in one transaction → swap memory → publish in
+//! room order → respond; the marks of the published events are written best-effort by the
+//! [`DeliveryMarker`], batched across commands.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::oneshot;
+
 use super::Clock;
-use super::cells::{Cell, Cells};
-use super::commit::{command_commit, envelopes};
+use super::batch::Queued;
+use super::cells::{Cell, Cells, Slot};
 use super::error::RoomError;
 use super::marker::{DeliveryMarker, MarkerStats};
 use super::outcome::{CommandResponse, fingerprint};
 use crate::domain::{
-    self, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomSnapshot, RoomState,
-    UserId,
+    self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, SenderTotal, UserId,
 };
 use crate::publish::Publisher;
-use crate::store::{CommitError, SharedRepository};
+use crate::store::{SharedRepository, StoreError};
 use crate::telemetry::names;
 
-/// Time after `publish_timeout` before a worker may claim the rows of a fresh command.
-const SYNC_CLAIM_MARGIN: Duration = Duration::from_secs(1);
-
-/// A condition on the room, checked under its cell lock right before a command applies.
+/// A condition on the room, checked at the command's turn right before it applies.
 pub type StillHolds = dyn Fn(&RoomState) -> bool + Send + Sync;
+
+/// Default `rooms.max_commit_batch`.
+pub const DEFAULT_MAX_COMMIT_BATCH: usize = 64;
 
 /// Settings of the room service.
 #[derive(Debug, Clone)]
@@ -31,6 +33,16 @@ pub struct RoomOptions {
     /// Bounds the synchronous publish of one command; outbox rows are not claimable by the
     /// worker before it has passed.
     pub publish_timeout: Duration,
+    /// At most this many queued commands of one room are committed in one transaction
+    /// (1: one command per transaction).
+    pub max_commit_batch: usize,
+}
+
+impl RoomOptions {
+    /// Options with the default batch size.
+    pub fn new(publish_timeout: Duration) -> Self {
+        Self { publish_timeout, max_commit_batch: DEFAULT_MAX_COMMIT_BATCH }
+    }
 }
 
 /// Runs room commands; cheap to clone.
@@ -43,9 +55,9 @@ pub(super) struct Inner {
     pub(super) repo: SharedRepository,
     pub(super) publisher: Publisher,
     pub(super) marker: DeliveryMarker,
-    cells: Cells,
+    pub(super) cells: Cells,
     pub(super) options: RoomOptions,
-    clock: Clock,
+    pub(super) clock: Clock,
 }
 
 impl std::fmt::Debug for RoomService {
@@ -54,16 +66,11 @@ impl std::fmt::Debug for RoomService {
     }
 }
 
-/// A committed command waiting to be published.
-pub(super) struct Committed {
-    pub(super) response: CommandResponse,
-    pub(super) envelopes: Vec<(EventEnvelope, Arc<str>)>,
-}
-
 impl RoomService {
     /// A service over `repo` that publishes through `publisher`. Starts its delivery marker
     /// task, so it must be called inside a Tokio runtime; stop it with [`Self::shutdown`].
-    pub fn new(repo: SharedRepository, publisher: Publisher, options: RoomOptions, clock: Clock) -> Self {
+    pub fn new(repo: SharedRepository, publisher: Publisher, mut options: RoomOptions, clock: Clock) -> Self {
+        options.max_commit_batch = options.max_commit_batch.max(1);
         let marker = DeliveryMarker::spawn(repo.clone());
         let inner = Inner { repo, publisher, marker, cells: Cells::default(), options, clock };
         Self { inner: Arc::new(inner) }
@@ -98,16 +105,16 @@ impl RoomService {
         self.run(room_id, command_id, request_id, command, None).await
     }
 
-    /// [`Self::execute`], but only if `still` holds for the room under its cell lock; otherwise
-    /// nothing is applied or logged and the answer is `applied: false` (the presence worker
-    /// re-checks that a member is still stale at the moment of removal).
+    /// [`Self::execute`], but only if `still` holds for the room at the command's turn;
+    /// otherwise nothing is applied or logged and the answer is `applied: false` (the presence
+    /// worker re-checks that a member is still stale at the moment of removal).
     pub async fn execute_if(
         &self,
         room_id: RoomId,
         command_id: CommandId,
         request_id: String,
         command: Command,
-        still: &StillHolds,
+        still: Arc<StillHolds>,
     ) -> Result<CommandResponse, RoomError> {
         self.run(room_id, command_id, request_id, command, Some(still)).await
     }
@@ -118,14 +125,19 @@ impl RoomService {
         command_id: CommandId,
         request_id: String,
         command: Command,
-        still: Option<&StillHolds>,
+        still: Option<Arc<StillHolds>>,
     ) -> Result<CommandResponse, RoomError> {
         let started = tokio::time::Instant::now();
         let name = command.name();
-        let result = match self.commit(&room_id, &command_id, request_id, &command, still).await {
-            Ok(committed) => Ok(self.publish(committed).await),
-            Err(e) => Err(e),
-        };
+        let (reply, answer) = oneshot::channel();
+        let fingerprint = fingerprint(&room_id, &command);
+        let item = Queued { command_id, request_id, command, fingerprint, still, reply };
+        let cell = self.cell(&room_id);
+        if cell.enqueue(item) {
+            tokio::spawn(self.clone().drain(room_id, cell));
+        }
+        // The drain task always answers; a lost answer means it died mid-batch.
+        let result = answer.await.unwrap_or_else(|_| Err(RoomError::unknown_outcome()));
         let outcome = match &result {
             Ok(r) if r.replayed => "replayed",
             Ok(r) if r.applied => "applied",
@@ -152,12 +164,27 @@ impl RoomService {
         Ok(())
     }
 
-    /// The room as committed.
+    /// The room as committed (without its member list).
     pub async fn snapshot(&self, room_id: &RoomId) -> Result<RoomSnapshot, RoomError> {
+        Ok(self.room(room_id).await?.snapshot())
+    }
+
+    /// Up to `limit` members after `after` (exclusive), in user id order.
+    pub async fn members(
+        &self,
+        room_id: &RoomId,
+        after: Option<&UserId>,
+        limit: usize,
+    ) -> Result<Vec<MemberView>, RoomError> {
+        Ok(self.room(room_id).await?.members_page(after, limit))
+    }
+
+    /// A copy of the room as committed (O(1): its maps are persistent).
+    async fn room(&self, room_id: &RoomId) -> Result<RoomState, RoomError> {
         let cell = self.cell(room_id);
         let mut guard = cell.state.lock().await;
         let state = self.loaded(room_id, &mut guard).await?;
-        Ok(state.as_ref().ok_or(DomainError::RoomNotFound)?.snapshot())
+        Ok(state.as_ref().ok_or(DomainError::RoomNotFound)?.clone())
     }
 
     /// Open rooms loaded in memory and their members (with `joined_at_ms`) whose last
@@ -171,7 +198,12 @@ impl RoomService {
         (self.inner.clock)()
     }
 
-    fn cell(&self, room_id: &RoomId) -> Arc<Cell> {
+    /// At most this many commands of a room are committed together.
+    pub fn max_commit_batch(&self) -> usize {
+        self.inner.options.max_commit_batch
+    }
+
+    pub(super) fn cell(&self, room_id: &RoomId) -> Arc<Cell> {
         self.inner.cells.get(room_id, (self.inner.clock)())
     }
 
@@ -187,11 +219,11 @@ impl RoomService {
         self.inner.cells.len()
     }
 
-    /// Loads the cell's state from the snapshot if it is not loaded yet.
-    async fn loaded<'a>(
+    /// Loads the cell's state from the database if it is not loaded yet.
+    pub(super) async fn loaded<'a>(
         &self,
         room_id: &RoomId,
-        slot: &'a mut Option<Option<RoomState>>,
+        slot: &'a mut Slot,
     ) -> Result<&'a mut Option<RoomState>, RoomError> {
         if slot.is_none() {
             *slot = Some(self.load(room_id).await?);
@@ -199,116 +231,39 @@ impl RoomService {
         Ok(slot.get_or_insert(None))
     }
 
-    /// True when the stored snapshot is not at `cell_version` (`None`: no room).
-    async fn is_stale(&self, room_id: &RoomId, cell_version: Option<u64>) -> Result<bool, RoomError> {
-        let stored = self.inner.repo.load_room(room_id.as_str()).await?;
-        Ok(stored.map(|s| s.version) != cell_version)
+    /// True when the stored room is not at `cell_version` (`None`: no room).
+    pub(super) async fn is_stale(
+        &self,
+        room_id: &RoomId,
+        cell_version: Option<u64>,
+    ) -> Result<bool, StoreError> {
+        Ok(self.inner.repo.room_version(room_id.as_str()).await? != cell_version)
     }
 
     async fn load(&self, room_id: &RoomId) -> Result<Option<RoomState>, RoomError> {
         let Some(stored) = self.inner.repo.load_room(room_id.as_str()).await? else {
             return Ok(None);
         };
-        let mut state: RoomState = serde_json::from_str(&stored.state)
-            .map_err(|e| RoomError::Corrupt(format!("snapshot of room {room_id}: {e}")))?;
-        state.reset_presence((self.inner.clock)());
-        Ok(Some(state))
-    }
-
-    /// Applies and commits under the cell lock; memory changes only after commit.
-    async fn commit(
-        &self,
-        room_id: &RoomId,
-        command_id: &CommandId,
-        request_id: String,
-        command: &Command,
-        still: Option<&StillHolds>,
-    ) -> Result<Committed, RoomError> {
-        let fingerprint = fingerprint(room_id, command);
-        let cell = self.cell(room_id);
-        let mut guard = cell.state.lock().await;
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let state = self.loaded(room_id, &mut guard).await?;
-            if let Some(still) = still
-                && !state.as_ref().is_some_and(still)
-            {
-                let room = state.as_ref().map(RoomState::snapshot);
-                let room_version = room.as_ref().map_or(0, |r| r.version);
-                let response = CommandResponse {
-                    applied: false,
-                    room_version,
-                    replayed: false,
-                    room,
-                    events: Vec::new(),
-                };
-                return Ok(Committed { response, envelopes: Vec::new() });
-            }
-            let ctx = CommandContext {
-                room_id: room_id.clone(),
-                command_id: command_id.clone(),
-                request_id: request_id.clone(),
-                now_ms: (self.inner.clock)(),
-            };
-            let applied = match domain::apply(state.as_ref(), command, &ctx) {
-                Ok(applied) => applied,
-                // A repeated command may be refused by the state it produced (CreateRoom of
-                // an existing room, CloseRoom of a closed one): the log answers first.
-                Err(refused) => {
-                    let room = state.as_ref().map(RoomState::snapshot);
-                    let cell_version = state.as_ref().map(|s| s.version);
-                    match self.replay(command_id, &fingerprint, Some(refused), room).await {
-                        // A refusal is decided on the cell: if another node has moved the room
-                        // on, reload and decide again (once).
-                        Err(RoomError::Domain(_))
-                            if attempts < 2 && self.is_stale(room_id, cell_version).await? =>
-                        {
-                            *guard = None;
-                            continue;
-                        }
-                        answer => return answer,
-                    }
-                }
-            };
-            let previous_version = state.as_ref().map_or(0, |s| s.version);
-            let envelopes = envelopes(&applied, &ctx);
-            let mut commit =
-                command_commit(&ctx, command, &fingerprint, &applied, previous_version, &envelopes);
-            // The synchronous push starts after commit and its mark is batched: give it a margin
-            // before the worker may claim the rows.
-            commit.publish_timeout = self.inner.options.publish_timeout + SYNC_CLAIM_MARGIN;
-            let room_before = state.as_ref().map(RoomState::snapshot);
-            // Unload the cell while the commit is in flight: if this future is dropped (the
-            // client went away) the commit may still land, and the next request must reload
-            // rather than decide on the state before it.
-            let before = guard.take();
-            match self.inner.repo.commit_command(&commit).await {
-                Ok(()) => {
-                    let response = CommandResponse {
-                        applied: applied.applied,
-                        room_version: applied.state.version,
-                        replayed: false,
-                        room: Some(applied.state.snapshot()),
-                        events: Vec::new(),
-                    };
-                    *guard = if applied.applied { Some(Some(applied.state)) } else { before };
-                    return Ok(Committed { response, envelopes });
-                }
-                Err(CommitError::DuplicateCommand) => {
-                    return self.replay(command_id, &fingerprint, None, room_before).await;
-                }
-                Err(CommitError::VersionConflict) if attempts < 2 => {
-                    tracing::info!(room_id = %room_id, "Room changed on another node; reloading");
-                }
-                Err(CommitError::VersionConflict) => {
-                    return Err(RoomError::CommandConflict(
-                        "room was changed concurrently by another node; retry the command".into(),
-                    ));
-                }
-                // The commit may or may not have landed: the cell reloads on the next command.
-                Err(CommitError::Store(e)) => return Err(RoomError::Unavailable(e)),
-            }
-        }
+        let corrupt = |what: &str, e: &dyn std::fmt::Display| {
+            RoomError::Corrupt(format!("{what} of room {room_id}: {e}"))
+        };
+        let snapshot: RoomSnapshot =
+            serde_json::from_str(&stored.state).map_err(|e| corrupt("snapshot", &e))?;
+        let members = stored
+            .members
+            .into_iter()
+            .map(|(id, joined)| UserId::parse(id).map(|id| (id, joined)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("a member", &e))?;
+        let senders = stored
+            .gift_totals
+            .into_iter()
+            .map(|t| {
+                let total = SenderTotal { total_value: t.total_value, first_version: t.first_version };
+                UserId::parse(t.user_id).map(|id| (id, total))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("a gift total", &e))?;
+        Ok(Some(RoomState::restore(snapshot, members, senders, (self.inner.clock)())))
     }
 }

@@ -2,8 +2,10 @@
 //! through the normal command pipeline (LeaveRoom, reason `stale`), so their RoomUserLeft goes
 //! through the outbox like any other event.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
@@ -24,37 +26,50 @@ pub fn stale_command_id(room_id: &RoomId, user_id: &UserId, joined_at_ms: i64) -
         .unwrap_or_else(|_| unreachable!("a hex digest is printable ASCII"))
 }
 
-/// Removes stale members once; returns how many were removed.
+/// Removes stale members once; returns how many were removed. The removals of a room are
+/// issued together (up to its `max_commit_batch` at a time), so a room that lost thousands of
+/// viewers at once clears them in a few group commits.
 pub async fn sweep_stale(rooms: &RoomService, stale_after: Duration, cancel: &CancellationToken) -> usize {
     let stale_after_ms = i64::try_from(stale_after.as_millis()).unwrap_or(i64::MAX);
     let cutoff = rooms.now_ms().saturating_sub(stale_after_ms);
     let mut removed = 0;
     for (room_id, members) in rooms.stale_members(cutoff).await {
-        for (user_id, joined_at_ms) in members {
-            if cancel.is_cancelled() {
-                return removed;
-            }
-            let command_id = stale_command_id(&room_id, &user_id, joined_at_ms);
-            let command = Command::LeaveRoom { user_id: user_id.clone(), reason: LeaveReason::Stale };
-            // A heartbeat may have come in since the scan: re-checked under the cell lock.
-            let member = user_id.clone();
-            let still_stale = move |room: &RoomState| {
-                room.members
-                    .get(&member)
-                    .is_some_and(|m| m.joined_at_ms == joined_at_ms && m.last_heartbeat_ms <= cutoff)
-            };
-            let removal =
-                rooms.execute_if(room_id.clone(), command_id, "presence".into(), command, &still_stale);
-            match removal.await {
-                Ok(r) if r.applied && !r.replayed => removed += 1,
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::warn!(room_id = %room_id, user_id = %user_id, %error, "Could not remove a stale member")
-                }
-            }
+        let removals = futures::stream::iter(members)
+            .take_while(|_| std::future::ready(!cancel.is_cancelled()))
+            .map(|(user_id, joined_at_ms)| remove_stale(rooms, &room_id, user_id, joined_at_ms, cutoff))
+            .buffer_unordered(rooms.max_commit_batch());
+        removed += removals.filter(|removed| std::future::ready(*removed)).count().await;
+        if cancel.is_cancelled() {
+            break;
         }
     }
     removed
+}
+
+/// Removes one stale member, unless a heartbeat came in since the scan (re-checked at the
+/// command's turn). True when this call removed it.
+async fn remove_stale(
+    rooms: &RoomService,
+    room_id: &RoomId,
+    user_id: UserId,
+    joined_at_ms: i64,
+    cutoff: i64,
+) -> bool {
+    let command_id = stale_command_id(room_id, &user_id, joined_at_ms);
+    let command = Command::LeaveRoom { user_id: user_id.clone(), reason: LeaveReason::Stale };
+    let member = user_id.clone();
+    let still_stale = Arc::new(move |room: &RoomState| {
+        room.members
+            .get(&member)
+            .is_some_and(|m| m.joined_at_ms == joined_at_ms && m.last_heartbeat_ms <= cutoff)
+    });
+    match rooms.execute_if(room_id.clone(), command_id, "presence".into(), command, still_stale).await {
+        Ok(r) => r.applied && !r.replayed,
+        Err(error) => {
+            tracing::warn!(room_id = %room_id, user_id = %user_id, %error, "Could not remove a stale member");
+            false
+        }
+    }
 }
 
 /// Drops idle cells every `interval` until cancelled (see [`RoomService::evict_idle`]).

@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 
+use super::batch::Committed;
 use super::error::RoomError;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
-use super::pipeline::{Committed, RoomService};
+use super::pipeline::RoomService;
 use crate::domain::{CommandId, DomainError, RoomSnapshot};
 use crate::publish::filter::IM_SKIPPED_EVENT_TYPES;
 use crate::store::{OutboxStatus, StoredCommand};

@@ -1,24 +1,65 @@
-//! The synchronous push: right after commit, a command's events go through the shared publish
-//! stack (path `sync`) in order, bounded by `publish_timeout` in all; the successes are handed
-//! to the delivery marker.
+//! The synchronous push: right after commit, a batch's events go through the shared publish
+//! stack (path `sync`) in room order — one batch after another, on the cell's publish lane —
+//! each command's publish ending at most `publish_timeout` after its commit; the successes are
+//! handed to the delivery marker. What is left stays pending for the worker.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tower::ServiceExt;
 
+use super::batch::Committed;
+use super::cells::Cell;
+use super::drain::Answer;
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
-use super::pipeline::{Committed, RoomService};
+use super::pipeline::RoomService;
 use crate::publish::{self, Message, Outcome, Path, Priority};
 
 impl RoomService {
-    /// Publishes a committed command's events in order through the shared stack, hands the
-    /// successes to the delivery marker (best effort, not awaited) and fills in the receipts. Waits at most
-    /// `publish_timeout` in all; what is left stays pending for the worker.
-    pub(super) async fn publish(&self, committed: Committed) -> CommandResponse {
-        let Committed { mut response, envelopes } = committed;
-        if envelopes.is_empty() {
-            return response;
+    /// Answers at once the commands with nothing to publish, and queues the others on the
+    /// cell's publish lane behind the previous batch.
+    pub(super) fn publish_in_lane(&self, cell: &Cell, answers: Vec<Answer>) {
+        // Each publish is bounded by the stack's own timeout, which is counted and traced; this
+        // deadline (a hair later, so the stack's timeout fires first) bounds the wait in the
+        // lane behind earlier commands.
+        let deadline = Instant::now() + self.inner.options.publish_timeout + Duration::from_millis(10);
+        let mut lane = Vec::new();
+        for (item, answer) in answers {
+            match answer {
+                Ok(committed) if !committed.envelopes.is_empty() => lane.push((item.reply, committed)),
+                Ok(committed) => {
+                    let _ = item.reply.send(Ok(committed.response));
+                }
+                Err(e) => {
+                    let _ = item.reply.send(Err(e));
+                }
+            }
         }
+        if lane.is_empty() {
+            return;
+        }
+        let (done, next) = oneshot::channel();
+        let previous = cell.lane_after(next);
+        let service = self.clone();
+        tokio::spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            for (reply, committed) in lane {
+                let response = service.publish(committed, deadline).await;
+                let _ = reply.send(Ok(response));
+            }
+            let _ = done.send(());
+        });
+    }
+
+    /// Publishes a committed command's events in order through the shared stack until
+    /// `deadline`, hands the successes to the delivery marker (best effort, not awaited) and
+    /// fills in the receipts.
+    async fn publish(&self, committed: Committed, deadline: Instant) -> CommandResponse {
+        let Committed { mut response, envelopes } = committed;
         let mut receipts: Vec<EventReceipt> = envelopes
             .iter()
             .map(|(e, _)| EventReceipt {
@@ -38,7 +79,7 @@ impl RoomService {
                     } else {
                         Priority::Normal
                     },
-                    body: json.clone(),
+                    body: Arc::clone(json),
                     path: Path::Sync,
                 };
                 receipt.delivery = match self.inner.publisher.clone().oneshot(message).await {
@@ -56,11 +97,7 @@ impl RoomService {
                 };
             }
         };
-        // Each publish is bounded by the stack's own timeout, which is counted and traced; a
-        // command has at most one IM-visible event, so this guard (a hair later, so the stack's
-        // timeout fires first) only bounds a stack without one.
-        let guard = self.inner.options.publish_timeout + Duration::from_millis(10);
-        let _ = tokio::time::timeout(guard, publish_all).await;
+        let _ = tokio::time::timeout_at(deadline, publish_all).await;
         let done: Vec<String> =
             receipts.iter().filter(|r| r.delivery != Delivery::Pending).map(|r| r.event_id.clone()).collect();
         self.inner.marker.submit(done);

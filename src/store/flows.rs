@@ -1,21 +1,26 @@
 //! The multi-statement transactions both backends share, written once over any [`Dialect`]:
-//! the command commit and the batch mark. Each repository opens the transaction its own way
+//! the room commit, the room load and the batch mark. Each repository opens the transaction its own way
 //! (SQLite takes the write lock up front) and hands it here.
 
 use sqlx::{Executor, FromRow, IntoArguments, Transaction};
 
-use super::rows::VersionRow;
+use super::room_sql;
+use super::rows::{GiftRow, MemberRow, RoomRow, VersionRow};
 use super::sql::{self, Dialect};
-use super::types::{CommandCommit, CommitError, MarkReport, PublishResult, StoreError, group_failures};
+use super::types::{
+    CommitError, GiftTotalRow, MarkReport, PublishResult, RoomCommit, StoreError, StoredRoom, group_failures,
+};
 
 fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
-/// Command log + outbox rows + fenced snapshot, then commit. Nothing is written on any error.
-pub(super) async fn commit_command<DB>(
+/// One room commit (any number of its commands), then commit. The snapshot row is written
+/// first: it is the fence, and every writer of a room's rows takes it before the others.
+/// Nothing is written on any error.
+pub(super) async fn commit_room<DB>(
     mut tx: Transaction<'static, DB>,
-    c: &CommandCommit,
+    c: &RoomCommit,
 ) -> Result<(), CommitError>
 where
     DB: Dialect,
@@ -23,38 +28,84 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
 {
-    if let Some((expected, state)) = &c.snapshot {
-        let written = if *expected == 0 {
-            match sql::insert_snapshot::<DB>(c, state).build().execute(&mut *tx).await {
+    let room = c.room_id.as_str();
+    if let Some(snapshot) = &c.snapshot {
+        let written = if c.expected_version == 0 {
+            match room_sql::insert_snapshot::<DB>(room, snapshot).build().execute(&mut *tx).await {
                 Err(e) if is_unique_violation(&e) => 0,
                 other => DB::rows_affected(&other?),
             }
         } else {
-            DB::rows_affected(
-                &sql::update_snapshot::<DB>(c, *expected, state).build().execute(&mut *tx).await?,
-            )
+            let mut update = room_sql::update_snapshot::<DB>(room, c.expected_version, snapshot);
+            DB::rows_affected(&update.build().execute(&mut *tx).await?)
         };
         if written != 1 {
             return Err(CommitError::VersionConflict);
         }
-    } else if !c.applied {
-        // A no-op (join of a member, leave of a non-member) writes no snapshot, but it was
-        // decided on the cell's state: that state must still be the committed one.
-        let mut check = sql::locked_version::<DB>(&c.room_id);
+    } else {
+        // Only no-ops (join of a member, leave of a non-member): no snapshot write, but they
+        // were decided on the cell's state, which must still be the committed one.
+        let mut check = room_sql::room_version::<DB>(room, true);
         let stored = check.build_query_as::<VersionRow>().fetch_optional(&mut *tx).await?;
-        if stored.map(|r| r.version) != Some(c.room_version as i64) {
+        if stored.map(|r| r.version) != Some(c.expected_version as i64) {
             return Err(CommitError::VersionConflict);
         }
     }
-    match sql::insert_command_log::<DB>(c).build().execute(&mut *tx).await {
-        Err(e) if is_unique_violation(&e) => return Err(CommitError::DuplicateCommand),
-        other => other?,
-    };
+    if c.members.cleared {
+        room_sql::delete_all_members::<DB>(room).build().execute(&mut *tx).await?;
+    }
+    if !c.members.deleted.is_empty() {
+        room_sql::delete_members::<DB>(room, &c.members.deleted).build().execute(&mut *tx).await?;
+    }
+    if !c.members.upserted.is_empty() {
+        room_sql::upsert_members::<DB>(room, &c.members.upserted).build().execute(&mut *tx).await?;
+    }
+    if !c.gift_totals.is_empty() {
+        room_sql::upsert_gift_totals::<DB>(room, &c.gift_totals).build().execute(&mut *tx).await?;
+    }
+    if !c.commands.is_empty() {
+        match room_sql::insert_command_log::<DB>(c).build().execute(&mut *tx).await {
+            Err(e) if is_unique_violation(&e) => return Err(CommitError::DuplicateCommand),
+            other => other?,
+        };
+    }
     if !c.outbox.is_empty() {
-        sql::insert_outbox::<DB>(c).build().execute(&mut *tx).await?;
+        room_sql::insert_outbox::<DB>(c).build().execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// A room's snapshot, members and gift totals as of one version: the snapshot row is read
+/// first and kept from writers (or the read transaction's snapshot holds) until the end.
+pub(super) async fn load_room<DB>(
+    mut tx: Transaction<'static, DB>,
+    room_id: &str,
+) -> Result<Option<StoredRoom>, StoreError>
+where
+    DB: Dialect,
+    for<'r> RoomRow: FromRow<'r, DB::Row>,
+    for<'r> MemberRow: FromRow<'r, DB::Row>,
+    for<'r> GiftRow: FromRow<'r, DB::Row>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+{
+    let mut snapshot = room_sql::load_snapshot::<DB>(room_id);
+    let Some(row) = snapshot.build_query_as::<RoomRow>().fetch_optional(&mut *tx).await? else {
+        tx.commit().await?;
+        return Ok(None);
+    };
+    let mut members = room_sql::load_members::<DB>(room_id);
+    let members = members.build_query_as::<MemberRow>().fetch_all(&mut *tx).await?;
+    let mut gifts = room_sql::load_gift_totals::<DB>(room_id);
+    let gift_totals = gifts.build_query_as::<GiftRow>().fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(Some(StoredRoom {
+        version: row.version.max(0) as u64,
+        state: row.state,
+        members: members.into_iter().map(|m| (m.user_id, m.joined_at_ms)).collect(),
+        gift_totals: gift_totals.into_iter().map(GiftTotalRow::from).collect(),
+    }))
 }
 
 /// A claimed batch's results in one transaction: one UPDATE for the delivered rows, one per

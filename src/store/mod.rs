@@ -1,8 +1,9 @@
-//! Storage: one [`Repository`] trait over the three tables (`room_command_log`,
-//! `room_outbox`, `room_snapshot`), implemented for MySQL/MariaDB and SQLite.
+//! Storage: one [`Repository`] trait over the tables (`room_command_log`, `room_outbox`,
+//! `room_snapshot`, `room_member`, `room_gift_total`), implemented for MySQL/MariaDB and SQLite.
 //!
-//! The command path commits a command, its outbox rows and the room snapshot in one
-//! transaction ([`Repository::commit_command`]); the outbox worker claims and marks rows;
+//! The command path commits one or more commands of a room — their log rows, outbox rows, the
+//! small snapshot and the member and gift rows they changed — in one transaction
+//! ([`Repository::commit_room`]); the outbox worker claims and marks rows;
 //! the admin endpoints read stats. Every time comparison on outbox rows uses the database's
 //! clock, never the node's.
 
@@ -10,6 +11,7 @@ mod admin;
 mod flows;
 mod mysql;
 mod mysql_admin;
+mod room_sql;
 mod rows;
 mod sql;
 mod sqlite;
@@ -27,8 +29,9 @@ pub use admin::{
 pub use mysql::MySqlRepository;
 pub use sqlite::SqliteRepository;
 pub use types::{
-    Claim, CommandCommit, CommitError, MarkReport, NewOutboxRow, OutboxQuery, OutboxRow, OutboxStats,
-    OutboxStatus, PublishResult, StoreError, StoredCommand, StoredRoom,
+    Claim, CommitError, GiftTotalRow, LoggedCommand, MarkReport, MemberChanges, NewOutboxRow, OutboxQuery,
+    OutboxRow, OutboxStats, OutboxStatus, PublishResult, RoomCommit, SnapshotWrite, StoreError,
+    StoredCommand, StoredRoom,
 };
 
 /// Which database a repository talks to.
@@ -53,15 +56,22 @@ pub trait Repository: AdminRepository + Send + Sync + std::fmt::Debug + 'static 
     /// Cheap round trip, for readiness.
     async fn ping(&self) -> Result<(), StoreError>;
 
-    /// The persisted snapshot of a room, if any.
+    /// A persisted room — snapshot, members, gift totals as of one version — if any.
     async fn load_room(&self, room_id: &str) -> Result<Option<StoredRoom>, StoreError>;
+
+    /// The stored version of a room, if it exists (cheap: the snapshot row alone).
+    async fn room_version(&self, room_id: &str) -> Result<Option<u64>, StoreError>;
 
     /// The logged outcome of a command, if it was ever committed.
     async fn find_command(&self, command_id: &str) -> Result<Option<StoredCommand>, StoreError>;
 
-    /// One transaction: command log row, outbox rows (`pending`, claimable after
-    /// `publish_timeout`), snapshot guarded by the expected previous version.
-    async fn commit_command(&self, commit: &CommandCommit) -> Result<(), CommitError>;
+    /// The logged outcomes of whichever of these commands were ever committed.
+    async fn find_commands(&self, command_ids: &[String]) -> Result<Vec<StoredCommand>, StoreError>;
+
+    /// One transaction: the commands' log rows, outbox rows (`pending`, claimable after
+    /// `publish_timeout`), member and gift rows, and the snapshot fenced on
+    /// `expected_version`.
+    async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError>;
 
     /// Best-effort mark of synchronously published events (`pending|retryable` → `delivered`).
     /// Returns how many rows changed.

@@ -13,6 +13,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{Executor, MySql, QueryBuilder, Row};
 
 use super::flows;
+use super::room_sql;
 use super::rows;
 use super::sql::{self, Dialect};
 use super::types::*;
@@ -97,20 +98,35 @@ impl Repository for MySqlRepository {
     }
 
     async fn load_room(&self, room_id: &str) -> Result<Option<StoredRoom>, StoreError> {
-        let row = sql::load_room::<MySql>(room_id)
-            .build_query_as::<rows::RoomRow>()
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(StoredRoom::from))
+        flows::load_room::<MySql>(self.pool.begin().await?, room_id).await
+    }
+
+    async fn room_version(&self, room_id: &str) -> Result<Option<u64>, StoreError> {
+        let mut q = room_sql::room_version::<MySql>(room_id, false);
+        let row = q.build_query_as::<rows::VersionRow>().fetch_optional(&self.pool).await?;
+        Ok(row.map(|r| r.version.max(0) as u64))
     }
 
     async fn find_command(&self, command_id: &str) -> Result<Option<StoredCommand>, StoreError> {
-        let mut q = sql::find_command::<MySql>(command_id);
+        let mut q = room_sql::find_command::<MySql>(command_id);
         Ok(q.build_query_as::<rows::CommandRow>().fetch_optional(&self.pool).await?.map(StoredCommand::from))
     }
 
-    async fn commit_command(&self, c: &CommandCommit) -> Result<(), CommitError> {
-        flows::commit_command(self.pool.begin().await?, c).await
+    async fn find_commands(&self, command_ids: &[String]) -> Result<Vec<StoredCommand>, StoreError> {
+        if command_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = room_sql::find_commands::<MySql>(command_ids);
+        Ok(q.build_query_as::<rows::CommandRow>()
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(StoredCommand::from)
+            .collect())
+    }
+
+    async fn commit_room(&self, c: &RoomCommit) -> Result<(), CommitError> {
+        flows::commit_room(self.pool.begin().await?, c).await
     }
 
     async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, StoreError> {

@@ -1,23 +1,43 @@
 //! Private row shapes read back from the tables, converted into the public types.
 
-use super::types::{StoredCommand, StoredRoom};
+use super::types::{GiftTotalRow, StoredCommand};
 
-/// `room_snapshot` as read by [`load_room`](super::sql::load_room).
+/// `room_snapshot` as read by [`load_snapshot`](super::room_sql::load_snapshot).
 #[derive(sqlx::FromRow)]
 pub(super) struct RoomRow {
-    version: i64,
-    state: String,
+    pub(super) version: i64,
+    pub(super) state: String,
 }
 
-impl From<RoomRow> for StoredRoom {
-    fn from(r: RoomRow) -> Self {
-        StoredRoom { version: r.version.max(0) as u64, state: r.state }
+/// `room_member` as read by [`load_members`](super::room_sql::load_members).
+#[derive(sqlx::FromRow)]
+pub(super) struct MemberRow {
+    pub(super) user_id: String,
+    pub(super) joined_at_ms: i64,
+}
+
+/// `room_gift_total` as read by [`load_gift_totals`](super::room_sql::load_gift_totals).
+#[derive(sqlx::FromRow)]
+pub(super) struct GiftRow {
+    user_id: String,
+    total_value: i64,
+    first_version: i64,
+}
+
+impl From<GiftRow> for GiftTotalRow {
+    fn from(r: GiftRow) -> Self {
+        GiftTotalRow {
+            user_id: r.user_id,
+            total_value: r.total_value.max(0) as u64,
+            first_version: r.first_version.max(0) as u64,
+        }
     }
 }
 
-/// `room_command_log` as read by [`find_command`](super::sql::find_command).
+/// `room_command_log` as read by [`find_command`](super::room_sql::find_command).
 #[derive(sqlx::FromRow)]
 pub(super) struct CommandRow {
+    command_id: String,
     room_id: String,
     fingerprint: String,
     applied: bool,
@@ -28,6 +48,7 @@ pub(super) struct CommandRow {
 impl From<CommandRow> for StoredCommand {
     fn from(r: CommandRow) -> Self {
         StoredCommand {
+            command_id: r.command_id,
             room_id: r.room_id,
             fingerprint: r.fingerprint,
             applied: r.applied,
@@ -37,7 +58,7 @@ impl From<CommandRow> for StoredCommand {
     }
 }
 
-/// `room_snapshot.version` alone, as read by [`locked_version`](super::sql::locked_version).
+/// `room_snapshot.version` alone, as read by [`room_version`](super::room_sql::room_version).
 #[derive(sqlx::FromRow)]
 pub(super) struct VersionRow {
     pub(super) version: i64,

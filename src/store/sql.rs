@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::{Database, MySql, QueryBuilder, Sqlite};
 
-use super::types::{CommandCommit, OutboxQuery};
+use super::types::OutboxQuery;
 
 /// Columns of `room_outbox`, in `OutboxRow` order.
 pub(super) const OUTBOX_COLUMNS: &str = "id, event_id, room_id, event_type, envelope, status, retry_count, \
@@ -25,11 +25,21 @@ pub(super) trait Dialect: Database {
     /// Appended to a read that must lock its rows until commit (empty where the transaction
     /// already holds the write lock).
     const LOCKING_READ: &'static str;
+    /// Appended to a read that keeps writers of its rows out until commit (empty where a read
+    /// transaction already sees one consistent snapshot).
+    const SHARED_READ: &'static str;
+    /// Appended to a multi-row `INSERT` so that a row whose `key` exists overwrites `columns`.
+    fn upsert(key: &str, columns: &[&str]) -> String;
 }
 
 impl Dialect for MySql {
     const NOW_MS: &'static str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
     const LOCKING_READ: &'static str = " FOR UPDATE";
+    const SHARED_READ: &'static str = " LOCK IN SHARE MODE";
+    fn upsert(_key: &str, columns: &[&str]) -> String {
+        let set: Vec<String> = columns.iter().map(|c| format!("{c} = VALUES({c})")).collect();
+        format!(" ON DUPLICATE KEY UPDATE {}", set.join(", "))
+    }
     fn bind_i64(q: &mut QueryBuilder<Self>, value: i64) {
         q.push_bind(value);
     }
@@ -45,6 +55,12 @@ impl Dialect for Sqlite {
     const NOW_MS: &'static str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
     // Command transactions start with BEGIN IMMEDIATE: the write lock is already held.
     const LOCKING_READ: &'static str = "";
+    // WAL: a read transaction sees one snapshot from its first read to its end.
+    const SHARED_READ: &'static str = "";
+    fn upsert(key: &str, columns: &[&str]) -> String {
+        let set: Vec<String> = columns.iter().map(|c| format!("{c} = excluded.{c}")).collect();
+        format!(" ON CONFLICT ({key}) DO UPDATE SET {}", set.join(", "))
+    }
     fn bind_i64(q: &mut QueryBuilder<Self>, value: i64) {
         q.push_bind(value);
     }
@@ -56,7 +72,7 @@ impl Dialect for Sqlite {
     }
 }
 
-fn millis(d: Duration) -> i64 {
+pub(super) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
@@ -80,88 +96,6 @@ pub(super) fn push_ids<DB: Dialect>(q: &mut QueryBuilder<DB>, ids: &[i64]) {
 /// Appends `('value', ...)`.
 pub(super) fn push_strs<DB: Dialect>(q: &mut QueryBuilder<DB>, values: &[String]) {
     push_list(q, values, |q, v| DB::bind_str(q, v));
-}
-
-/// A new room's first snapshot; a unique violation means another writer created it first.
-pub(super) fn insert_snapshot<DB: Dialect>(c: &CommandCommit, state: &str) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new(
-        "INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) VALUES (",
-    );
-    DB::bind_str(&mut q, &c.room_id);
-    q.push(", ");
-    DB::bind_i64(&mut q, c.room_version as i64);
-    q.push(", ");
-    DB::bind_str(&mut q, c.room_status);
-    q.push(", ");
-    DB::bind_str(&mut q, state);
-    q.push(format!(", {})", DB::NOW_MS));
-    q
-}
-
-/// The next snapshot, fenced: changes one row only if the stored version is `expected`.
-pub(super) fn update_snapshot<DB: Dialect>(
-    c: &CommandCommit,
-    expected: u64,
-    state: &str,
-) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("UPDATE room_snapshot SET version = ");
-    DB::bind_i64(&mut q, c.room_version as i64);
-    q.push(", status = ");
-    DB::bind_str(&mut q, c.room_status);
-    q.push(", state = ");
-    DB::bind_str(&mut q, state);
-    q.push(format!(", updated_at_ms = {} WHERE room_id = ", DB::NOW_MS));
-    DB::bind_str(&mut q, &c.room_id);
-    q.push(" AND version = ");
-    DB::bind_i64(&mut q, expected as i64);
-    q
-}
-
-/// The stored version of a room, locked until commit.
-pub(super) fn locked_version<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT version FROM room_snapshot WHERE room_id = ");
-    DB::bind_str(&mut q, room_id);
-    q.push(DB::LOCKING_READ);
-    q
-}
-
-/// The command log row; a unique violation on `command_id` means it was logged before.
-pub(super) fn insert_command_log<DB: Dialect>(c: &CommandCommit) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new(
-        "INSERT INTO room_command_log (command_id, room_id, command_type, fingerprint, request_id, applied, \
-         room_version, outcome, created_at_ms) VALUES (",
-    );
-    for value in [&c.command_id, &c.room_id, c.command_type, &c.fingerprint, &c.request_id] {
-        DB::bind_str(&mut q, value);
-        q.push(", ");
-    }
-    DB::bind_i64(&mut q, i64::from(c.applied));
-    q.push(", ");
-    DB::bind_i64(&mut q, c.room_version as i64);
-    q.push(", ");
-    DB::bind_str(&mut q, &c.outcome);
-    q.push(format!(", {})", DB::NOW_MS));
-    q
-}
-
-/// The command's outbox rows: `pending`, claimable once `publish_timeout` has passed.
-pub(super) fn insert_outbox<DB: Dialect>(c: &CommandCommit) -> QueryBuilder<DB> {
-    let now = DB::NOW_MS;
-    let mut q = QueryBuilder::new(
-        "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, status, retry_count, lock_until_ms, \
-         created_at_ms, updated_at_ms) VALUES ",
-    );
-    for (i, row) in c.outbox.iter().enumerate() {
-        q.push(if i == 0 { "(" } else { ", (" });
-        for value in [&row.event_id, &c.room_id, row.event_type, &row.envelope] {
-            DB::bind_str(&mut q, value);
-            q.push(", ");
-        }
-        q.push(format!("'pending', 0, {now} + "));
-        DB::bind_i64(&mut q, millis(c.publish_timeout));
-        q.push(format!(", {now}, {now})"));
-    }
-    q
 }
 
 /// Best-effort mark of synchronously published events.
@@ -302,20 +236,4 @@ pub(super) fn requeue_set<DB: Dialect>() -> QueryBuilder<DB> {
         "UPDATE room_outbox SET status = 'pending', worker_id = NULL, lock_until_ms = {now}, updated_at_ms = {now} \
          WHERE status IN ('retryable', 'failed') AND "
     ))
-}
-
-/// A room's snapshot row.
-pub(super) fn load_room<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT version, state FROM room_snapshot WHERE room_id = ");
-    DB::bind_str(&mut q, room_id);
-    q
-}
-
-/// A command log row.
-pub(super) fn find_command<DB: Dialect>(command_id: &str) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new(
-        "SELECT room_id, fingerprint, applied, room_version, outcome FROM room_command_log WHERE command_id = ",
-    );
-    DB::bind_str(&mut q, command_id);
-    q
 }

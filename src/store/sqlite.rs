@@ -14,6 +14,7 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::flows;
+use super::room_sql;
 use super::rows;
 use super::sql::{self, Dialect};
 use super::types::*;
@@ -69,21 +70,36 @@ impl Repository for SqliteRepository {
     }
 
     async fn load_room(&self, room_id: &str) -> Result<Option<StoredRoom>, StoreError> {
-        let row = sql::load_room::<Sqlite>(room_id)
-            .build_query_as::<rows::RoomRow>()
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(StoredRoom::from))
+        flows::load_room::<Sqlite>(self.pool.begin().await?, room_id).await
+    }
+
+    async fn room_version(&self, room_id: &str) -> Result<Option<u64>, StoreError> {
+        let mut q = room_sql::room_version::<Sqlite>(room_id, false);
+        let row = q.build_query_as::<rows::VersionRow>().fetch_optional(&self.pool).await?;
+        Ok(row.map(|r| r.version.max(0) as u64))
     }
 
     async fn find_command(&self, command_id: &str) -> Result<Option<StoredCommand>, StoreError> {
-        let mut q = sql::find_command::<Sqlite>(command_id);
+        let mut q = room_sql::find_command::<Sqlite>(command_id);
         Ok(q.build_query_as::<rows::CommandRow>().fetch_optional(&self.pool).await?.map(StoredCommand::from))
     }
 
-    async fn commit_command(&self, c: &CommandCommit) -> Result<(), CommitError> {
+    async fn find_commands(&self, command_ids: &[String]) -> Result<Vec<StoredCommand>, StoreError> {
+        if command_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = room_sql::find_commands::<Sqlite>(command_ids);
+        Ok(q.build_query_as::<rows::CommandRow>()
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(StoredCommand::from)
+            .collect())
+    }
+
+    async fn commit_room(&self, c: &RoomCommit) -> Result<(), CommitError> {
         // BEGIN IMMEDIATE: take the write lock up front instead of failing to upgrade later.
-        flows::commit_command(self.pool.begin_with("BEGIN IMMEDIATE").await?, c).await
+        flows::commit_room(self.pool.begin_with("BEGIN IMMEDIATE").await?, c).await
     }
 
     async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, StoreError> {

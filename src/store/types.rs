@@ -53,18 +53,25 @@ impl FromStr for OutboxStatus {
     }
 }
 
-/// A persisted room snapshot.
+/// A persisted room: the snapshot row and the rows of its members and gift senders, read in
+/// one consistent view.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRoom {
     /// Room version it holds.
     pub version: u64,
-    /// The serialised `RoomState`.
+    /// The serialised snapshot (`RoomSnapshot`: the small state, without members).
     pub state: String,
+    /// `(user_id, joined_at_ms)`, by user id.
+    pub members: Vec<(String, i64)>,
+    /// Gift totals by sender.
+    pub gift_totals: Vec<GiftTotalRow>,
 }
 
 /// A logged command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredCommand {
+    /// Its idempotency key.
+    pub command_id: String,
     /// The room it targeted.
     pub room_id: String,
     /// SHA-256 of its body.
@@ -88,13 +95,11 @@ pub struct NewOutboxRow {
     pub envelope: String,
 }
 
-/// Everything one command commits, in one transaction.
+/// One command's row in `room_command_log`.
 #[derive(Debug, Clone)]
-pub struct CommandCommit {
+pub struct LoggedCommand {
     /// Idempotency key.
     pub command_id: String,
-    /// Target room.
-    pub room_id: String,
     /// Bounded command name.
     pub command_type: &'static str,
     /// SHA-256 of the command body.
@@ -107,12 +112,68 @@ pub struct CommandCommit {
     pub room_version: u64,
     /// Serialised outcome, replayed for a repeated command id.
     pub outcome: String,
-    /// Snapshot to write when applied: (expected previous version, 0 for a new room; state).
-    pub snapshot: Option<(u64, String)>,
-    /// Room status stored beside the snapshot.
-    pub room_status: &'static str,
-    /// Outbox rows, in event order.
+}
+
+/// The snapshot row a commit writes.
+#[derive(Debug, Clone)]
+pub struct SnapshotWrite {
+    /// Room version after the last command of the commit.
+    pub version: u64,
+    /// `open` or `closed`.
+    pub status: &'static str,
+    /// The serialised `RoomSnapshot`.
+    pub state: String,
+}
+
+/// A sender's running gift total (`room_gift_total`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GiftTotalRow {
+    /// The sender.
+    pub user_id: String,
+    /// Sum of their gifts.
+    pub total_value: u64,
+    /// Room version of their first gift.
+    pub first_version: u64,
+}
+
+/// The member rows a commit changes, as the net effect of its commands.
+#[derive(Debug, Clone, Default)]
+pub struct MemberChanges {
+    /// Delete every member row of the room first (the room closed).
+    pub cleared: bool,
+    /// `(user_id, joined_at_ms)` rows to insert or overwrite.
+    pub upserted: Vec<(String, i64)>,
+    /// Members to delete.
+    pub deleted: Vec<String>,
+}
+
+impl MemberChanges {
+    /// True when no member row changes.
+    pub fn is_empty(&self) -> bool {
+        !self.cleared && self.upserted.is_empty() && self.deleted.is_empty()
+    }
+}
+
+/// Everything one commit of a room writes, in one transaction: one or more commands decided
+/// in order on the room at `expected_version` (group commit), each with its command log row and
+/// outbox rows, and what they changed — one snapshot write, member rows, gift totals.
+#[derive(Debug, Clone)]
+pub struct RoomCommit {
+    /// The room.
+    pub room_id: String,
+    /// The version the commands were decided on (0: the room did not exist). The snapshot
+    /// write is fenced on it; without one, the stored version is checked against it.
+    pub expected_version: u64,
+    /// The new snapshot, when any command changed the room.
+    pub snapshot: Option<SnapshotWrite>,
+    /// Command log rows, in order.
+    pub commands: Vec<LoggedCommand>,
+    /// Outbox rows, in room order.
     pub outbox: Vec<NewOutboxRow>,
+    /// Member rows.
+    pub members: MemberChanges,
+    /// Gift totals to insert or overwrite.
+    pub gift_totals: Vec<GiftTotalRow>,
     /// The rows are not claimable by a worker before this much time has passed.
     pub publish_timeout: Duration,
 }

@@ -100,7 +100,7 @@ fn migrate_creates_the_schema_and_exits() {
         .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&tables.stdout).trim(),
-        "['room_command_log', 'room_outbox', 'room_snapshot']"
+        "['room_command_log', 'room_gift_total', 'room_member', 'room_outbox', 'room_snapshot']"
     );
 }
 

@@ -61,7 +61,7 @@ pub(crate) fn precompute(
             command_type: command.name(),
             version,
             expected,
-            state: serde_json::to_string(&applied.state).unwrap_or_default(),
+            state: serde_json::to_string(&applied.state.snapshot()).unwrap_or_default(),
             outcome: json!({"applied": true, "room_version": version, "events": events}).to_string(),
             outbox,
         });

@@ -14,7 +14,10 @@ use room_service::publish::stack::into_publisher;
 use room_service::publish::tencent::{TencentImOptions, TencentImService};
 use room_service::publish::trace::TraceLayer;
 use room_service::secret::Secret;
-use room_service::store::{CommandCommit, NewOutboxRow, OutboxQuery, OutboxRow, SharedRepository};
+use room_service::store::{
+    LoggedCommand, MemberChanges, NewOutboxRow, OutboxQuery, OutboxRow, RoomCommit, SharedRepository,
+    SnapshotWrite,
+};
 
 use crate::support::TestDb;
 use tower::ServiceBuilder;
@@ -89,24 +92,31 @@ impl Db {
         envelopes: Vec<(String, &'static str, String)>,
         publish_timeout: Duration,
     ) {
-        let commit = CommandCommit {
-            command_id: format!("cmd-{:016x}", rand::random::<u64>()),
+        // A room commit moves the room on by one version each time.
+        let expected_version = self.repo.room_version(room).await.expect("room version").unwrap_or(0);
+        let version = expected_version + 1;
+        let commit = RoomCommit {
             room_id: room.into(),
-            command_type: "JoinRoom",
-            fingerprint: "f".repeat(64),
-            request_id: "req-test".into(),
-            applied: true,
-            room_version: 1,
-            outcome: "{}".into(),
-            snapshot: None,
-            room_status: "open",
+            expected_version,
+            snapshot: Some(SnapshotWrite { version, status: "open", state: "{}".into() }),
+            commands: vec![LoggedCommand {
+                command_id: format!("cmd-{:016x}", rand::random::<u64>()),
+                command_type: "JoinRoom",
+                fingerprint: "f".repeat(64),
+                request_id: "req-test".into(),
+                applied: true,
+                room_version: version,
+                outcome: "{}".into(),
+            }],
+            members: MemberChanges::default(),
+            gift_totals: Vec::new(),
             outbox: envelopes
                 .into_iter()
                 .map(|(event_id, event_type, envelope)| NewOutboxRow { event_id, event_type, envelope })
                 .collect(),
             publish_timeout,
         };
-        self.repo.commit_command(&commit).await.expect("commit command");
+        self.repo.commit_room(&commit).await.expect("commit command");
     }
 
     /// Commits one command with a well-formed event of each type, claimable at once; returns

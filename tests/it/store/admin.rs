@@ -17,7 +17,7 @@ async fn outbox_stats_counts_per_status_and_oldest_ages() {
         assert_eq!(db.repo.outbox_stats().await.unwrap(), OutboxStats::default(), "{db}: empty");
         // Six rows: ids[0] delivered, ids[1] retryable, ids[2] delivering, ids[3..5] pending,
         // ids[5] failed.
-        db.repo.commit_command(&commit("r1", "c1", 0, 6)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 6)).await.unwrap();
         let ids: Vec<i64> = db.outbox().await.iter().map(|r| r.id).collect();
         let now = db.now_ms().await;
         for (id, age) in
@@ -57,7 +57,7 @@ async fn outbox_stats_counts_per_status_and_oldest_ages() {
 #[tokio::test]
 async fn list_outbox_pages_by_after_id_and_filters_by_status() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 5)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 5)).await.unwrap();
         let all = db.outbox().await;
         let ids: Vec<i64> = all.iter().map(|r| r.id).collect();
         assert_eq!(ids.len(), 5, "{db}");
@@ -91,7 +91,7 @@ async fn list_outbox_pages_by_after_id_and_filters_by_status() {
 async fn outbox_statuses_reports_each_known_event() {
     for db in backends().await {
         let c = commit("r1", "c1", 0, 3);
-        db.repo.commit_command(&c).await.unwrap();
+        db.repo.commit_room(&c).await.unwrap();
         let events = event_ids(&c);
         db.repo.claim_outbox(&claim("w1", 1)).await.unwrap();
         db.repo.mark_delivered(&events[1..2]).await.unwrap();

@@ -31,7 +31,7 @@ fn failed(id: i64, error: &str, retry_after: Duration) -> PublishResult {
 async fn mark_delivered_moves_pending_rows_only() {
     for db in backends().await {
         let c = commit("r1", "c1", 0, 3);
-        db.repo.commit_command(&c).await.unwrap();
+        db.repo.commit_room(&c).await.unwrap();
         let events = event_ids(&c);
         let claimed = claim_ids(&db, &claim("w1", 1, LONG)).await;
         let delivering_before = db.outbox_row(&events[0]).await;
@@ -61,13 +61,13 @@ async fn fresh_pending_row_is_claimable_only_after_publish_timeout() {
     for db in backends().await {
         let mut slow = commit("r1", "c1", 0, 1);
         slow.publish_timeout = Duration::from_secs(5);
-        db.repo.commit_command(&slow).await.unwrap();
+        db.repo.commit_room(&slow).await.unwrap();
         assert_eq!(claim_ids(&db, &claim("w1", 10, LONG)).await, Vec::<i64>::new(), "{db}: too fresh");
         let row = db.outbox_row(&slow.outbox[0].event_id).await;
         assert_eq!((row.status.as_str(), row.worker_id), ("pending", None), "{db}");
 
         let now = commit("r2", "c2", 0, 1);
-        db.repo.commit_command(&now).await.unwrap();
+        db.repo.commit_room(&now).await.unwrap();
         let id = db.outbox_row(&now.outbox[0].event_id).await.id;
         assert_eq!(claim_ids(&db, &claim("w1", 10, LONG)).await, vec![id], "{db}: publish_timeout 0");
     }
@@ -76,7 +76,7 @@ async fn fresh_pending_row_is_claimable_only_after_publish_timeout() {
 #[tokio::test]
 async fn claim_marks_rows_delivering_under_a_lease() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 2)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 2)).await.unwrap();
         let before = db.now_ms().await;
         let claimed = db.repo.claim_outbox(&claim("node-a/1", 10, LONG)).await.unwrap();
         let after = db.now_ms().await;
@@ -95,7 +95,7 @@ async fn claim_marks_rows_delivering_under_a_lease() {
 #[tokio::test]
 async fn unexpired_lease_is_not_claimed_by_another_worker() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 2)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 2)).await.unwrap();
         assert_eq!(claim_ids(&db, &claim("w1", 10, LONG)).await.len(), 2, "{db}");
         assert_eq!(claim_ids(&db, &claim("w2", 10, LONG)).await, Vec::<i64>::new(), "{db}");
         for row in db.outbox().await {
@@ -107,7 +107,7 @@ async fn unexpired_lease_is_not_claimed_by_another_worker() {
 #[tokio::test]
 async fn expired_lease_is_reclaimed_and_the_old_holder_is_fenced_out() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 1)).await.unwrap();
         let first = claim_ids(&db, &claim("w1", 10, Duration::ZERO)).await;
         assert_eq!(first.len(), 1, "{db}");
         assert_eq!(claim_ids(&db, &claim("w2", 10, LONG)).await, first, "{db}: expired lease reclaimed");
@@ -123,7 +123,7 @@ async fn expired_lease_is_reclaimed_and_the_old_holder_is_fenced_out() {
 #[tokio::test]
 async fn claim_respects_limit_and_lock_until_then_id_order() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 5)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 5)).await.unwrap();
         let ids: Vec<i64> = db.outbox().await.iter().map(|r| r.id).collect();
         // Claim order by lock_until_ms: ids[3], ids[1] (tie, lower id first), ids[4], ids[0], ids[2].
         let now = db.now_ms().await;
@@ -147,7 +147,7 @@ async fn claim_respects_limit_and_lock_until_then_id_order() {
 #[tokio::test]
 async fn finish_claimed_records_successes_and_failures() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 4)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 4)).await.unwrap();
         let ids = claim_ids(&db, &claim("w1", 10, LONG)).await;
         assert_eq!(ids.len(), 4, "{db}");
         let results = [
@@ -181,7 +181,7 @@ async fn finish_claimed_records_successes_and_failures() {
 #[tokio::test]
 async fn retryable_row_is_claimed_again_when_due_and_counts_attempts() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 1)).await.unwrap();
         let id = claim_ids(&db, &claim("w1", 10, LONG)).await[0];
         db.repo.finish_claimed("w1", &[failed(id, "first", Duration::ZERO)]).await.unwrap();
         assert_eq!(claim_ids(&db, &claim("w2", 10, LONG)).await, vec![id], "{db}: due at once");
@@ -195,7 +195,7 @@ async fn retryable_row_is_claimed_again_when_due_and_counts_attempts() {
 #[tokio::test]
 async fn finish_claimed_by_a_worker_that_does_not_hold_the_rows_changes_nothing() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 3)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 3)).await.unwrap();
         let ids = claim_ids(&db, &claim("w1", 10, LONG)).await;
         let held = db.outbox().await;
         let results = [ok(ids[0]), failed(ids[1], "boom", Duration::ZERO), ok(ids[2])];
@@ -213,7 +213,7 @@ async fn finish_claimed_by_a_worker_that_does_not_hold_the_rows_changes_nothing(
 #[tokio::test]
 async fn finish_claimed_stores_a_long_error_shortened_to_fit_last_error() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 1)).await.unwrap();
         let id = claim_ids(&db, &claim("w1", 10, LONG)).await[0];
         let long = format!("{}{}", "é".repeat(300), "x".repeat(300)); // 600 chars
         let report = db.repo.finish_claimed("w1", &[failed(id, &long, Duration::ZERO)]).await;

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use room_service::store::{CommitError, StoredCommand, StoredRoom, connect};
 
-use super::{commit, event_ids};
+use super::{commit, event_ids, noop};
 use crate::support::backends;
 
 #[tokio::test]
 async fn migrations_run_twice_without_harm() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 1)).await.unwrap();
         // Through the service's own entry point, twice: sqlx sees them applied.
         for _ in 0..2 {
             let again = connect(db.url(), 1, true).await.unwrap_or_else(|e| panic!("{db}: {e}"));
@@ -23,7 +23,7 @@ async fn migrations_run_twice_without_harm() {
             _ => include_str!("../../../migrations/mysql/0001_init.sql"),
         };
         db.execute(sql).await;
-        assert_eq!(db.count("_sqlx_migrations").await, 1, "{db}: one migration recorded");
+        assert_eq!(db.count("_sqlx_migrations").await, 2, "{db}: every migration recorded once");
         assert_eq!(db.count("room_command_log").await, 1, "{db}: data survives");
         assert_eq!(db.count("room_outbox").await, 1, "{db}: data survives");
         assert_eq!(db.repo.load_room("r1").await.unwrap().map(|r| r.version), Some(1), "{db}");
@@ -36,20 +36,22 @@ async fn commit_writes_command_log_outbox_rows_and_snapshot() {
         let mut c = commit("r1", "c1", 0, 3);
         c.publish_timeout = Duration::from_secs(5);
         let before = db.now_ms().await;
-        db.repo.commit_command(&c).await.unwrap_or_else(|e| panic!("{db}: {e}"));
+        db.repo.commit_room(&c).await.unwrap_or_else(|e| panic!("{db}: {e}"));
         let after = db.now_ms().await;
 
         let logged = db.repo.find_command("c1").await.unwrap();
         let expected = StoredCommand {
+            command_id: "c1".into(),
             room_id: "r1".into(),
-            fingerprint: c.fingerprint.clone(),
+            fingerprint: c.commands[0].fingerprint.clone(),
             applied: true,
             room_version: 1,
-            outcome: c.outcome.clone(),
+            outcome: c.commands[0].outcome.clone(),
         };
         assert_eq!(logged, Some(expected), "{db}: command log");
-        let state = c.snapshot.clone().unwrap().1;
-        assert_eq!(db.repo.load_room("r1").await.unwrap(), Some(StoredRoom { version: 1, state }), "{db}");
+        let state = c.snapshot.clone().unwrap().state;
+        let room = StoredRoom { version: 1, state, members: Vec::new(), gift_totals: Vec::new() };
+        assert_eq!(db.repo.load_room("r1").await.unwrap(), Some(room), "{db}");
 
         let rows = db.outbox().await;
         let ids: Vec<_> = rows.iter().map(|r| r.event_id.clone()).collect();
@@ -74,11 +76,11 @@ async fn commit_writes_command_log_outbox_rows_and_snapshot() {
 async fn a_failing_outbox_insert_rolls_back_the_command_and_snapshot() {
     for db in backends().await {
         let first = commit("r1", "c1", 0, 1);
-        db.repo.commit_command(&first).await.unwrap();
+        db.repo.commit_room(&first).await.unwrap();
         // The last statement of the transaction fails (event_id is unique).
         let mut second = commit("r1", "c2", 1, 2);
         second.outbox[1].event_id = first.outbox[0].event_id.clone();
-        let err = db.repo.commit_command(&second).await.expect_err("duplicate event id");
+        let err = db.repo.commit_room(&second).await.expect_err("duplicate event id");
         assert!(matches!(err, CommitError::Store(_)), "{db}: {err:?}");
         assert_eq!(db.repo.find_command("c2").await.unwrap(), None, "{db}: command log rolled back");
         assert_eq!(db.repo.load_room("r1").await.unwrap().unwrap().version, 1, "{db}: snapshot rolled back");
@@ -89,16 +91,15 @@ async fn a_failing_outbox_insert_rolls_back_the_command_and_snapshot() {
 #[tokio::test]
 async fn duplicate_command_id_is_rejected_and_writes_nothing() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 2)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 2)).await.unwrap();
         let room_before = db.repo.load_room("r1").await.unwrap();
 
         // Same id, next version of the same room: the fence passes, the log refuses.
-        let err = db.repo.commit_command(&commit("r1", "c1", 1, 2)).await.expect_err("duplicate");
+        let err = db.repo.commit_room(&commit("r1", "c1", 1, 2)).await.expect_err("duplicate");
         assert!(matches!(err, CommitError::DuplicateCommand), "{db}: {err:?}");
         // Same id, an unapplied command (no snapshot written; the room stays at version 1).
-        let mut unapplied = commit("r1", "c1", 1, 0);
-        (unapplied.applied, unapplied.snapshot, unapplied.room_version) = (false, None, 1);
-        let err = db.repo.commit_command(&unapplied).await.expect_err("duplicate");
+        let unapplied = noop("r1", "c1", 1);
+        let err = db.repo.commit_room(&unapplied).await.expect_err("duplicate");
         assert!(matches!(err, CommitError::DuplicateCommand), "{db}: {err:?}");
 
         assert_eq!(db.count("room_outbox").await, 2, "{db}: no outbox rows added");
@@ -110,16 +111,15 @@ async fn duplicate_command_id_is_rejected_and_writes_nothing() {
 #[tokio::test]
 async fn snapshot_fence_rejects_a_stale_expected_version_and_writes_nothing() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 1)).await.unwrap();
         let room_before = db.repo.load_room("r1").await.unwrap();
         for (command_id, expected) in [("behind", 0), ("ahead", 2), ("far", 7)] {
-            let err =
-                db.repo.commit_command(&commit("r1", command_id, expected, 2)).await.expect_err("fence");
+            let err = db.repo.commit_room(&commit("r1", command_id, expected, 2)).await.expect_err("fence");
             assert!(matches!(err, CommitError::VersionConflict), "{db} expected {expected}: {err:?}");
             assert_eq!(db.repo.find_command(command_id).await.unwrap(), None, "{db}: no command log row");
         }
         // A room that has no snapshot cannot be updated from a version > 0 either.
-        let err = db.repo.commit_command(&commit("r2", "ghost", 3, 1)).await.expect_err("fence");
+        let err = db.repo.commit_room(&commit("r2", "ghost", 3, 1)).await.expect_err("fence");
         assert!(matches!(err, CommitError::VersionConflict), "{db}: {err:?}");
         assert_eq!(db.repo.load_room("r2").await.unwrap(), None, "{db}");
 
@@ -127,7 +127,7 @@ async fn snapshot_fence_rejects_a_stale_expected_version_and_writes_nothing() {
         assert_eq!(db.count("room_command_log").await, 1, "{db}");
         assert_eq!(db.repo.load_room("r1").await.unwrap(), room_before, "{db}: snapshot unchanged");
         // The right expected version still commits.
-        db.repo.commit_command(&commit("r1", "c2", 1, 1)).await.unwrap_or_else(|e| panic!("{db}: {e}"));
+        db.repo.commit_room(&commit("r1", "c2", 1, 1)).await.unwrap_or_else(|e| panic!("{db}: {e}"));
         assert_eq!(db.repo.load_room("r1").await.unwrap().unwrap().version, 2, "{db}");
     }
 }
@@ -135,8 +135,8 @@ async fn snapshot_fence_rejects_a_stale_expected_version_and_writes_nothing() {
 #[tokio::test]
 async fn two_creations_of_the_same_room_second_is_a_version_conflict() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "a", 0, 1)).await.unwrap();
-        let err = db.repo.commit_command(&commit("r1", "b", 0, 1)).await.expect_err("second creation");
+        db.repo.commit_room(&commit("r1", "a", 0, 1)).await.unwrap();
+        let err = db.repo.commit_room(&commit("r1", "b", 0, 1)).await.expect_err("second creation");
         assert!(matches!(err, CommitError::VersionConflict), "{db}: {err:?}");
         assert_eq!(db.repo.find_command("b").await.unwrap(), None, "{db}");
         assert_eq!(db.count("room_outbox").await, 1, "{db}");
@@ -150,27 +150,33 @@ async fn find_command_and_load_room_round_trip() {
         assert_eq!(db.repo.find_command("c1").await.unwrap(), None, "{db}");
         assert_eq!(db.repo.load_room("r1").await.unwrap(), None, "{db}");
         let (c1, c2) = (commit("r1", "c1", 0, 1), commit("r1", "c2", 1, 0));
-        db.repo.commit_command(&c1).await.unwrap();
-        db.repo.commit_command(&c2).await.unwrap();
+        db.repo.commit_room(&c1).await.unwrap();
+        db.repo.commit_room(&c2).await.unwrap();
 
         let found = db.repo.find_command("c1").await.unwrap().unwrap();
-        assert_eq!((found.room_version, found.outcome), (1, c1.outcome.clone()), "{db}");
+        assert_eq!((found.room_version, found.outcome), (1, c1.commands[0].outcome.clone()), "{db}");
         let found = db.repo.find_command("c2").await.unwrap().unwrap();
-        assert_eq!((found.room_id.as_str(), found.fingerprint.as_str()), ("r1", c2.fingerprint.as_str()));
+        assert_eq!(
+            (found.room_id.as_str(), found.fingerprint.as_str()),
+            ("r1", c2.commands[0].fingerprint.as_str())
+        );
         assert_eq!((found.applied, found.room_version), (true, 2), "{db}");
         let room = db.repo.load_room("r1").await.unwrap().unwrap();
-        assert_eq!(room, StoredRoom { version: 2, state: c2.snapshot.unwrap().1 }, "{db}");
+        let state = c2.snapshot.unwrap().state;
+        assert_eq!(
+            room,
+            StoredRoom { version: 2, state, members: Vec::new(), gift_totals: Vec::new() },
+            "{db}"
+        );
     }
 }
 
 #[tokio::test]
 async fn unapplied_commit_logs_the_command_only() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 1)).await.unwrap();
         let room_before = db.repo.load_room("r1").await.unwrap();
-        let mut noop = commit("r1", "noop", 0, 0);
-        (noop.applied, noop.room_version, noop.snapshot) = (false, 1, None);
-        db.repo.commit_command(&noop).await.unwrap_or_else(|e| panic!("{db}: {e}"));
+        db.repo.commit_room(&noop("r1", "noop", 1)).await.unwrap_or_else(|e| panic!("{db}: {e}"));
 
         let logged =
             db.repo.find_command("noop").await.unwrap().unwrap_or_else(|| panic!("{db}: not logged"));
@@ -183,12 +189,10 @@ async fn unapplied_commit_logs_the_command_only() {
 #[tokio::test]
 async fn an_unapplied_commit_on_a_stale_version_is_a_conflict_and_logs_nothing() {
     for db in backends().await {
-        db.repo.commit_command(&commit("r1", "c1", 0, 1)).await.unwrap();
-        db.repo.commit_command(&commit("r1", "c2", 1, 1)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c1", 0, 1)).await.unwrap();
+        db.repo.commit_room(&commit("r1", "c2", 1, 1)).await.unwrap();
         // Decided on version 1, but the room is at 2.
-        let mut noop = commit("r1", "noop", 0, 0);
-        (noop.applied, noop.room_version, noop.snapshot) = (false, 1, None);
-        let err = db.repo.commit_command(&noop).await.expect_err("stale");
+        let err = db.repo.commit_room(&noop("r1", "noop", 1)).await.expect_err("stale");
         assert!(matches!(err, CommitError::VersionConflict), "{db}: {err:?}");
         assert!(db.repo.find_command("noop").await.unwrap().is_none(), "{db}: nothing logged");
     }

@@ -31,7 +31,7 @@ async fn select_ids(conn: &mut MySqlConnection, sql: &str) -> Vec<i64> {
 #[tokio::test]
 async fn concurrent_claimers_get_disjoint_rows() {
     let db = TestDb::mysql().await;
-    db.repo.commit_command(&commit("r1", "c1", 0, 20)).await.unwrap();
+    db.repo.commit_room(&commit("r1", "c1", 0, 20)).await.unwrap();
     let sql = claim_select(db.now_ms().await + 1, 8);
 
     // Two open transactions at once: the second skips what the first holds, without waiting.
@@ -45,7 +45,7 @@ async fn concurrent_claimers_get_disjoint_rows() {
     b.rollback().await.unwrap();
 
     // The repository's own claim, from two tasks racing until the outbox is drained.
-    db.repo.commit_command(&commit("r2", "c2", 0, 40)).await.unwrap();
+    db.repo.commit_room(&commit("r2", "c2", 0, 40)).await.unwrap();
     let start = Arc::new(Barrier::new(2));
     let claimers = ["w1", "w2"].map(|worker| {
         let (repo, start) = (db.repo.clone(), start.clone());
@@ -82,10 +82,10 @@ async fn claim_query_uses_the_claim_index_without_filesort() {
         delivered.join(", ")
     ))
     .await;
-    db.repo.commit_command(&commit("r1", "c1", 0, 50)).await.unwrap();
+    db.repo.commit_room(&commit("r1", "c1", 0, 50)).await.unwrap();
     let mut later = commit("r2", "c2", 0, 20);
     later.publish_timeout = Duration::from_secs(60);
-    db.repo.commit_command(&later).await.unwrap();
+    db.repo.commit_room(&later).await.unwrap();
     db.execute("ANALYZE TABLE room_outbox").await;
 
     let limit = 50;
@@ -113,7 +113,7 @@ fn explain_rows(row: &MySqlRow) -> u64 {
 #[tokio::test]
 async fn commit_is_not_blocked_by_a_held_claim() {
     let db = TestDb::mysql().await;
-    db.repo.commit_command(&commit("r1", "c1", 0, 30)).await.unwrap();
+    db.repo.commit_room(&commit("r1", "c1", 0, 30)).await.unwrap();
 
     // A claimer holds its locks (it scanned to the end of the claimable range) ...
     let mut claimer = db.mysql_pool().begin().await.unwrap();
@@ -124,7 +124,7 @@ async fn commit_is_not_blocked_by_a_held_claim() {
     for (n, publish_timeout) in [(2, 5_000), (3, 0), (4, 60_000)] {
         let mut c = commit(&format!("r{n}"), &format!("c{n}"), 0, 3);
         c.publish_timeout = Duration::from_millis(publish_timeout);
-        let committed = timeout(Duration::from_secs(3), db.repo.commit_command(&c)).await;
+        let committed = timeout(Duration::from_secs(3), db.repo.commit_room(&c)).await;
         let committed = committed.unwrap_or_else(|_| panic!("commit blocked by the claim (gap lock?)"));
         committed.unwrap();
     }

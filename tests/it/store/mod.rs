@@ -11,23 +11,29 @@ mod sqlite;
 
 use std::time::Duration;
 
-use room_service::store::{CommandCommit, NewOutboxRow};
+use room_service::store::{LoggedCommand, MemberChanges, NewOutboxRow, RoomCommit, SnapshotWrite};
 
 /// A command that moves `room_id` from version `expected` to `expected + 1` with `events`
 /// outbox rows, claimable at once (`publish_timeout` 0; set the field to change it).
-pub fn commit(room_id: &str, command_id: &str, expected: u64, events: usize) -> CommandCommit {
+pub fn commit(room_id: &str, command_id: &str, expected: u64, events: usize) -> RoomCommit {
     let version = expected + 1;
-    CommandCommit {
-        command_id: command_id.to_owned(),
+    RoomCommit {
         room_id: room_id.to_owned(),
-        command_type: "test",
-        fingerprint: format!("{:064x}", version),
-        request_id: format!("req-{command_id}"),
-        applied: true,
-        room_version: version,
-        outcome: format!(r#"{{"command":"{command_id}","version":{version}}}"#),
-        snapshot: Some((expected, format!(r#"{{"room":"{room_id}","version":{version}}}"#))),
-        room_status: "open",
+        expected_version: expected,
+        snapshot: Some(SnapshotWrite {
+            version,
+            status: "open",
+            state: format!(r#"{{"room":"{room_id}","version":{version}}}"#),
+        }),
+        commands: vec![LoggedCommand {
+            command_id: command_id.to_owned(),
+            command_type: "test",
+            fingerprint: format!("{:064x}", version),
+            request_id: format!("req-{command_id}"),
+            applied: true,
+            room_version: version,
+            outcome: format!(r#"{{"command":"{command_id}","version":{version}}}"#),
+        }],
         outbox: (0..events)
             .map(|i| NewOutboxRow {
                 event_id: uuid::Uuid::now_v7().to_string(),
@@ -35,11 +41,21 @@ pub fn commit(room_id: &str, command_id: &str, expected: u64, events: usize) -> 
                 envelope: format!(r#"{{"room":"{room_id}","version":{version},"n":{i}}}"#),
             })
             .collect(),
+        members: MemberChanges::default(),
+        gift_totals: Vec::new(),
         publish_timeout: Duration::ZERO,
     }
 }
 
+/// A no-op command (join of a member) decided on `room_id` at `version`: logged, nothing else.
+pub fn noop(room_id: &str, command_id: &str, version: u64) -> RoomCommit {
+    let mut c = commit(room_id, command_id, version, 0);
+    c.snapshot = None;
+    (c.commands[0].applied, c.commands[0].room_version) = (false, version);
+    c
+}
+
 /// Event ids of a commit's outbox rows.
-pub fn event_ids(c: &CommandCommit) -> Vec<String> {
+pub fn event_ids(c: &RoomCommit) -> Vec<String> {
     c.outbox.iter().map(|e| e.event_id.clone()).collect()
 }

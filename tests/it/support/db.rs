@@ -6,7 +6,7 @@
 //!
 //! ```ignore
 //! for db in backends().await {
-//!     db.repo.commit_command(&c).await.unwrap();
+//!     db.repo.commit_room(&c).await.unwrap();
 //!     assert_eq!(db.count("room_outbox").await, 1, "{db}");
 //! }
 //! ```

@@ -1,0 +1,190 @@
+//! The SQL of the command path, built once for both backends over a [`Dialect`]: the room
+//! commit (snapshot fence, member rows, gift totals, command log, outbox) and the room load.
+//! A commit writes what its commands changed, never the whole room.
+
+use sqlx::QueryBuilder;
+
+use super::sql::{Dialect, millis, push_strs};
+use super::types::{GiftTotalRow, RoomCommit, SnapshotWrite};
+
+/// A new room's first snapshot; a unique violation means another writer created it first.
+pub(super) fn insert_snapshot<DB: Dialect>(room_id: &str, s: &SnapshotWrite) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) VALUES (",
+    );
+    DB::bind_str(&mut q, room_id);
+    q.push(", ");
+    DB::bind_i64(&mut q, s.version as i64);
+    q.push(", ");
+    DB::bind_str(&mut q, s.status);
+    q.push(", ");
+    DB::bind_str(&mut q, &s.state);
+    q.push(format!(", {})", DB::NOW_MS));
+    q
+}
+
+/// The next snapshot, fenced: changes one row only if the stored version is `expected`.
+pub(super) fn update_snapshot<DB: Dialect>(
+    room_id: &str,
+    expected: u64,
+    s: &SnapshotWrite,
+) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("UPDATE room_snapshot SET version = ");
+    DB::bind_i64(&mut q, s.version as i64);
+    q.push(", status = ");
+    DB::bind_str(&mut q, s.status);
+    q.push(", state = ");
+    DB::bind_str(&mut q, &s.state);
+    q.push(format!(", updated_at_ms = {} WHERE room_id = ", DB::NOW_MS));
+    DB::bind_str(&mut q, room_id);
+    q.push(" AND version = ");
+    DB::bind_i64(&mut q, expected as i64);
+    q
+}
+
+/// The stored version of a room; `lock` appends the dialect's locking read (held until commit).
+pub(super) fn room_version<DB: Dialect>(room_id: &str, lock: bool) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT version FROM room_snapshot WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    if lock {
+        q.push(DB::LOCKING_READ);
+    }
+    q
+}
+
+/// Every member row of a room (a close).
+pub(super) fn delete_all_members<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("DELETE FROM room_member WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q
+}
+
+/// Some member rows of a room (leaves).
+pub(super) fn delete_members<DB: Dialect>(room_id: &str, user_ids: &[String]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("DELETE FROM room_member WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(" AND user_id IN ");
+    push_strs(&mut q, user_ids);
+    q
+}
+
+/// Member rows (joins); a member who left and joined again within one commit overwrites.
+pub(super) fn upsert_members<DB: Dialect>(room_id: &str, members: &[(String, i64)]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("INSERT INTO room_member (room_id, user_id, joined_at_ms) VALUES ");
+    for (i, (user_id, joined_at_ms)) in members.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { ", (" });
+        DB::bind_str(&mut q, room_id);
+        q.push(", ");
+        DB::bind_str(&mut q, user_id);
+        q.push(", ");
+        DB::bind_i64(&mut q, *joined_at_ms);
+        q.push(")");
+    }
+    q.push(DB::upsert("room_id, user_id", &["joined_at_ms"]));
+    q
+}
+
+/// Senders' running totals.
+pub(super) fn upsert_gift_totals<DB: Dialect>(room_id: &str, totals: &[GiftTotalRow]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_gift_total (room_id, user_id, total_value, first_version) VALUES ",
+    );
+    for (i, t) in totals.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { ", (" });
+        DB::bind_str(&mut q, room_id);
+        q.push(", ");
+        DB::bind_str(&mut q, &t.user_id);
+        q.push(", ");
+        DB::bind_i64(&mut q, i64::try_from(t.total_value).unwrap_or(i64::MAX));
+        q.push(", ");
+        DB::bind_i64(&mut q, t.first_version as i64);
+        q.push(")");
+    }
+    q.push(DB::upsert("room_id, user_id", &["total_value", "first_version"]));
+    q
+}
+
+/// The commands' log rows; a unique violation on `command_id` means one was logged before.
+pub(super) fn insert_command_log<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_command_log (command_id, room_id, command_type, fingerprint, request_id, applied, \
+         room_version, outcome, created_at_ms) VALUES ",
+    );
+    for (i, command) in c.commands.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { ", (" });
+        for value in
+            [&command.command_id, &c.room_id, command.command_type, &command.fingerprint, &command.request_id]
+        {
+            DB::bind_str(&mut q, value);
+            q.push(", ");
+        }
+        DB::bind_i64(&mut q, i64::from(command.applied));
+        q.push(", ");
+        DB::bind_i64(&mut q, command.room_version as i64);
+        q.push(", ");
+        DB::bind_str(&mut q, &command.outcome);
+        q.push(format!(", {})", DB::NOW_MS));
+    }
+    q
+}
+
+/// The commands' outbox rows: `pending`, claimable once `publish_timeout` has passed.
+pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, status, retry_count, lock_until_ms, \
+         created_at_ms, updated_at_ms) VALUES ",
+    );
+    for (i, row) in c.outbox.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { ", (" });
+        for value in [&row.event_id, &c.room_id, row.event_type, &row.envelope] {
+            DB::bind_str(&mut q, value);
+            q.push(", ");
+        }
+        q.push(format!("'pending', 0, {now} + "));
+        DB::bind_i64(&mut q, millis(c.publish_timeout));
+        q.push(format!(", {now}, {now})"));
+    }
+    q
+}
+
+/// A room's snapshot row, kept from writers until the load's transaction ends so the member
+/// and gift rows read next belong to the same version.
+pub(super) fn load_snapshot<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT version, state FROM room_snapshot WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(DB::SHARED_READ);
+    q
+}
+
+/// A room's members, by user id.
+pub(super) fn load_members<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT user_id, joined_at_ms FROM room_member WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(" ORDER BY user_id");
+    q
+}
+
+/// A room's gift totals.
+pub(super) fn load_gift_totals<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q =
+        QueryBuilder::new("SELECT user_id, total_value, first_version FROM room_gift_total WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q
+}
+
+const COMMAND_COLUMNS: &str = "SELECT command_id, room_id, fingerprint, applied, room_version, outcome FROM room_command_log WHERE command_id";
+
+/// A command log row.
+pub(super) fn find_command<DB: Dialect>(command_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!("{COMMAND_COLUMNS} = "));
+    DB::bind_str(&mut q, command_id);
+    q
+}
+
+/// The log rows of any of these commands.
+pub(super) fn find_commands<DB: Dialect>(command_ids: &[String]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!("{COMMAND_COLUMNS} IN "));
+    push_strs(&mut q, command_ids);
+    q
+}
