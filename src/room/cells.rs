@@ -79,6 +79,10 @@ impl Cell {
         lock(&self.lane_tail).replace(done)
     }
 
+    fn queued(&self) -> usize {
+        lock(&self.queue).items.len()
+    }
+
     fn is_idle(&self) -> bool {
         let queue = lock(&self.queue);
         queue.items.is_empty() && !queue.draining
@@ -102,6 +106,11 @@ impl Cells {
         let cell = map.entry(room_id.clone()).or_default();
         cell.last_used_ms.store(now_ms, Ordering::Relaxed);
         cell.clone()
+    }
+
+    /// Commands queued on a room's cell (0 when it has none).
+    pub(super) fn queued(&self, room_id: &RoomId) -> usize {
+        self.map().get(room_id).map_or(0, |cell| cell.queued())
     }
 
     /// How many cells are in memory.

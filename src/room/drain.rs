@@ -6,6 +6,7 @@
 //! skipped if it was still queued, and runs to the end otherwise.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::batch::{Committed, Decision, Queued, plan};
@@ -68,6 +69,8 @@ impl RoomService {
             };
             match self.inner.repo.commit_room(commit).await {
                 Ok(()) => {
+                    self.inner.transactions.fetch_add(1, Ordering::Relaxed);
+                    self.inner.committed_commands.fetch_add(commit.commands.len() as u64, Ordering::Relaxed);
                     *slot = Some(plan.state.clone());
                     return self.settle(answers, items, plan.decisions, plan.state).await;
                 }

@@ -22,7 +22,7 @@ mod sync_publish;
 
 pub use error::RoomError;
 pub use outcome::{CommandResponse, Delivery, EventReceipt};
-pub use pipeline::{DEFAULT_MAX_COMMIT_BATCH, RoomOptions, RoomService, StillHolds};
+pub use pipeline::{CommitStats, DEFAULT_MAX_COMMIT_BATCH, RoomOptions, RoomService, StillHolds};
 
 use std::sync::Arc;
 

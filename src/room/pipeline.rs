@@ -4,6 +4,7 @@
 //! [`DeliveryMarker`], batched across commands.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -51,6 +52,15 @@ pub struct RoomService {
     pub(super) inner: Arc<Inner>,
 }
 
+/// How the command path has committed so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Room transactions committed.
+    pub transactions: u64,
+    /// Commands logged by them (applied or no-op).
+    pub commands: u64,
+}
+
 pub(super) struct Inner {
     pub(super) repo: SharedRepository,
     pub(super) publisher: Publisher,
@@ -58,6 +68,8 @@ pub(super) struct Inner {
     pub(super) cells: Cells,
     pub(super) options: RoomOptions,
     pub(super) clock: Clock,
+    pub(super) transactions: AtomicU64,
+    pub(super) committed_commands: AtomicU64,
 }
 
 impl std::fmt::Debug for RoomService {
@@ -72,13 +84,36 @@ impl RoomService {
     pub fn new(repo: SharedRepository, publisher: Publisher, mut options: RoomOptions, clock: Clock) -> Self {
         options.max_commit_batch = options.max_commit_batch.max(1);
         let marker = DeliveryMarker::spawn(repo.clone());
-        let inner = Inner { repo, publisher, marker, cells: Cells::default(), options, clock };
+        let inner = Inner {
+            repo,
+            publisher,
+            marker,
+            cells: Cells::default(),
+            options,
+            clock,
+            transactions: AtomicU64::new(0),
+            committed_commands: AtomicU64::new(0),
+        };
         Self { inner: Arc::new(inner) }
     }
 
     /// Waits until the delivery marks of every command answered so far are written (or failed).
     pub async fn flush_delivery_marks(&self) {
         self.inner.marker.flush().await;
+    }
+
+    /// Room transactions committed and the commands they logged: their ratio is the average
+    /// group-commit batch.
+    pub fn commit_stats(&self) -> CommitStats {
+        CommitStats {
+            transactions: self.inner.transactions.load(Ordering::Relaxed),
+            commands: self.inner.committed_commands.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Commands waiting on a room's cell (not yet taken into a batch).
+    pub fn queued_commands(&self, room_id: &RoomId) -> usize {
+        self.inner.cells.queued(room_id)
     }
 
     /// Counters of the delivery marker (statements vs events marked).

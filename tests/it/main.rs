@@ -10,6 +10,7 @@ mod observability;
 mod outbox;
 mod presence;
 mod process;
+mod rooms;
 mod store;
 mod support;
 mod tencent_im;

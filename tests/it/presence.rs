@@ -178,3 +178,42 @@ async fn a_cancelled_sweep_removes_nobody() {
     assert_eq!(sweep_stale(&rooms, STALE_AFTER, &cancel).await, 0);
     assert_eq!(rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap().member_count, 2);
 }
+
+#[tokio::test]
+async fn a_large_room_of_stale_members_clears_in_group_commits() {
+    const MEMBERS: usize = 3_000;
+    for db in backends().await {
+        let now = Arc::new(AtomicI64::new(1_000_000));
+        let rooms = service(&db, &now);
+        run(&rooms, "create", Command::CreateRoom { owner_id: user("owner"), title: "t".into() }).await;
+        let room = RoomId::parse("r1").unwrap();
+        let joins = (0..MEMBERS).map(|i| {
+            let rooms = rooms.clone();
+            let room = room.clone();
+            async move {
+                let join = Command::JoinRoom { user_id: user(&format!("v{i:05}")) };
+                rooms
+                    .execute(room, CommandId::parse(format!("j{i}")).unwrap(), "t".into(), join)
+                    .await
+                    .unwrap();
+            }
+        });
+        futures::future::join_all(joins).await;
+        rooms.heartbeat(&room, &user("v00007")).await.unwrap();
+        now.fetch_add(70_000, Ordering::SeqCst);
+        rooms.heartbeat(&room, &user("v00007")).await.unwrap(); // the one viewer still watching
+
+        let before = rooms.commit_stats();
+        assert_eq!(sweep(&rooms).await, MEMBERS - 1, "{db}");
+        let stats = rooms.commit_stats();
+        let transactions = stats.transactions - before.transactions;
+        assert_eq!(stats.commands - before.commands, MEMBERS as u64 - 1, "{db}");
+        assert!(
+            transactions * 10 < MEMBERS as u64,
+            "{db}: {transactions} transactions for {MEMBERS} removals"
+        );
+        let members = rooms.members(&room, None, 10).await.unwrap();
+        assert_eq!(members.iter().map(|m| m.user_id.as_str()).collect::<Vec<_>>(), ["v00007"], "{db}");
+        assert_eq!(db.count("room_member").await, 1, "{db}");
+    }
+}

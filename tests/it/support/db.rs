@@ -66,10 +66,17 @@ pub async fn backends() -> Vec<TestDb> {
 impl TestDb {
     /// A migrated SQLite file in a fresh temporary directory.
     pub async fn sqlite() -> TestDb {
+        Self::sqlite_with(true).await
+    }
+
+    /// A fresh SQLite file, migrated or empty.
+    pub async fn sqlite_with(migrate: bool) -> TestDb {
         let dir = tempfile::tempdir().expect("create temp dir");
         let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
         let repo = SqliteRepository::connect(&url, POOL_SIZE).await.expect("open sqlite");
-        repo.migrate().await.expect("migrate sqlite");
+        if migrate {
+            repo.migrate().await.expect("migrate sqlite");
+        }
         TestDb {
             pool: Pool::Sqlite(repo.pool().clone()),
             repo: std::sync::Arc::new(repo),
@@ -80,6 +87,11 @@ impl TestDb {
 
     /// A migrated, fresh MariaDB database. Panics when the server is unreachable.
     pub async fn mysql() -> TestDb {
+        Self::mysql_with(true).await
+    }
+
+    /// A fresh MariaDB database, migrated or empty.
+    pub async fn mysql_with(migrate: bool) -> TestDb {
         let base = mysql_base_url();
         let mut admin = admin_connection(&base).await;
         SWEPT.get_or_init(|| sweep_stale(&mut admin)).await;
@@ -93,7 +105,9 @@ impl TestDb {
         let url = format!("{base}/{name}");
         let repo = MySqlRepository::connect(&url, POOL_SIZE).await.expect("open mariadb pool");
         repo.check_engine().await.expect("engine check");
-        repo.migrate().await.expect("migrate mariadb");
+        if migrate {
+            repo.migrate().await.expect("migrate mariadb");
+        }
         TestDb {
             pool: Pool::MySql(repo.pool().clone()),
             repo: std::sync::Arc::new(repo),

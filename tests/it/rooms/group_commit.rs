@@ -1,0 +1,184 @@
+//! Group commit: queued commands of a room are applied in order and committed in one
+//! transaction, each keeping its own outcome.
+
+use room_service::domain::{Command, DomainError};
+use room_service::room::RoomError;
+
+use super::{create, gift, join, leave, run, run_all, service, service_over};
+use crate::support::{TestDb, backends};
+
+#[tokio::test]
+async fn queued_commands_commit_together_in_order_each_with_its_own_outcome() {
+    for db in backends().await {
+        let rooms = service(&db);
+        create(&rooms).await;
+        let before = rooms.commit_stats();
+        let joins = (0..20).map(|i| (format!("j{i}"), join(&format!("u{i:02}")))).collect();
+        let answers = run_all(&rooms, joins).await;
+        let versions: Vec<u64> = answers.iter().map(|a| a.as_ref().unwrap().room_version).collect();
+        assert_eq!(versions, (2..22).collect::<Vec<u64>>(), "{db}: versions follow submission order");
+        let stats = rooms.commit_stats();
+        assert_eq!(stats.transactions - before.transactions, 1, "{db}: one transaction for the batch");
+        assert_eq!(stats.commands - before.commands, 20, "{db}");
+
+        // Each command's events carry its own version; the outbox holds them in room order.
+        let rows = db.outbox().await;
+        let row_versions: Vec<u64> = rows
+            .iter()
+            .map(|r| {
+                serde_json::from_str::<serde_json::Value>(&r.envelope).unwrap()["room_version"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert!(row_versions.windows(2).all(|w| w[0] < w[1]), "{db}: {row_versions:?}");
+        for (answer, version) in answers.iter().zip(2u64..) {
+            let answer = answer.as_ref().unwrap();
+            assert_eq!(
+                answer.room.as_ref().unwrap().member_count,
+                version - 1,
+                "{db}: room as of the command"
+            );
+            assert_eq!(answer.events.len(), 1, "{db}");
+        }
+        let snapshot = rooms.snapshot(&super::room()).await.unwrap();
+        assert_eq!((snapshot.version, snapshot.member_count), (21, 20), "{db}");
+        assert_eq!(db.count("room_member").await, 20, "{db}: one row per member");
+    }
+}
+
+#[tokio::test]
+async fn a_refusal_inside_a_batch_is_refused_as_if_alone_and_the_others_proceed() {
+    for db in backends().await {
+        let rooms = service(&db);
+        create(&rooms).await;
+        let batch = vec![
+            ("a".to_owned(), join("alice")),
+            ("g-stranger".to_owned(), gift("stranger", 5)),
+            ("b".to_owned(), join("bob")),
+            ("g-alice".to_owned(), gift("alice", 7)),
+            ("l-ghost".to_owned(), leave("ghost")),
+            ("c".to_owned(), join("carol")),
+        ];
+        let answers = run_all(&rooms, batch).await;
+        assert!(
+            matches!(&answers[1], Err(RoomError::Domain(DomainError::NotMember { user_id })) if user_id == "stranger"),
+            "{db}: {:?}",
+            answers[1]
+        );
+        let ok: Vec<(bool, u64)> = [0, 2, 3, 4, 5]
+            .iter()
+            .map(|&i| answers[i].as_ref().map(|a| (a.applied, a.room_version)).unwrap())
+            .collect();
+        // The leave of a non-member is a logged no-op at the version it saw.
+        assert_eq!(ok, [(true, 2), (true, 3), (true, 4), (false, 4), (true, 5)], "{db}");
+        assert!(db.repo.find_command("g-stranger").await.unwrap().is_none(), "{db}: a refusal is not logged");
+        assert!(db.repo.find_command("l-ghost").await.unwrap().is_some(), "{db}: a no-op is");
+        let snapshot = rooms.snapshot(&super::room()).await.unwrap();
+        assert_eq!((snapshot.version, snapshot.heat, snapshot.member_count), (5, 7, 3), "{db}");
+    }
+}
+
+#[tokio::test]
+async fn a_replayed_command_id_from_a_batch_answers_its_original_outcome() {
+    for db in backends().await {
+        let rooms = service(&db);
+        create(&rooms).await;
+        let first =
+            run_all(&rooms, (0..5).map(|i| (format!("j{i}"), join(&format!("u{i}")))).collect()).await;
+        let original = first[2].as_ref().unwrap().clone();
+
+        // Alone: the logged outcome, nothing applied again.
+        let again = run(&rooms, "j2", join("u2")).await.unwrap();
+        assert!(again.replayed, "{db}");
+        assert_eq!((again.applied, again.room_version), (original.applied, original.room_version), "{db}");
+        let ids = |r: &room_service::room::CommandResponse| -> Vec<String> {
+            r.events.iter().map(|e| e.event_id.clone()).collect()
+        };
+        assert_eq!(ids(&again), ids(&original), "{db}");
+
+        // Inside a new batch, beside new commands, and twice in the same batch.
+        let mixed = vec![
+            ("x".to_owned(), join("x")),
+            ("j3".to_owned(), join("u3")),
+            ("y".to_owned(), join("y")),
+            ("y".to_owned(), join("y")),
+        ];
+        let answers = run_all(&rooms, mixed).await;
+        let replayed = answers[1].as_ref().unwrap();
+        assert!(replayed.replayed, "{db}");
+        assert_eq!(replayed.room_version, first[3].as_ref().unwrap().room_version, "{db}");
+        let (x, y, y_again) =
+            (answers[0].as_ref().unwrap(), answers[2].as_ref().unwrap(), answers[3].as_ref().unwrap());
+        assert_eq!((x.replayed, x.room_version), (false, 7), "{db}");
+        assert_eq!((y.replayed, y.room_version), (false, 8), "{db}");
+        assert_eq!((y_again.replayed, y_again.room_version), (true, 8), "{db}");
+        assert_eq!(ids(y_again), ids(y), "{db}");
+
+        // The same id with another body is a conflict, even inside a batch.
+        let answers =
+            run_all(&rooms, vec![("j1".to_owned(), join("someone-else")), ("z".to_owned(), join("z"))]).await;
+        assert!(matches!(answers[0], Err(RoomError::CommandConflict(_))), "{db}: {:?}", answers[0]);
+        assert_eq!(answers[1].as_ref().unwrap().room_version, 9, "{db}");
+        assert_eq!(db.count("room_member").await, 8, "{db}");
+    }
+}
+
+#[tokio::test]
+async fn a_failed_batch_answers_every_command_unavailable_and_changes_nothing() {
+    let db = TestDb::mysql().await;
+    let im = crate::support::app::fake_im().await;
+    let settings = crate::support::app::settings(db.url(), Some(&im), &[]);
+    let options = room_service::room::RoomOptions::new(std::time::Duration::from_secs(1));
+    let rooms = room_service::room::RoomService::new(
+        db.repo.clone(),
+        crate::support::app::publisher(&settings),
+        options,
+        room_service::room::system_clock(),
+    );
+    create(&rooms).await;
+    let logged = db.count("room_command_log").await;
+    db.execute("RENAME TABLE room_outbox TO room_outbox_away").await;
+    let answers = run_all(&rooms, (0..5).map(|i| (format!("j{i}"), join(&format!("u{i}")))).collect()).await;
+    for answer in &answers {
+        assert!(matches!(answer, Err(RoomError::Unavailable(_))), "{answer:?}");
+    }
+    db.execute("RENAME TABLE room_outbox_away TO room_outbox").await;
+    let snapshot = rooms.snapshot(&super::room()).await.unwrap();
+    assert_eq!((snapshot.version, snapshot.member_count), (1, 0), "memory unchanged");
+    assert_eq!(db.count("room_command_log").await, logged, "nothing logged");
+    assert_eq!(db.count("room_member").await, 0, "no member rows");
+    assert!(im.messages("r1").is_empty(), "nothing published");
+
+    // The same commands go through once the database is back.
+    let answers = run_all(&rooms, (0..5).map(|i| (format!("j{i}"), join(&format!("u{i}")))).collect()).await;
+    assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|a| a.applied && !a.replayed)), "{answers:?}");
+    rooms.flush_delivery_marks().await;
+    assert_eq!(im.messages("r1").len(), 5, "published once committed");
+}
+
+#[tokio::test]
+async fn a_batch_decided_on_a_stale_cell_is_reloaded_and_decided_again() {
+    let db = TestDb::mysql().await;
+    let (a, b) = (service(&db), service(&db));
+    create(&a).await;
+    assert_eq!(b.snapshot(&super::room()).await.unwrap().version, 1, "B loads the room");
+    run(&a, "a1", join("alice")).await.unwrap();
+    run(&a, "a2", gift("alice", 10)).await.unwrap();
+    // B's cell is at version 1; its batch is decided there, fenced, reloaded, decided again.
+    let batch = vec![
+        ("b1".to_owned(), join("bob")),
+        ("b2".to_owned(), gift("alice", 5)), // alice is no member to B's stale cell
+        ("b3".to_owned(), Command::JoinRoom { user_id: super::user("alice") }), // a no-op now
+    ];
+    let before = b.commit_stats();
+    let answers = run_all(&b, batch).await;
+    let got: Vec<(bool, u64)> =
+        answers.iter().map(|a| a.as_ref().map(|a| (a.applied, a.room_version)).unwrap()).collect();
+    assert_eq!(got, [(true, 4), (true, 5), (false, 5)], "decided on the reloaded room");
+    assert_eq!(b.commit_stats().transactions - before.transactions, 1, "one commit after the conflict");
+    let snapshot = a.snapshot(&super::room()).await.unwrap();
+    assert_eq!(snapshot.version, 3, "A's own cell is stale now, but the database is not");
+    let reloaded = service_over(&db, db.repo.clone()).snapshot(&super::room()).await.unwrap();
+    assert_eq!((reloaded.version, reloaded.heat, reloaded.member_count), (5, 15, 2));
+}
