@@ -1,7 +1,8 @@
 //! B1, the command path: JoinRoom/SendGift commands per second through HTTP (fake IM at 0 ms,
-//! limits off), against a raw sqlx loop running the identical transaction (snapshot update
-//! fenced by version + command log row + outbox rows, the same SQL shapes and the same data
-//! sizes, precomputed with the pure domain) at the same concurrency on the same database.
+//! limits off), against a raw sqlx loop running the identical transaction (small snapshot
+//! update fenced by version + the member or gift-total row + command log row + outbox rows,
+//! the same SQL shapes and the same data sizes, precomputed with the pure domain; see
+//! `command_raw`) at the same concurrency on the same database.
 //!
 //! Workload: `clients` concurrent clients, each owning `rooms / clients` rooms; a client
 //! repeats "a new user joins one of its rooms, then sends a gift there", round robin over its
@@ -176,7 +177,7 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
         })
         .collect();
     let raw = run_raw(repo.pool(), raw_plans).await?;
-    for table in ["room_outbox", "room_command_log", "room_snapshot"] {
+    for table in ["room_outbox", "room_command_log", "room_snapshot", "room_member", "room_gift_total"] {
         repo.pool().execute(sqlx::AssertSqlSafe(format!("TRUNCATE TABLE {table}"))).await?;
     }
     repo.close().await;

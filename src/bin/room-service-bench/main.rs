@@ -9,12 +9,17 @@
 //!
 //! B1 command path vs a raw sqlx loop · B2 worker drain vs the configured bound · B3 claim
 //! query p99 by table size · B4 commit → IM acceptance latency · B5 publish stack overhead ·
-//! B6 resident memory with many active rooms (in a child process, so nothing else counts).
+//! B6 resident memory with many active rooms and with one big room (in a child process, so
+//! nothing else counts) · B7 hot rooms: latency and bytes per command by room size, one hot
+//! room vs the same load spread.
 
 mod claim;
 mod command;
 mod command_raw;
 mod drain;
+mod fill;
+mod hot;
+mod hot_load;
 mod latency;
 mod memory;
 mod report;
@@ -37,7 +42,7 @@ pub struct Args {
     /// MariaDB server (no database path); each benchmark creates and drops its own database.
     #[arg(long, env = "ROOM_SERVICE_BENCH_MYSQL_URL", default_value = "mysql://root@127.0.0.1:3306")]
     pub mysql_url: String,
-    /// Benchmarks to run, comma-separated (b1..b6); all when absent.
+    /// Benchmarks to run, comma-separated (b1..b7); all when absent.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// B1: concurrent clients.
@@ -62,9 +67,36 @@ pub struct Args {
     /// B6: active rooms.
     #[arg(long, default_value_t = 10_000)]
     pub memory_rooms: usize,
+    /// B6: members of the one big room (its second measurement).
+    #[arg(long, default_value_t = 100_000)]
+    pub memory_members: usize,
     /// Internal: run B6's measurement in this (child) process and print it.
     #[arg(long, hide = true)]
     pub memory_child: bool,
+    /// Internal: with `--memory-child`, measure the one big room instead of the many rooms.
+    #[arg(long, hide = true)]
+    pub memory_one_room: bool,
+    /// B7: room sizes (members) measured one command at a time.
+    #[arg(long, value_delimiter = ',', default_values_t = [10, 1_000, 10_000, 100_000])]
+    pub hot_sizes: Vec<usize>,
+    /// B7: timed JoinRoom, then as many SendGift, per room size.
+    #[arg(long, default_value_t = 300)]
+    pub hot_commands: usize,
+    /// B7: concurrent clients of the hot room vs spread load.
+    #[arg(long, default_value_t = 16)]
+    pub hot_clients: usize,
+    /// B7: gifts each client sends (spread, then again into the hot room).
+    #[arg(long, default_value_t = 600)]
+    pub hot_gifts_per_client: usize,
+    /// B7: members of the one hot room.
+    #[arg(long, default_value_t = 100_000)]
+    pub hot_members: usize,
+    /// B7: rooms the spread load goes to.
+    #[arg(long, default_value_t = 256)]
+    pub spread_rooms: usize,
+    /// B7: members of each spread room.
+    #[arg(long, default_value_t = 8)]
+    pub spread_members: usize,
 }
 
 impl Args {
@@ -82,7 +114,24 @@ impl Args {
             self.drain_secs = self.drain_secs.min(2);
             self.max_rows = self.max_rows.min(20_000);
             self.memory_rooms = self.memory_rooms.min(50);
+            self.memory_members = self.memory_members.min(100);
+            self.hot_sizes = vec![10, 100];
+            self.hot_commands = self.hot_commands.min(10);
+            self.hot_clients = self.hot_clients.min(4);
+            self.hot_gifts_per_client = self.hot_gifts_per_client.min(10);
+            self.hot_members = self.hot_members.min(100);
+            self.spread_rooms = self.spread_rooms.min(8);
         }
+        // Sizes smallest first (the smallest is the baseline), none empty (a sender must exist).
+        self.hot_sizes.retain(|&n| n > 0);
+        self.hot_sizes.sort_unstable();
+        self.hot_sizes.dedup();
+        if self.hot_sizes.is_empty() {
+            self.hot_sizes.push(10);
+        }
+        self.hot_members = self.hot_members.max(1);
+        self.spread_rooms = self.spread_rooms.max(1);
+        self.spread_members = self.spread_members.max(1);
         self
     }
 }
@@ -104,13 +153,14 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 6] = [
+    let benches: [(&str, &str, Bench); 7] = [
         ("b1", "command path", |a| Box::pin(command::run(a))),
         ("b2", "worker drain", |a| Box::pin(drain::run(a))),
         ("b3", "claim scaling", |a| Box::pin(claim::run(a))),
         ("b4", "delivery latency", |a| Box::pin(latency::run(a))),
         ("b5", "stack overhead", |a| Box::pin(stack::run(a))),
         ("b6", "memory", |a| Box::pin(memory::run(a))),
+        ("b7", "hot rooms", |a| Box::pin(hot::run(a))),
     ];
     for (id, what, bench) in benches {
         if !args.wants(id) {

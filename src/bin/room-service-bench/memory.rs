@@ -1,27 +1,65 @@
-//! B6, memory: resident memory (`VmRSS` of `/proc/self/status`) of the service with
-//! `memory_rooms` active rooms × 10 members, built through the real command path over HTTP
-//! (CreateRoom, then ten JoinRoom per room; IM disabled, so events go to the log sink).
+//! B6, memory: resident memory (`VmRSS` of `/proc/self/status`) of the service, twice:
 //!
-//! It runs in a child process (this binary re-run with a hidden flag), so nothing the other
-//! benchmarks allocated counts; the child prints `VMRSS_KB <after start> <with the rooms>`.
-//! The figure includes the in-process HTTP client driving the load, so it is an upper bound.
+//! - with `memory_rooms` active rooms × 10 members, built through the real command path over
+//!   HTTP (CreateRoom, then ten JoinRoom per room; IM disabled, so events go to the log sink);
+//! - with ONE room of `memory_members` members, filled straight in SQL (`fill`) before the
+//!   service starts and then loaded by one `GET /v1/rooms/{id}` (its member count checked).
+//!
+//! Each runs in a child process (this binary re-run with a hidden flag), so nothing the other
+//! benchmarks allocated counts; the child prints `VMRSS_KB <after start> <with the rooms>
+//! <peak> <seconds>`. The figure includes the in-process HTTP client, so it is an upper bound.
 
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use room_service::app;
+use room_service::store::{MySqlRepository, Repository};
 use serde_json::json;
 
 use crate::Args;
+use crate::fill;
 use crate::report::Line;
 use crate::support::{self, BenchDb};
 
 const MEMBERS: usize = 10;
 const CONCURRENCY: usize = 16;
 const TARGET_MB: f64 = 200.0;
+const ONE_ROOM_TARGET_MB: f64 = 100.0;
+/// The one big room.
+const BIG_ROOM: &str = "big";
 
-/// Runs B6 in a child process and returns its lines.
+/// Runs B6's two measurements, each in a child process, and returns their lines.
 pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
+    let [idle, loaded, _, secs] = in_child(args, false).await?;
+    let many = Line::new(
+        &format!("B6 VmRSS, {} rooms × {MEMBERS} members", args.memory_rooms),
+        format!("{loaded:.1} MB"),
+        format!(
+            "{idle:.1} MB just started; {:.0} B/member; built in {secs:.0}s",
+            per_member(idle, loaded, args.memory_rooms * MEMBERS)
+        ),
+        format!("{:.2} of target", loaded / TARGET_MB),
+        "≤ 200 MB",
+        loaded <= TARGET_MB,
+    );
+    let [idle, loaded, peak, secs] = in_child(args, true).await?;
+    let one = Line::new(
+        &format!("B6 VmRSS, 1 room × {} members", args.memory_members),
+        format!("{loaded:.1} MB"),
+        format!(
+            "{idle:.1} MB just started; {:.0} B/member; peak {peak:.1} MB; loaded in {secs:.2}s",
+            per_member(idle, loaded, args.memory_members)
+        ),
+        format!("{:.2} of target", loaded / ONE_ROOM_TARGET_MB),
+        "≤ 100 MB",
+        loaded <= ONE_ROOM_TARGET_MB,
+    );
+    Ok(vec![many, one])
+}
+
+/// Runs the child (`one_room`: the big room) and returns its figures: MB just started, MB with
+/// the rooms, peak MB, seconds to build or load.
+async fn in_child(args: &Args, one_room: bool) -> anyhow::Result<[f64; 4]> {
     let exe = std::env::current_exe()?;
     let mut command = tokio::process::Command::new(exe);
     command
@@ -29,7 +67,12 @@ pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
         .arg("--mysql-url")
         .arg(&args.mysql_url)
         .arg("--memory-rooms")
-        .arg(args.memory_rooms.to_string());
+        .arg(args.memory_rooms.to_string())
+        .arg("--memory-members")
+        .arg(args.memory_members.to_string());
+    if one_room {
+        command.arg("--memory-one-room");
+    }
     let output = command.output().await?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     anyhow::ensure!(
@@ -43,34 +86,24 @@ pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
         .find_map(|l| l.strip_prefix("VMRSS_KB "))
         .map(|rest| rest.split_whitespace().filter_map(|n| n.parse().ok()).collect())
         .unwrap_or_default();
-    let [idle_kb, loaded_kb, secs] = figures[..] else {
+    let [idle_kb, loaded_kb, peak_kb, secs] = figures[..] else {
         anyhow::bail!("memory child printed no figures: {stdout}");
     };
-    let (idle, loaded) = (idle_kb / 1024.0, loaded_kb / 1024.0);
-    Ok(vec![Line::new(
-        &format!("B6 VmRSS, {} rooms × {MEMBERS} members", args.memory_rooms),
-        format!("{loaded:.1} MB"),
-        format!(
-            "{idle:.1} MB just started; {:.0} B/member; built in {secs:.0}s",
-            per_member(idle, loaded, args)
-        ),
-        format!("{:.2} of target", loaded / TARGET_MB),
-        "≤ 200 MB",
-        loaded <= TARGET_MB,
-    )])
+    Ok([idle_kb / 1024.0, loaded_kb / 1024.0, peak_kb / 1024.0, secs])
 }
 
-fn per_member(idle_mb: f64, loaded_mb: f64, args: &Args) -> f64 {
-    (loaded_mb - idle_mb) * 1024.0 * 1024.0 / (args.memory_rooms * MEMBERS).max(1) as f64
+fn per_member(idle_mb: f64, loaded_mb: f64, members: usize) -> f64 {
+    (loaded_mb - idle_mb) * 1024.0 * 1024.0 / members.max(1) as f64
 }
 
-/// The child: builds the rooms and prints `VMRSS_KB <idle> <loaded> <seconds>`.
+/// The child: builds the rooms (or loads the big one) and prints
+/// `VMRSS_KB <idle> <loaded> <peak> <seconds>`.
 pub async fn child(args: &Args) -> anyhow::Result<()> {
     let db = BenchDb::create(&args.mysql_url, "b6").await?;
-    let result = build(args, &db).await;
+    let result = if args.memory_one_room { one_room(args, &db).await } else { build(args, &db).await };
     db.drop_now().await;
     let (idle, loaded, secs) = result?;
-    println!("VMRSS_KB {idle} {loaded} {secs:.1}");
+    println!("VMRSS_KB {idle} {loaded} {} {secs:.2}", vm_kb("VmHWM:")?);
     Ok(())
 }
 
@@ -117,13 +150,36 @@ async fn build(args: &Args, db: &BenchDb) -> anyhow::Result<(u64, u64, f64)> {
     Ok((idle, loaded, built))
 }
 
+/// Fills the big room in SQL, starts the service, then loads the room through HTTP.
+async fn one_room(args: &Args, db: &BenchDb) -> anyhow::Result<(u64, u64, f64)> {
+    let repo = MySqlRepository::connect(&db.url(), 1).await?;
+    repo.migrate().await?;
+    fill::room(repo.pool(), BIG_ROOM, args.memory_members).await?;
+    repo.close().await;
+    let settings = support::settings(&db.url(), None, &[("outbox_worker.enabled", "false")])?;
+    let publisher = support::publisher(&settings, None)?;
+    let running = app::start(settings, publisher).await?;
+    let (http, base) = (reqwest::Client::new(), format!("http://{}", running.addr));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let idle = vm_rss_kb()?;
+    let loaded_in = fill::check_loaded(&http, &base, BIG_ROOM, args.memory_members).await;
+    let loaded = vm_rss_kb()?;
+    running.stop().await?;
+    Ok((idle, loaded, loaded_in?.as_secs_f64()))
+}
+
 /// `VmRSS` of this process, in kB.
 fn vm_rss_kb() -> anyhow::Result<u64> {
+    vm_kb("VmRSS:")
+}
+
+/// A `Vm…:` line of `/proc/self/status` (`VmRSS:` now, `VmHWM:` the peak), in kB.
+fn vm_kb(field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/self/status"))
+        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/self/status"))
 }

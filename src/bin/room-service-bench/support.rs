@@ -1,6 +1,6 @@
 //! What every benchmark needs: a throwaway MariaDB database, service settings, the publish
 //! stack composed exactly as `main.rs` does (with an optional acceptance probe around the leaf),
-//! the fake IM, latency samples and session status counters.
+//! the fake IM, latency samples and session or global status counters.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -195,7 +195,21 @@ pub fn ms(d: Duration) -> String {
 /// Session status counters (`SHOW SESSION STATUS`) of the one connection of `pool` (a pool
 /// of exactly one connection, so the session is the one the measured code used).
 pub async fn session_status(pool: &MySqlPool, names: &[&str]) -> anyhow::Result<HashMap<String, i64>> {
-    let rows = sqlx::query("SHOW SESSION STATUS").fetch_all(pool).await?;
+    status(pool, "SHOW SESSION STATUS", names).await
+}
+
+/// Server-wide status counters (`SHOW GLOBAL STATUS`): everything the shared server does
+/// counts, not only the benchmark.
+pub async fn global_status(pool: &MySqlPool, names: &[&str]) -> anyhow::Result<HashMap<String, i64>> {
+    status(pool, "SHOW GLOBAL STATUS", names).await
+}
+
+async fn status(
+    pool: &MySqlPool,
+    show: &'static str,
+    names: &[&str],
+) -> anyhow::Result<HashMap<String, i64>> {
+    let rows = sqlx::query(show).fetch_all(pool).await?;
     let mut out = HashMap::new();
     for row in rows {
         let name: String = row.try_get(0)?;
