@@ -7,10 +7,12 @@
 //! delivery marks → close the pool. The pool is never closed while a worker may still mark a row.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -22,6 +24,8 @@ use crate::http::{self, AppState, Lifecycle};
 use crate::outbox::{OutboxWorker, OutboxWorkerOptions, sampler};
 use crate::publish::Publisher;
 use crate::publish::log_sink::LogSink;
+use crate::publish::rate_limit::RateLimitOptions;
+use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
 use crate::publish::tencent::{TencentImOptions, TencentImService};
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
@@ -75,7 +79,17 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         .with_context(|| format!("opening database {}", db.redacted_url()))?;
     let metrics = telemetry::install_metrics();
     let publish_timeout = settings.outbox_worker.publish_timeout;
-    let room_options = RoomOptions { publish_timeout, max_commit_batch: settings.rooms.max_commit_batch };
+    // The command path wakes the worker when it leaves events pending.
+    let worker_wake = Arc::new(Notify::new());
+    let room_options = RoomOptions {
+        publish_timeout,
+        max_commit_batch: settings.rooms.max_commit_batch,
+        max_room_id_bytes: settings
+            .tencent_im
+            .enabled
+            .then(|| MAX_GROUP_ID_BYTES.saturating_sub(settings.tencent_im.group_id_prefix.len())),
+        worker_wake: Some(worker_wake.clone()),
+    };
     let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
     let listener = TcpListener::bind(settings.http.listen)
         .await
@@ -113,7 +127,7 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         settings.outbox_worker.stats_interval,
         workers.clone(),
     ));
-    spawn_outbox_worker(&settings, &repo, &publisher, &tracker, &workers);
+    spawn_outbox_worker(&settings, &repo, worker_wake, &publisher, &tracker, &workers);
     // Retention runs where the outbox worker runs (one purging instance at a time on MySQL).
     if let Some(retention) = settings.outbox_worker.retention.filter(|_| settings.outbox_worker.enabled) {
         let options = RetentionOptions::new(retention, settings.node_id.clone());
@@ -168,6 +182,7 @@ pub async fn serve(settings: Settings, publisher: Publisher) -> anyhow::Result<(
 fn spawn_outbox_worker(
     settings: &Settings,
     repo: &SharedRepository,
+    wake: Arc<Notify>,
     publisher: &Publisher,
     tracker: &TaskTracker,
     cancel: &CancellationToken,
@@ -177,7 +192,8 @@ fn spawn_outbox_worker(
         return;
     }
     let options = OutboxWorkerOptions::from(&settings.outbox_worker);
-    let worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options);
+    let worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options)
+        .with_waker(wake);
     let cancel = cancel.clone();
     tracker.spawn(async move { worker.run_outbox_worker(cancel).await });
 }
@@ -216,6 +232,18 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = terminate => {}
+    }
+}
+
+/// The rate limits of the publish stack for `settings` (`im_rate_limit.*`, and the pause after
+/// a rate-limited answer).
+pub fn rate_limit(settings: &Settings) -> RateLimitOptions {
+    let limits = &settings.im_rate_limit;
+    RateLimitOptions {
+        global_per_sec: limits.global_per_sec,
+        per_group_per_sec: limits.per_group_per_sec,
+        worker_share: limits.worker_share,
+        pause: settings.outbox_worker.rate_limit_pause,
     }
 }
 

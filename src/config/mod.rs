@@ -37,9 +37,9 @@ use serde_saphyr::figment::Yaml;
 pub use error::ConfigError;
 pub use settings::{
     Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
-    DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat,
-    LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, MAX_LEASE, OutboxWorkerSettings,
-    PresenceSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
+    DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, ImRateLimitSettings,
+    LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, MIN_LEASE, OutboxWorkerSettings,
+    PresenceSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, lease_for,
 };
 
 use error::Origins;

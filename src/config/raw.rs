@@ -35,6 +35,9 @@ pub(crate) struct RawConfig {
     /// Tencent Cloud IM, the leaf of the publish stack.
     #[serde(deserialize_with = "null_as_default")]
     pub tencent_im: RawTencentIm,
+    /// The rate limiter in the publish stack, shared by both paths.
+    #[serde(deserialize_with = "null_as_default")]
+    pub im_rate_limit: RawImRateLimit,
     /// The background worker that re-publishes pending outbox rows.
     #[serde(deserialize_with = "null_as_default")]
     pub outbox_worker: RawOutboxWorker,
@@ -142,6 +145,16 @@ pub(crate) struct RawOutboxWorker {
     /// Most worker publishes in flight at once (rows of one room stay in order); non-positive
     /// means the default.
     pub max_in_flight: i64,
+    /// `exponential`: first retry delay.
+    pub retry_base: RawDuration,
+    /// `exponential`: longest retry delay.
+    pub retry_max: RawDuration,
+    /// Park a row as `failed` after this many failed attempts; 0 = retry forever.
+    pub max_attempts: i64,
+    /// Least delay after a rate-limited answer; the group (or app) is paused as long.
+    pub rate_limit_pause: RawDuration,
+    /// How long publishing stops after a configuration error.
+    pub config_error_pause: RawDuration,
 }
 
 impl Default for RawOutboxWorker {
@@ -155,6 +168,11 @@ impl Default for RawOutboxWorker {
             retention: RawDuration::new(""),
             stats_interval: RawDuration::new("5s"),
             max_in_flight: 8,
+            retry_base: RawDuration::new("1s"),
+            retry_max: RawDuration::new("5m"),
+            max_attempts: 0,
+            rate_limit_pause: RawDuration::new("1s"),
+            config_error_pause: RawDuration::new("30s"),
         }
     }
 }
@@ -174,6 +192,24 @@ pub(crate) struct RawPresence {
 impl Default for RawPresence {
     fn default() -> Self {
         Self { enabled: true, stale_after: RawDuration::new("60s"), scan_interval: RawDuration::new("10s") }
+    }
+}
+
+/// `im_rate_limit.*`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawImRateLimit {
+    /// App-wide IM calls per second, both paths together.
+    pub global_per_sec: i64,
+    /// Messages per second into one group.
+    pub per_group_per_sec: i64,
+    /// Share of `global_per_sec` the worker may use.
+    pub worker_share: f64,
+}
+
+impl Default for RawImRateLimit {
+    fn default() -> Self {
+        Self { global_per_sec: 190, per_group_per_sec: 35, worker_share: 0.8 }
     }
 }
 

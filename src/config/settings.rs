@@ -26,12 +26,10 @@ pub const MAX_IN_FLIGHT: usize = 64;
 
 /// Default `outbox_worker.stats_interval`.
 pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(5);
-/// Extra time a claim lease holds beyond `batch_size × publish_timeout`, covering the claim and
-/// mark statements around the publishes.
-pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
-/// Longest lease a configuration may imply: rows claimed by a crashed instance are retried
-/// after at most this long. `batch_size × publish_timeout` above it fails startup.
-pub const MAX_LEASE: Duration = Duration::from_secs(60 * 60);
+/// Shortest claim lease. A lease is renewed every third of it while its claim holds rows, so it
+/// only needs to outlast one publish (`publish_timeout`) and a renewal; rows of a crashed
+/// worker return after it.
+pub const MIN_LEASE: Duration = Duration::from_secs(10);
 
 /// Everything the service needs at runtime.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +43,8 @@ pub struct Settings {
     pub database: DatabaseSettings,
     /// Tencent Cloud IM.
     pub tencent_im: TencentImSettings,
+    /// The rate limiter in the publish stack.
+    pub im_rate_limit: ImRateLimitSettings,
     /// The outbox worker (its `publish_timeout` also bounds the synchronous publish).
     pub outbox_worker: OutboxWorkerSettings,
     /// The room cells and their command path.
@@ -157,9 +157,23 @@ pub struct TencentImSettings {
 /// How failed outbox rows are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RetryStrategy {
-    /// Retry on the next poll tick (V1, the only strategy).
+    /// Retry after one poll interval (the seed's V1).
     #[default]
     FixedInterval,
+    /// `retry_base × 2^(attempt-1)`, capped at `retry_max`, times a jitter in [0.5, 1.0].
+    Exponential,
+}
+
+/// The rate limiter of the publish stack (`im_rate_limit.*`): every limit holds in every
+/// sliding one-second window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImRateLimitSettings {
+    /// App-wide calls per second, both paths together (Tencent: 200 per SDKAppID).
+    pub global_per_sec: u32,
+    /// Messages per second into one group (Tencent: 40).
+    pub per_group_per_sec: u32,
+    /// Share of `global_per_sec` the worker may use, in (0, 1].
+    pub worker_share: f64,
 }
 
 /// The outbox worker, normalised: every value is positive.
@@ -181,21 +195,28 @@ pub struct OutboxWorkerSettings {
     pub stats_interval: Duration,
     /// Most worker publishes in flight, 1..=[`MAX_IN_FLIGHT`]; rows of one room stay in order.
     pub max_in_flight: usize,
+    /// `exponential`: first retry delay (> 0).
+    pub retry_base: Duration,
+    /// `exponential`: longest retry delay (>= `retry_base`).
+    pub retry_max: Duration,
+    /// Failed attempts after which a row is parked as `failed`; 0 = never.
+    pub max_attempts: u32,
+    /// Least delay after a rate-limited answer (> 0).
+    pub rate_limit_pause: Duration,
+    /// Publishing stops this long after a configuration error (> 0).
+    pub config_error_pause: Duration,
 }
 
 impl OutboxWorkerSettings {
-    /// The lease a claim must take so it cannot expire while its batch is still being
-    /// published one row after another: `batch_size × publish_timeout + LEASE_MARGIN`.
-    /// Validation keeps it at or below `MAX_LEASE + LEASE_MARGIN`.
+    /// The lease a claim takes (renewed while the claim holds rows): see [`lease_for`].
     pub fn lease(&self) -> Duration {
-        lease_for(self.batch_size, self.publish_timeout)
+        lease_for(self.publish_timeout)
     }
 }
 
-/// `batch_size × publish_timeout + LEASE_MARGIN`, saturating.
-pub(crate) fn lease_for(batch_size: usize, publish_timeout: Duration) -> Duration {
-    let factor = u32::try_from(batch_size).unwrap_or(u32::MAX);
-    publish_timeout.saturating_mul(factor).saturating_add(LEASE_MARGIN)
+/// Three publish timeouts, at least [`MIN_LEASE`], saturating.
+pub fn lease_for(publish_timeout: Duration) -> Duration {
+    publish_timeout.saturating_mul(3).max(MIN_LEASE)
 }
 
 /// Largest accepted `rooms.max_commit_batch`.

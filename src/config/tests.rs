@@ -58,7 +58,17 @@ fn empty_file_gives_the_spec_defaults() {
         assert_eq!(ow.publish_timeout, Duration::from_secs(3));
         assert_eq!(ow.retry_strategy, RetryStrategy::FixedInterval);
         assert_eq!(ow.retention, None, "retention is off unless configured");
-        assert_eq!(ow.lease(), Duration::from_secs(300) + LEASE_MARGIN);
+        assert_eq!(ow.lease(), Duration::from_secs(10), "three publish timeouts, at least 10s");
+        assert_eq!(
+            (ow.retry_base, ow.retry_max, ow.max_attempts),
+            (Duration::from_secs(1), Duration::from_secs(300), 0)
+        );
+        assert_eq!(
+            (ow.rate_limit_pause, ow.config_error_pause),
+            (Duration::from_secs(1), Duration::from_secs(30))
+        );
+        let limits = &s.im_rate_limit;
+        assert_eq!((limits.global_per_sec, limits.per_group_per_sec, limits.worker_share), (190, 35, 0.8));
         assert!(s.presence.enabled);
         assert_eq!(s.presence.stale_after, Duration::from_secs(60));
         assert_eq!(s.presence.scan_interval, Duration::from_secs(10));

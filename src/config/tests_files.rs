@@ -44,6 +44,7 @@ fn docker_config_uses_compose_services_and_needs_the_secret_from_env() {
     assert_eq!(s.tencent_im.sdk_app_id, 1_400_000_000);
     assert_eq!(s.tencent_im.secret_key.expose(), "test-secret-key");
     assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
+    assert_eq!(s.outbox_worker.retry_strategy, crate::config::RetryStrategy::Exponential);
     assert_eq!(s.log.format, LogFormat::Json);
 }
 
@@ -60,12 +61,14 @@ fn tencent_example_points_at_tencent_and_needs_the_secret_from_env() {
     assert_eq!(s.tencent_im.admin_identifier, "administrator");
     assert_eq!(s.tencent_im.usersig_ttl, Duration::from_secs(24 * 3600));
     assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
+    assert_eq!(s.outbox_worker.retry_strategy, crate::config::RetryStrategy::Exponential);
     assert_eq!(s.database.backend(), Backend::MySql);
 }
 
 #[test]
 fn every_shipped_file_sets_and_documents_every_key() {
-    let sections = ["http", "database", "tencent_im", "outbox_worker", "rooms", "presence", "log"];
+    let sections =
+        ["http", "database", "tencent_im", "im_rate_limit", "outbox_worker", "rooms", "presence", "log"];
     for name in ["config.yaml", "config.docker.yaml", "config.tencent.example.yaml"] {
         let text = std::fs::read_to_string(shipped(name)).expect("shipped file is readable");
         let lines: Vec<&str> = text.lines().collect();
@@ -81,6 +84,6 @@ fn every_shipped_file_sets_and_documents_every_key() {
             let above = i.checked_sub(1).and_then(|j| lines.get(j)).map(|l| l.trim_start());
             assert!(above.is_some_and(|l| l.starts_with('#')), "{name}: `{line}` has no comment");
         }
-        assert_eq!(leaves, 27, "{name} must set all 27 keys explicitly");
+        assert_eq!(leaves, 35, "{name} must set all 35 keys explicitly");
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use super::raw::{
-    RawConfig, RawDatabase, RawDuration, RawHttp, RawLog, RawOutboxWorker, RawPresence, RawRooms,
-    RawTencentIm,
+    RawConfig, RawDatabase, RawDuration, RawHttp, RawImRateLimit, RawLog, RawOutboxWorker, RawPresence,
+    RawRooms, RawTencentIm,
 };
 use super::rules::{
     MIN_RETENTION, MIN_USERSIG_TTL, Parsed, Problems, check_base_url, check_log_level, is_valid_node_id,
@@ -16,9 +16,9 @@ use super::rules::{
 };
 use super::settings::{
     Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
-    DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, LEASE_MARGIN, LogFormat,
-    LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, MAX_LEASE, OutboxWorkerSettings,
-    PresenceSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, lease_for,
+    DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, ImRateLimitSettings,
+    LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, OutboxWorkerSettings,
+    PresenceSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
 };
 use crate::secret::Secret;
 
@@ -42,6 +42,7 @@ pub(crate) fn validate(
         http: http(&mut p, raw.http),
         database: database(&mut p, raw.database),
         tencent_im: tencent_im(&mut p, raw.tencent_im),
+        im_rate_limit: im_rate_limit(&mut p, raw.im_rate_limit),
         outbox_worker: outbox_worker(&mut p, raw.outbox_worker),
         rooms: rooms(&mut p, raw.rooms),
         presence: presence(&mut p, raw.presence),
@@ -122,7 +123,7 @@ fn tencent_im(p: &mut Problems, raw: RawTencentIm) -> TencentImSettings {
 }
 
 /// Non-positive values become defaults (SPEC §5 normalisation); a batch size above
-/// [`MAX_BATCH_SIZE`] and a batch that could outlive [`MAX_LEASE`] fail.
+/// [`MAX_BATCH_SIZE`] fails, and so does every delivery-policy value that makes no sense.
 fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings {
     let poll_interval =
         p.or_default("outbox_worker.poll_interval", &raw.poll_interval, DEFAULT_POLL_INTERVAL);
@@ -136,28 +137,30 @@ fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings
         }
         Ok(n) => n,
     };
-    let batch_time = lease_for(batch_size, publish_timeout).saturating_sub(LEASE_MARGIN);
-    if batch_time > MAX_LEASE {
-        p.add(
-            "outbox_worker.publish_timeout",
-            format!(
-                "batch_size × publish_timeout is {}, above the {} limit on a claim lease; \
-                 lower outbox_worker.batch_size or outbox_worker.publish_timeout",
-                humantime::format_duration(batch_time),
-                humantime::format_duration(MAX_LEASE)
-            ),
-        );
-    }
     let retry_strategy = match raw.retry_strategy.as_str() {
         "" | "fixed_interval" => RetryStrategy::FixedInterval,
+        "exponential" => RetryStrategy::Exponential,
         other => {
             p.add(
                 "outbox_worker.retry_strategy",
-                format!("{other:?} is not supported; use \"fixed_interval\""),
+                format!("{other:?} is not supported; use \"fixed_interval\" or \"exponential\""),
             );
             RetryStrategy::FixedInterval
         }
     };
+    let retry_base = p.positive("outbox_worker.retry_base", &raw.retry_base, Duration::from_secs(1));
+    let retry_max = p.positive("outbox_worker.retry_max", &raw.retry_max, Duration::from_secs(300));
+    if retry_max < retry_base {
+        p.add("outbox_worker.retry_max", "must be at least outbox_worker.retry_base");
+    }
+    let max_attempts = u32::try_from(raw.max_attempts).unwrap_or_else(|_| {
+        p.add("outbox_worker.max_attempts", "must be 0 (retry forever) or a positive number of attempts");
+        0
+    });
+    let rate_limit_pause =
+        p.positive("outbox_worker.rate_limit_pause", &raw.rate_limit_pause, Duration::from_secs(1));
+    let config_error_pause =
+        p.positive("outbox_worker.config_error_pause", &raw.config_error_pause, Duration::from_secs(30));
     let retention = retention(p, &raw.retention);
     let max_in_flight = match usize::try_from(raw.max_in_flight) {
         Ok(0) | Err(_) => DEFAULT_MAX_IN_FLIGHT,
@@ -178,7 +181,32 @@ fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWorkerSettings
         retention,
         stats_interval,
         max_in_flight,
+        retry_base,
+        retry_max,
+        max_attempts,
+        rate_limit_pause,
+        config_error_pause,
     }
+}
+
+fn im_rate_limit(p: &mut Problems, raw: RawImRateLimit) -> ImRateLimitSettings {
+    let mut rate = |key: &str, value: i64, fallback: u32| match u32::try_from(value) {
+        Ok(n) if n > 0 => n,
+        _ => {
+            p.add(key, format!("{value} is not a positive number of calls per second"));
+            fallback
+        }
+    };
+    let global_per_sec = rate("im_rate_limit.global_per_sec", raw.global_per_sec, 190);
+    let per_group_per_sec = rate("im_rate_limit.per_group_per_sec", raw.per_group_per_sec, 35);
+    if per_group_per_sec > global_per_sec {
+        p.add("im_rate_limit.per_group_per_sec", "must not be above im_rate_limit.global_per_sec");
+    }
+    let worker_share = raw.worker_share;
+    if !(worker_share > 0.0 && worker_share <= 1.0) {
+        p.add("im_rate_limit.worker_share", format!("{worker_share} is not in (0, 1]"));
+    }
+    ImRateLimitSettings { global_per_sec, per_group_per_sec, worker_share: worker_share.clamp(0.01, 1.0) }
 }
 
 /// `outbox_worker.retention`: empty or non-positive disables the purge (`None`); anything

@@ -50,6 +50,9 @@ pub struct FakeStats {
     pub duplicates: u64,
     /// Messages over the per-group limit: answered OK with `MsgDropReason`, not recorded.
     pub dropped: u64,
+    /// Calls over the global (per SDKAppID) limit: refused with 60007. With `dropped`, what a
+    /// well-behaved client keeps at zero.
+    pub rate_limited: u64,
     /// Calls answered `ActionStatus: FAIL` (injected codes included).
     pub rejected: u64,
     /// Calls that were served an injected fault.
@@ -153,7 +156,12 @@ impl FakeState {
     /// Takes a slot of the global (per SDKAppID) call limit.
     pub(crate) fn take_global_slot(&self, now: Instant) -> bool {
         let limit = self.options.global_limit_per_sec;
-        take_slot(&mut self.book().global_window, now, limit)
+        let mut book = self.book();
+        let taken = take_slot(&mut book.global_window, now, limit);
+        if !taken {
+            book.stats.rate_limited += 1;
+        }
+        taken
     }
 
     /// Dedups, rate-limits per group and records.

@@ -1,16 +1,17 @@
-//! The outbox worker: re-delivers the events the synchronous push missed (SPEC §4, §5).
+//! The outbox worker: re-delivers the events the synchronous push missed (SPEC §4, §5, §11.2).
 //!
 //! Where it sits: a command commits its events as `room_outbox` rows ([`crate::store`]) and
 //! the command path publishes them right away; whatever is still `pending` (or `retryable`)
-//! once its grace time has passed is claimed here under a lease, published through the very
-//! same [`Publisher`] stack (with [`Path::Worker`](crate::publish::Path::Worker)), and marked
-//! `delivered` or `retryable` in one fenced call per batch.
+//! once its claim-after time has passed is claimed here under a lease, published through the
+//! very same [`Publisher`] stack (with [`Path::Worker`](crate::publish::Path::Worker), which
+//! waits for rate-limit permits), and marked in buffered, fenced writes.
 //!
 //! ```text
-//! tick ─▶ claim_outbox (lease = batch × publish_timeout + margin, worker_id unique per claim)
-//!           └▶ for each row: decode envelope ─▶ publisher.oneshot (own publish_timeout)
-//!        ─▶ finish_claimed (one call: delivered | retryable, fenced on worker_id)
-//!        ─▶ release_claimed (rows not published because of cancel: claimable at once)
+//! claim_outbox (worker_id unique per claim; lease renewed while the claim holds rows)
+//!   └▶ head check: rows wait behind earlier undelivered rows of their room
+//!   └▶ room queues ─▶ publisher.oneshot per row, each room in order, rooms in parallel
+//!   └▶ policy by error class ─▶ delivered | retryable (backoff) | failed (parked) | deferred
+//!   └▶ finish_claimed every 250 ms (fenced on worker_id); the next claim overlaps the tail
 //! ```
 //!
 //! The worker never runs room commands and never touches cells, the command log or snapshots:
@@ -18,29 +19,29 @@
 //! dedup on `event_id`.
 //!
 //! An envelope that cannot be decoded (bad JSON, unknown event type, an `event_id` other than
-//! the row's) is never published, never marked delivered and never deleted: it is recorded as a
-//! failed attempt (`retryable`, `retry_count + 1`, `last_error = "undecodable envelope: …"`)
-//! so it stays visible to the admin listing and the retry alerts, and it is tried again only
-//! after [`UNDECODABLE_RETRY_AFTER`] (a newer node may know the event type; a person may fix
-//! the row). V1 never writes `failed` (SPEC §4).
+//! the row's) is never published, never marked delivered and never deleted: it is parked
+//! (`failed`, reason `undecodable`, `last_error = "undecodable envelope: …"`) for a person to
+//! inspect, out of its room's way; `outbox requeue` sends it again once fixed.
 
-mod batch;
+mod engine;
 mod options;
+mod policy;
 mod run;
 pub mod sampler;
 
 pub use options::OutboxWorkerOptions;
 
-use std::time::Duration;
+use std::sync::Arc;
 
-use crate::publish::Publisher;
-use crate::store::SharedRepository;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::EventEnvelope;
+use crate::publish::{Message, Path, Priority, Publisher};
+use crate::store::{OutboxRow, SharedRepository, StoreError};
 
 /// Value of the `worker` field on every outbox log line.
 pub const WORKER_NAME: &str = "room_outbox";
-
-/// How long an undecodable row waits before the worker looks at it again.
-pub const UNDECODABLE_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Longest part of the node id kept in a claim's `worker_id` (the column holds 128 chars; the
 /// fresh per-claim token takes 17).
@@ -53,6 +54,7 @@ pub struct OutboxWorker {
     publisher: Publisher,
     node_id: String,
     options: OutboxWorkerOptions,
+    wake: Arc<Notify>,
 }
 
 /// What one batch did.
@@ -62,11 +64,15 @@ pub struct BatchReport {
     pub claimed: usize,
     /// Rows marked `delivered` (IM accepted them, or the filter skipped them).
     pub delivered: u64,
-    /// Rows marked `retryable` (publish failed, or the envelope was undecodable).
+    /// Rows marked `retryable` (publish failed).
     pub retried: u64,
+    /// Rows parked as `failed` (permanent error, out of attempts, undecodable).
+    pub parked: u64,
+    /// Rows handed back unattempted (publishing paused, or behind an earlier row of their room).
+    pub deferred: u64,
     /// Rows whose lease was lost before the mark: left unchanged.
     pub lease_lost: u64,
-    /// Rows whose envelope could not be decoded (also counted in `retried` when marked).
+    /// Rows whose envelope could not be decoded (also counted in `parked` when marked).
     pub undecodable: u64,
     /// Rows not published because the worker was cancelled, handed back claimable at once.
     pub released: u64,
@@ -81,7 +87,35 @@ impl OutboxWorker {
         node_id: impl Into<String>,
         options: OutboxWorkerOptions,
     ) -> Self {
-        Self { repo, publisher, node_id: node_id.into(), options: options.normalise() }
+        let wake = Arc::new(Notify::new());
+        Self { repo, publisher, node_id: node_id.into(), options: options.normalise(), wake }
+    }
+
+    /// Shares `wake` with the command path (see [`Self::waker`]).
+    pub fn with_waker(mut self, wake: Arc<Notify>) -> Self {
+        self.wake = wake;
+        self
+    }
+
+    /// Wakes the worker to claim now rather than on its next tick (the command path calls it
+    /// when it leaves an event pending for the worker).
+    pub fn waker(&self) -> Arc<Notify> {
+        Arc::clone(&self.wake)
+    }
+
+    /// Processes one batch start to end: claims up to `batch_size` claimable rows under a
+    /// fresh `worker_id`, publishes them through the shared stack (path `worker`; each room's
+    /// rows in order behind its earlier undelivered rows, rooms in parallel; one failure never
+    /// stops the batch) and marks every result, fenced on the claim. A claim error is
+    /// returned; a mark error leaves the rows to return after their lease.
+    pub async fn process_pending_outbox(&self) -> Result<BatchReport, StoreError> {
+        engine::run_once(self, &CancellationToken::new()).await
+    }
+
+    /// [`Self::process_pending_outbox`], stopping once `cancel` fires: the publishes in flight
+    /// finish and are marked; the rows not yet started are released, claimable at once.
+    pub async fn process_batch(&self, cancel: &CancellationToken) -> Result<BatchReport, StoreError> {
+        engine::run_once(self, cancel).await
     }
 
     /// The normalised options in force.
@@ -103,6 +137,24 @@ impl OutboxWorker {
         };
         format!("{node}-{:016x}", rand::random::<u64>())
     }
+}
+
+/// Decodes a row's envelope into the message to publish. The body is the stored JSON,
+/// unchanged, so every retry sends the same bytes the synchronous path sent.
+pub(crate) fn decode(row: &OutboxRow) -> Result<Message, String> {
+    let envelope: EventEnvelope =
+        serde_json::from_str(&row.envelope).map_err(|e| format!("undecodable envelope: {e}"))?;
+    if envelope.event_id != row.event_id {
+        return Err("undecodable envelope: its event_id differs from the row's".into());
+    }
+    Ok(Message {
+        event_id: row.event_id.clone(),
+        event_type: envelope.event_type.as_str(),
+        group: envelope.room_id,
+        priority: if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal },
+        body: Arc::from(row.envelope.as_str()),
+        path: Path::Worker,
+    })
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::config::{
-    DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT, LEASE_MARGIN,
-    MAX_BATCH_SIZE, MAX_IN_FLIGHT, OutboxWorkerSettings, RetryStrategy,
+    DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
+    MAX_BATCH_SIZE, MAX_IN_FLIGHT, OutboxWorkerSettings, RetryStrategy, lease_for,
 };
 
 /// How the outbox worker paces itself and bounds each publish.
@@ -22,6 +22,16 @@ pub struct OutboxWorkerOptions {
     /// Most publishes in flight at once. Rows of one room are always published one after
     /// another, in id order; different rooms go in parallel up to this bound.
     pub max_in_flight: usize,
+    /// `exponential`: first retry delay.
+    pub retry_base: Duration,
+    /// `exponential`: longest retry delay.
+    pub retry_max: Duration,
+    /// Failed attempts after which a row is parked (`failed`, reason `max_attempts`); 0 = never.
+    pub max_attempts: u32,
+    /// Least delay after a rate-limited answer.
+    pub rate_limit_pause: Duration,
+    /// Publishing stops this long after a configuration error; no row spends an attempt on it.
+    pub config_error_pause: Duration,
 }
 
 impl Default for OutboxWorkerOptions {
@@ -32,6 +42,11 @@ impl Default for OutboxWorkerOptions {
             publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
             retry_strategy: RetryStrategy::FixedInterval,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(300),
+            max_attempts: 0,
+            rate_limit_pause: Duration::from_secs(1),
+            config_error_pause: Duration::from_secs(30),
         }
     }
 }
@@ -54,22 +69,35 @@ impl OutboxWorkerOptions {
                 0 => defaults.max_in_flight,
                 n => n.min(MAX_IN_FLIGHT),
             },
+            retry_base: positive_or(self.retry_base, defaults.retry_base),
+            retry_max: positive_or(self.retry_max, defaults.retry_max)
+                .max(positive_or(self.retry_base, defaults.retry_base)),
+            max_attempts: self.max_attempts,
+            rate_limit_pause: positive_or(self.rate_limit_pause, defaults.rate_limit_pause),
+            config_error_pause: positive_or(self.config_error_pause, defaults.config_error_pause),
         }
     }
 
-    /// The lease a claim takes. The rows of one room go one after another and a batch may hold
-    /// a single room, so the lease covers the whole batch published in sequence,
-    /// `batch_size × publish_timeout + LEASE_MARGIN` (saturating), and cannot expire while a
-    /// claimed row is still being published.
+    /// The lease a claim takes, renewed every third of it while the claim still holds rows (a
+    /// row may wait long for rate-limit permits): three publish timeouts, at least
+    /// [`MIN_LEASE`] — rows of a crashed worker return that soon.
     pub fn lease(&self) -> Duration {
-        let factor = u32::try_from(self.batch_size).unwrap_or(u32::MAX);
-        self.publish_timeout.saturating_mul(factor).saturating_add(LEASE_MARGIN)
+        lease_for(self.publish_timeout)
     }
 
-    /// How long a row whose publish failed waits before it can be claimed again.
-    pub fn retry_after(&self) -> Duration {
+    /// How long a row waits before it can be claimed again after its `attempt`-th failed
+    /// attempt (1 for the first): one poll interval (`fixed_interval`), or `retry_base ×
+    /// 2^(attempt-1)` capped at `retry_max`, times `jitter` (`exponential`; pass a uniform
+    /// draw from [0.5, 1.0]).
+    pub fn retry_after(&self, attempt: u32, jitter: f64) -> Duration {
         match self.retry_strategy {
             RetryStrategy::FixedInterval => self.poll_interval,
+            RetryStrategy::Exponential => {
+                let doublings = attempt.saturating_sub(1).min(62);
+                let delay = self.retry_base.saturating_mul(1u32 << doublings.min(31)).min(self.retry_max);
+                let delay = if doublings > 31 { self.retry_max } else { delay };
+                delay.mul_f64(jitter.clamp(0.5, 1.0))
+            }
         }
     }
 }
@@ -82,6 +110,11 @@ impl From<&OutboxWorkerSettings> for OutboxWorkerOptions {
             publish_timeout: settings.publish_timeout,
             retry_strategy: settings.retry_strategy,
             max_in_flight: settings.max_in_flight,
+            retry_base: settings.retry_base,
+            retry_max: settings.retry_max,
+            max_attempts: settings.max_attempts,
+            rate_limit_pause: settings.rate_limit_pause,
+            config_error_pause: settings.config_error_pause,
         }
         .normalise()
     }
@@ -94,6 +127,7 @@ fn positive_or(value: Duration, default: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::MIN_LEASE;
 
     #[test]
     fn non_positive_values_take_the_defaults() {
@@ -101,8 +135,8 @@ mod tests {
             poll_interval: Duration::ZERO,
             batch_size: 0,
             publish_timeout: Duration::ZERO,
-            retry_strategy: RetryStrategy::FixedInterval,
             max_in_flight: 0,
+            ..OutboxWorkerOptions::default()
         }
         .normalise();
         assert_eq!(options.poll_interval, Duration::from_secs(1));
@@ -117,8 +151,8 @@ mod tests {
             poll_interval: Duration::from_millis(250),
             batch_size: 7,
             publish_timeout: Duration::from_millis(1500),
-            retry_strategy: RetryStrategy::FixedInterval,
             max_in_flight: 3,
+            ..OutboxWorkerOptions::default()
         };
         assert_eq!(options.clone().normalise(), options);
         let huge =
@@ -128,18 +162,14 @@ mod tests {
     }
 
     #[test]
-    fn lease_covers_the_whole_batch_plus_a_margin() {
-        let options = OutboxWorkerOptions {
-            batch_size: 10,
-            publish_timeout: Duration::from_secs(3),
-            ..OutboxWorkerOptions::default()
-        };
-        assert_eq!(options.lease(), Duration::from_secs(30) + LEASE_MARGIN);
-        let absurd = OutboxWorkerOptions {
-            batch_size: usize::MAX,
-            publish_timeout: Duration::MAX,
-            ..OutboxWorkerOptions::default()
-        };
+    fn lease_is_three_publish_timeouts_and_at_least_the_minimum() {
+        let options =
+            OutboxWorkerOptions { publish_timeout: Duration::from_secs(5), ..OutboxWorkerOptions::default() };
+        assert_eq!(options.lease(), Duration::from_secs(15));
+        let short =
+            OutboxWorkerOptions { publish_timeout: Duration::from_secs(1), ..OutboxWorkerOptions::default() };
+        assert_eq!(short.lease(), MIN_LEASE);
+        let absurd = OutboxWorkerOptions { publish_timeout: Duration::MAX, ..OutboxWorkerOptions::default() };
         assert_eq!(absurd.lease(), Duration::MAX);
     }
 
@@ -149,7 +179,23 @@ mod tests {
             poll_interval: Duration::from_millis(700),
             ..OutboxWorkerOptions::default()
         };
-        assert_eq!(options.retry_after(), Duration::from_millis(700));
+        assert_eq!(options.retry_after(1, 0.5), Duration::from_millis(700));
+        assert_eq!(options.retry_after(9, 1.0), Duration::from_millis(700));
+    }
+
+    #[test]
+    fn exponential_doubles_from_the_base_with_jitter_and_stops_at_the_max() {
+        let options = OutboxWorkerOptions {
+            retry_strategy: RetryStrategy::Exponential,
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(60),
+            ..OutboxWorkerOptions::default()
+        };
+        let full: Vec<u64> = (1..=8).map(|a| options.retry_after(a, 1.0).as_secs()).collect();
+        assert_eq!(full, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(options.retry_after(3, 0.5), Duration::from_secs(2), "jitter halves at most");
+        assert_eq!(options.retry_after(3, 0.1), Duration::from_secs(2), "jitter below 0.5 is clamped");
+        assert_eq!(options.retry_after(u32::MAX, 1.0), Duration::from_secs(60), "no overflow");
     }
 
     #[test]
@@ -163,6 +209,11 @@ mod tests {
             retention: None,
             stats_interval: Duration::from_secs(5),
             max_in_flight: 8,
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(300),
+            max_attempts: 0,
+            rate_limit_pause: Duration::from_secs(1),
+            config_error_pause: Duration::from_secs(30),
         };
         let options = OutboxWorkerOptions::from(&settings);
         assert_eq!(options.poll_interval, Duration::from_secs(2));

@@ -1,57 +1,78 @@
-//! The worker loop: one batch at once, then one per `poll_interval` tick, until cancelled.
+//! The worker loop: the [engine](super::engine) fed continuously until cancelled.
 
-use tokio::time::{MissedTickBehavior, interval};
+use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use super::engine::{Engine, MARK_INTERVAL};
 use super::{OutboxWorker, WORKER_NAME};
+use crate::telemetry::names;
 
 impl OutboxWorker {
-    /// Runs until `cancel` fires: processes one batch at once, then one per `poll_interval`
-    /// tick (a late tick is delayed, never bunched). A full batch is followed by the next one
-    /// without waiting, so a backlog drains at full speed; a claim or mark error is logged and
-    /// the round ends until the next tick.
+    /// Runs until `cancel` fires. Claims a batch at once, then whenever the rows it holds fall
+    /// to the low-water mark (so the next batch is claimed while the tail of the current one is
+    /// still in flight): at once after a full batch, otherwise on the next `poll_interval` tick
+    /// or when woken ([`Self::waker`]). Results are marked at least every 250 ms; the leases
+    /// of rows still held are renewed every third of a lease. While publishing is paused after
+    /// a configuration error nothing is claimed.
     ///
-    /// On cancel no new batch is claimed. A cancel never aborts the publish in flight: that
-    /// row finishes (bounded by `publish_timeout`) and its batch is marked; the rows of the
-    /// batch not yet published are released, claimable at once by any worker.
+    /// On cancel no new batch is claimed; the publishes in flight finish (each bounded by
+    /// `publish_timeout`) and are marked; queued rows are released, claimable at once.
     pub async fn run_outbox_worker(&self, cancel: CancellationToken) {
+        let options = &self.options;
         tracing::info!(
             worker = WORKER_NAME,
             node_id = %self.node_id,
-            poll_interval = ?self.options.poll_interval,
-            batch_size = self.options.batch_size,
-            publish_timeout = ?self.options.publish_timeout,
+            poll_interval = ?options.poll_interval,
+            batch_size = options.batch_size,
+            publish_timeout = ?options.publish_timeout,
+            max_in_flight = options.max_in_flight,
             "Outbox worker started"
         );
-        let mut ticker = interval(self.options.poll_interval);
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        metrics::gauge!(names::OUTBOX_PUBLISH_PAUSED, names::LABEL_REASON => "configuration").set(0.0);
+        let mut engine = Engine::new(self.clone());
+        let mut poll = interval(options.poll_interval);
+        poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut flush = interval(MARK_INTERVAL);
+        flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut renew = interval(options.lease() / 3);
+        renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let low_water = (options.batch_size / 2).max(options.max_in_flight);
+        // Claim when due: at start, after a full batch, on a tick or a wake.
+        let mut due = true;
+        let mut backlog = false;
         loop {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let paused = engine.paused();
+            if paused.is_none() && (due || backlog) && engine.held() <= low_water {
+                due = false;
+                match engine.claim().await {
+                    Ok(claimed) => backlog = claimed >= options.batch_size,
+                    Err(error) => {
+                        backlog = false;
+                        tracing::error!(worker = WORKER_NAME, node_id = %self.node_id, %error, "Outbox claim failed; retrying on the next tick");
+                    }
+                }
+            }
+            engine.start();
+            let resume = paused.unwrap_or_else(Instant::now);
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
-                _ = ticker.tick() => {}
+                () = engine.next_done() => {}
+                _ = flush.tick() => engine.flush().await,
+                _ = renew.tick() => engine.renew().await,
+                _ = poll.tick() => due = true,
+                () = self.wake.notified() => due = true,
+                () = sleep_until(resume), if paused.is_some() => due = true,
             }
-            self.run_round(&cancel).await;
         }
+        engine.release_queued();
+        while engine.publishing() {
+            engine.next_done().await;
+        }
+        engine.flush().await;
         tracing::info!(worker = WORKER_NAME, node_id = %self.node_id, "Outbox worker stopped");
-    }
-
-    /// One round: batches back to back while they come back full and no cancel has come.
-    async fn run_round(&self, cancel: &CancellationToken) {
-        while !cancel.is_cancelled() {
-            match self.process_batch(cancel).await {
-                Ok(report) if report.claimed >= self.options.batch_size => continue,
-                Ok(_) => return,
-                Err(error) => {
-                    tracing::error!(
-                        worker = WORKER_NAME,
-                        node_id = %self.node_id,
-                        %error,
-                        "Outbox round failed; retrying on the next tick"
-                    );
-                    return;
-                }
-            }
-        }
     }
 }

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use serde_json::json;
 use tower::service_fn;
 
-use super::batch::decode;
 use super::*;
 use crate::publish::{BoxError, Message, Outcome, Path, Priority};
 use crate::store::{OutboxRow, SqliteRepository};
@@ -25,6 +24,7 @@ fn row(event_id: &str, envelope: &str) -> OutboxRow {
         created_at_ms: 0,
         updated_at_ms: 0,
         delivered_at_ms: None,
+        park_reason: None,
     }
 }
 

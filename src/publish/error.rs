@@ -18,6 +18,9 @@ pub enum ErrorClass {
     Configuration,
     /// This message can never be delivered as it is.
     Permanent,
+    /// The local rate limiter had no permit for a publish that must not wait (the synchronous
+    /// path); the event stays pending for the worker. Never reached the receiver.
+    Throttled,
 }
 
 impl ErrorClass {
@@ -30,6 +33,7 @@ impl ErrorClass {
             ErrorClass::AuthRefresh => "auth_refresh",
             ErrorClass::Configuration => "configuration",
             ErrorClass::Permanent => "permanent",
+            ErrorClass::Throttled => "throttled",
         }
     }
 }
@@ -38,6 +42,41 @@ impl ErrorClass {
 pub trait Classify {
     /// The class of this error.
     fn class(&self) -> ErrorClass;
+
+    /// A bounded, more precise reason (a parked row records it); the class name by default.
+    fn reason(&self) -> &'static str {
+        self.class().as_str()
+    }
+
+    /// For a rate-limited error: true when the receiver throttles the whole app, not one group.
+    fn app_wide(&self) -> bool {
+        false
+    }
+}
+
+/// The bounded reason of an error (see [`Classify::reason`]); its class name when no error in
+/// the chain knows better.
+pub fn reason(error: &(dyn Error + 'static)) -> &'static str {
+    find_leaf(error).map_or_else(|| classify(error).as_str(), |leaf| leaf.reason())
+}
+
+/// True when a rate-limited error throttles the whole app rather than one group.
+pub fn is_app_wide(error: &(dyn Error + 'static)) -> bool {
+    find_leaf(error).is_some_and(|leaf| leaf.app_wide())
+}
+
+fn find_leaf<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a dyn Classify> {
+    let mut current: Option<&(dyn Error + 'static)> = Some(error);
+    while let Some(err) = current {
+        if let Some(im) = err.downcast_ref::<crate::publish::tencent::ImError>() {
+            return Some(im);
+        }
+        if let Some(throttled) = err.downcast_ref::<crate::publish::rate_limit::Throttled>() {
+            return Some(throttled);
+        }
+        current = err.source();
+    }
+    None
 }
 
 /// Classifies an error by walking its `source()` chain: a tower timeout is
@@ -60,6 +99,9 @@ pub fn classify(error: &(dyn Error + 'static)) -> ErrorClass {
 fn leaf_class(err: &(dyn Error + 'static)) -> Option<ErrorClass> {
     if let Some(im) = err.downcast_ref::<crate::publish::tencent::ImError>() {
         return Some(im.class());
+    }
+    if err.is::<crate::publish::rate_limit::Throttled>() {
+        return Some(ErrorClass::Throttled);
     }
     None
 }

@@ -3,7 +3,7 @@
 //! both call the very same stack, built once in `main.rs`:
 //!
 //! ```text
-//! TraceLayer → MetricsLayer → EventFilterLayer → TimeoutLayer → TencentImService | LogSink
+//! TraceLayer → MetricsLayer → EventFilterLayer → RateLimitLayer → TimeoutLayer → TencentImService | LogSink
 //! ```
 //!
 //! This module knows nothing of rooms, storage or HTTP, so another sink (activity, audit) can
@@ -13,6 +13,7 @@ pub mod error;
 pub mod filter;
 pub mod log_sink;
 pub mod metrics;
+pub mod rate_limit;
 pub mod stack;
 pub mod trace;
 

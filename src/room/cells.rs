@@ -6,7 +6,7 @@
 //! and dropped again when idle.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Mutex as AsyncMutex;
@@ -29,6 +29,10 @@ pub(super) struct Cell {
     lane_tail: Mutex<Option<oneshot::Receiver<()>>>,
     /// Last time (service clock, ms) a request used the cell.
     last_used_ms: AtomicI64,
+    /// Every event of the room published so far by the synchronous path went through, so the
+    /// next may go too. False until checked against the database (a fresh cell does not know
+    /// what earlier processes left undelivered) and after any event was left pending.
+    pub(super) sync_clear: AtomicBool,
 }
 
 #[derive(Debug, Default)]

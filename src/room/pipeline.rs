@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use super::Clock;
 use super::batch::Queued;
@@ -37,12 +37,22 @@ pub struct RoomOptions {
     /// At most this many queued commands of one room are committed in one transaction
     /// (1: one command per transaction).
     pub max_commit_batch: usize,
+    /// Longest room id IM can carry (`GroupId` = prefix + room id, 48 bytes at most); `None`
+    /// when IM is disabled. CreateRoom refuses longer ids.
+    pub max_room_id_bytes: Option<usize>,
+    /// Notified when the synchronous path leaves events pending, so the worker claims them now.
+    pub worker_wake: Option<Arc<Notify>>,
 }
 
 impl RoomOptions {
-    /// Options with the default batch size.
+    /// Options with the default batch size, no room id limit and no worker to wake.
     pub fn new(publish_timeout: Duration) -> Self {
-        Self { publish_timeout, max_commit_batch: DEFAULT_MAX_COMMIT_BATCH }
+        Self {
+            publish_timeout,
+            max_commit_batch: DEFAULT_MAX_COMMIT_BATCH,
+            max_room_id_bytes: None,
+            worker_wake: None,
+        }
     }
 }
 
@@ -164,6 +174,13 @@ impl RoomService {
     ) -> Result<CommandResponse, RoomError> {
         let started = tokio::time::Instant::now();
         let name = command.name();
+        if let (Command::CreateRoom { .. }, Some(max)) = (&command, self.inner.options.max_room_id_bytes)
+            && room_id.as_str().len() > max
+        {
+            let reason =
+                format!("must be at most {max} bytes: IM's GroupId (group_id_prefix + room_id) holds 48");
+            return Err(DomainError::InvalidArgument { field: "room_id", reason }.into());
+        }
         let (reply, answer) = oneshot::channel();
         let fingerprint = fingerprint(&room_id, &command);
         let item = Queued { command_id, request_id, command, fingerprint, still, reply };

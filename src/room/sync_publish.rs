@@ -1,9 +1,16 @@
 //! The synchronous push: right after commit, a batch's events go through the shared publish
 //! stack (path `sync`) in room order — one batch after another, on the cell's publish lane —
 //! each command's publish ending at most `publish_timeout` after its commit; the successes are
-//! handed to the delivery marker. What is left stays pending for the worker.
+//! handed to the delivery marker.
+//!
+//! An event is never sent while an earlier event of its room is undelivered: once one is left
+//! pending (IM failed, no rate-limit permit, deadline passed), every later event of the room is
+//! left pending too, made claimable at once, and the worker is woken to deliver them in order.
+//! The lane publishes again once the database shows the oldest undelivered event of the room
+//! is the next one it holds.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -15,12 +22,13 @@ use super::cells::Cell;
 use super::drain::Answer;
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
 use super::pipeline::RoomService;
+use crate::domain::EventEnvelope;
 use crate::publish::{self, Message, Outcome, Path, Priority};
 
 impl RoomService {
     /// Answers at once the commands with nothing to publish, and queues the others on the
     /// cell's publish lane behind the previous batch.
-    pub(super) fn publish_in_lane(&self, cell: &Cell, answers: Vec<Answer>) {
+    pub(super) fn publish_in_lane(&self, cell: &Arc<Cell>, answers: Vec<Answer>) {
         // Each publish is bounded by the stack's own timeout, which is counted and traced; this
         // deadline (a hair later, so the stack's timeout fires first) bounds the wait in the
         // lane behind earlier commands.
@@ -37,71 +45,109 @@ impl RoomService {
                 }
             }
         }
-        if lane.is_empty() {
+        let Some(first) = lane.first().and_then(|(_, c)| c.envelopes.first()).map(|(e, _)| e.clone()) else {
             return;
-        }
+        };
         let (done, next) = oneshot::channel();
         let previous = cell.lane_after(next);
-        let service = self.clone();
+        let (service, cell) = (self.clone(), Arc::clone(cell));
         tokio::spawn(async move {
             if let Some(previous) = previous {
                 let _ = previous.await;
             }
+            let mut clear = cell.sync_clear.load(Ordering::Acquire) || service.is_next(&first).await;
+            let mut left = Vec::new();
             for (reply, committed) in lane {
-                let response = service.publish(committed, deadline).await;
+                let response = service.publish(committed, deadline, &mut clear, &mut left).await;
                 let _ = reply.send(Ok(response));
             }
+            cell.sync_clear.store(clear, Ordering::Release);
             let _ = done.send(());
+            if !left.is_empty() {
+                service.hand_to_worker(left).await;
+            }
         });
     }
 
-    /// Publishes a committed command's events in order through the shared stack until
-    /// `deadline`, hands the successes to the delivery marker (best effort, not awaited) and
-    /// fills in the receipts.
-    async fn publish(&self, committed: Committed, deadline: Instant) -> CommandResponse {
-        let Committed { mut response, envelopes } = committed;
-        let mut receipts: Vec<EventReceipt> = envelopes
-            .iter()
-            .map(|(e, _)| EventReceipt {
-                event_id: e.event_id.clone(),
-                event_type: e.event_type.as_str().into(),
-                delivery: Delivery::Pending,
-            })
-            .collect();
-        let publish_all = async {
-            for ((envelope, json), receipt) in envelopes.iter().zip(receipts.iter_mut()) {
-                let message = Message {
-                    event_id: envelope.event_id.clone(),
-                    event_type: envelope.event_type.as_str(),
-                    group: envelope.room_id.clone(),
-                    priority: if envelope.event_type.is_high_priority() {
-                        Priority::High
-                    } else {
-                        Priority::Normal
-                    },
-                    body: Arc::clone(json),
-                    path: Path::Sync,
-                };
-                receipt.delivery = match self.inner.publisher.clone().oneshot(message).await {
-                    Ok(Outcome::Delivered) => Delivery::Delivered,
-                    Ok(Outcome::Skipped) => Delivery::Skipped,
-                    Err(error) => {
-                        tracing::warn!(
-                            event_id = %envelope.event_id,
-                            class = publish::classify(error.as_ref()).as_str(),
-                            %error,
-                            "Synchronous publish failed; the outbox worker will retry"
-                        );
-                        Delivery::Pending
-                    }
-                };
+    /// True when `first` is the oldest undelivered event of its room: nothing earlier waits.
+    async fn is_next(&self, first: &EventEnvelope) -> bool {
+        let room = [first.room_id.clone()];
+        match self.inner.repo.room_heads(&room, &[]).await {
+            Ok(heads) => heads.first().is_none_or(|head| head.event_id == first.event_id),
+            Err(error) => {
+                tracing::warn!(room_id = %first.room_id, %error, "Room order check failed; leaving events to the worker");
+                false
             }
-        };
-        let _ = tokio::time::timeout_at(deadline, publish_all).await;
-        let done: Vec<String> =
-            receipts.iter().filter(|r| r.delivery != Delivery::Pending).map(|r| r.event_id.clone()).collect();
+        }
+    }
+
+    /// Events the synchronous path left pending: claimable at once (after the marks of the
+    /// earlier ones are written, so the worker sees them delivered), and the worker woken.
+    async fn hand_to_worker(&self, event_ids: Vec<String>) {
+        self.inner.marker.flush().await;
+        if let Err(error) = self.inner.repo.release_pending(&event_ids).await {
+            tracing::warn!(events = event_ids.len(), %error, "Could not release pending events; the worker takes them after their guard");
+        }
+        if let Some(wake) = &self.inner.options.worker_wake {
+            wake.notify_one();
+        }
+    }
+
+    /// Publishes a committed command's events in order through the shared stack while the room
+    /// is `clear` and `deadline` has not passed; the first event left pending clears `clear`,
+    /// and it and every later one go to `left`. Hands the successes to the delivery marker
+    /// (best effort, not awaited) and fills in the receipts.
+    async fn publish(
+        &self,
+        committed: Committed,
+        deadline: Instant,
+        clear: &mut bool,
+        left: &mut Vec<String>,
+    ) -> CommandResponse {
+        let Committed { mut response, envelopes } = committed;
+        let mut receipts = Vec::with_capacity(envelopes.len());
+        let mut done = Vec::new();
+        for (envelope, json) in &envelopes {
+            let delivery =
+                if *clear { self.publish_one(envelope, json, deadline).await } else { Delivery::Pending };
+            match delivery {
+                Delivery::Pending => {
+                    *clear = false;
+                    left.push(envelope.event_id.clone());
+                }
+                _ => done.push(envelope.event_id.clone()),
+            }
+            receipts.push(EventReceipt {
+                event_id: envelope.event_id.clone(),
+                event_type: envelope.event_type.as_str().into(),
+                delivery,
+            });
+        }
         self.inner.marker.submit(done);
         response.events = receipts;
         response
+    }
+
+    async fn publish_one(&self, envelope: &EventEnvelope, json: &Arc<str>, deadline: Instant) -> Delivery {
+        let message = Message {
+            event_id: envelope.event_id.clone(),
+            event_type: envelope.event_type.as_str(),
+            group: envelope.room_id.clone(),
+            priority: if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal },
+            body: Arc::clone(json),
+            path: Path::Sync,
+        };
+        match tokio::time::timeout_at(deadline, self.inner.publisher.clone().oneshot(message)).await {
+            Ok(Ok(Outcome::Delivered)) => Delivery::Delivered,
+            Ok(Ok(Outcome::Skipped)) => Delivery::Skipped,
+            Ok(Err(error)) => {
+                let class = publish::classify(error.as_ref());
+                if class != publish::ErrorClass::Throttled {
+                    tracing::warn!(event_id = %envelope.event_id, class = class.as_str(), %error, "Synchronous publish failed; the outbox worker will retry");
+                }
+                Delivery::Pending
+            }
+            Err(_elapsed) => Delivery::Pending,
+        }
     }
 }

@@ -8,7 +8,8 @@ use super::room_sql;
 use super::rows::{GiftRow, MemberRow, RoomRow, VersionRow};
 use super::sql::{self, Dialect};
 use super::types::{
-    CommitError, GiftTotalRow, MarkReport, PublishResult, RoomCommit, StoreError, StoredRoom, group_failures,
+    CommitError, GiftTotalRow, Mark, MarkReport, PublishResult, RoomCommit, StoreError, StoredRoom,
+    group_marks,
 };
 
 fn is_unique_violation(err: &sqlx::Error) -> bool {
@@ -108,8 +109,9 @@ where
     }))
 }
 
-/// A claimed batch's results in one transaction: one UPDATE for the delivered rows, one per
-/// distinct error for the failed ones, every one fenced on this claim's `worker_id`.
+/// A claimed batch's results in one transaction: one UPDATE per distinct mark (delivered,
+/// each error and delay, each park reason, each deferral), every one fenced on this claim's
+/// `worker_id`.
 pub(super) async fn finish_claimed<DB>(
     mut tx: Transaction<'static, DB>,
     worker_id: &str,
@@ -121,19 +123,23 @@ where
     DB::Arguments: IntoArguments<DB>,
 {
     let mut report = MarkReport::default();
-    let delivered: Vec<i64> = results.iter().filter(|r| r.outcome.is_ok()).map(|r| r.id).collect();
-    if !delivered.is_empty() {
-        let done = sql::finish_delivered::<DB>(worker_id, &delivered).build().execute(&mut *tx).await?;
-        report.delivered = DB::rows_affected(&done);
-    }
-    for ((error, retry_after), ids) in group_failures(results) {
-        let failed = sql::finish_retryable::<DB>(worker_id, &error, retry_after, &ids)
-            .build()
-            .execute(&mut *tx)
-            .await?;
-        report.retried += DB::rows_affected(&failed);
+    for (mark, ids) in group_marks(results) {
+        let mut q = match &mark {
+            Mark::Delivered => sql::finish_delivered::<DB>(worker_id, &ids),
+            Mark::Retry { error, after } => sql::finish_retryable::<DB>(worker_id, error, *after, &ids),
+            Mark::Park { reason, error } => sql::finish_parked::<DB>(worker_id, reason, error, &ids),
+            Mark::Defer { after } => sql::finish_deferred::<DB>(worker_id, *after, &ids),
+        };
+        let changed = DB::rows_affected(&q.build().execute(&mut *tx).await?);
+        match mark {
+            Mark::Delivered => report.delivered += changed,
+            Mark::Retry { .. } => report.retried += changed,
+            Mark::Park { .. } => report.parked += changed,
+            Mark::Defer { .. } => report.deferred += changed,
+        }
     }
     tx.commit().await?;
-    report.lease_lost = results.len() as u64 - report.delivered - report.retried;
+    let marked = report.delivered + report.retried + report.parked + report.deferred;
+    report.lease_lost = results.len() as u64 - marked;
     Ok(report)
 }

@@ -29,9 +29,9 @@ pub use admin::{
 pub use mysql::MySqlRepository;
 pub use sqlite::SqliteRepository;
 pub use types::{
-    Claim, CommitError, GiftTotalRow, LoggedCommand, MarkReport, MemberChanges, NewOutboxRow, OutboxQuery,
-    OutboxRow, OutboxStats, OutboxStatus, PublishResult, RoomCommit, SnapshotWrite, StoreError,
-    StoredCommand, StoredRoom,
+    Claim, CommitError, GiftTotalRow, LoggedCommand, Mark, MarkReport, MemberChanges, NewOutboxRow,
+    OutboxQuery, OutboxRow, OutboxStats, OutboxStatus, PublishResult, RoomCommit, RoomHead, SnapshotWrite,
+    StoreError, StoredCommand, StoredRoom,
 };
 
 /// Which database a repository talks to.
@@ -93,6 +93,19 @@ pub trait Repository: AdminRepository + Send + Sync + std::fmt::Debug + 'static 
     /// them at once instead of after the lease; `retry_count` is unchanged. Returns how many
     /// rows changed.
     async fn release_claimed(&self, worker_id: &str, ids: &[i64]) -> Result<u64, StoreError>;
+
+    /// The oldest undelivered row (pending, retryable or delivering) of each of `rooms`,
+    /// leaving out the rows held by the claims in `own` (this worker's, published in order in
+    /// memory). Rooms with nothing undelivered are absent.
+    async fn room_heads(&self, rooms: &[String], own: &[String]) -> Result<Vec<RoomHead>, StoreError>;
+
+    /// Extends the lease of every row `worker_id` still holds to `lease` from now (database
+    /// clock). Returns how many rows.
+    async fn renew_lease(&self, worker_id: &str, lease: std::time::Duration) -> Result<u64, StoreError>;
+
+    /// Makes fresh `pending` rows the synchronous path gave up on claimable at once. Returns how
+    /// many rows changed.
+    async fn release_pending(&self, event_ids: &[String]) -> Result<u64, StoreError>;
 
     /// Counts per undelivered status and the age of the oldest undelivered row.
     async fn outbox_stats(&self) -> Result<OutboxStats, StoreError>;

@@ -10,7 +10,7 @@ use super::types::OutboxQuery;
 
 /// Columns of `room_outbox`, in `OutboxRow` order.
 pub(super) const OUTBOX_COLUMNS: &str = "id, event_id, room_id, event_type, envelope, status, retry_count, \
-     last_error, worker_id, lock_until_ms, created_at_ms, updated_at_ms, delivered_at_ms";
+     last_error, worker_id, lock_until_ms, created_at_ms, updated_at_ms, delivered_at_ms, park_reason";
 
 /// What differs between the SQL of MySQL/MariaDB and SQLite.
 pub(super) trait Dialect: Database {
@@ -147,15 +147,53 @@ pub(super) fn finish_retryable<DB: Dialect>(
     q
 }
 
-/// Unpublished rows of a cancelled batch go back, claimable at once, retry_count unchanged.
-pub(super) fn release_claimed<DB: Dialect>(worker_id: &str, ids: &[i64]) -> QueryBuilder<DB> {
+/// Worker failure that parks the row, fenced: `failed`, out of the claim index for good.
+pub(super) fn finish_parked<DB: Dialect>(
+    worker_id: &str,
+    reason: &str,
+    error: &str,
+    ids: &[i64],
+) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(
+        "UPDATE room_outbox SET status = 'failed', retry_count = retry_count + 1, lock_until_ms = NULL, last_error = ",
+    );
+    DB::bind_str(&mut q, error);
+    q.push(", park_reason = ");
+    DB::bind_str(&mut q, reason);
+    q.push(format!(", updated_at_ms = {now}"));
+    push_fence(&mut q, worker_id, ids);
+    q
+}
+
+/// Claimed rows handed back unattempted, fenced: claimable after `after`, `retry_count`
+/// unchanged (a worker stopping, a pause, or an earlier row of the room still undelivered).
+pub(super) fn finish_deferred<DB: Dialect>(
+    worker_id: &str,
+    after: Duration,
+    ids: &[i64],
+) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(format!(
         "UPDATE room_outbox SET status = CASE WHEN retry_count > 0 THEN 'retryable' ELSE 'pending' END, \
-         lock_until_ms = {now}, updated_at_ms = {now}"
+         lock_until_ms = {now} + "
     ));
+    DB::bind_i64(&mut q, millis(after));
+    q.push(format!(", updated_at_ms = {now}"));
     push_fence(&mut q, worker_id, ids);
     q
+}
+
+/// Unpublished rows of a cancelled batch go back, claimable at once, retry_count unchanged.
+pub(super) fn release_claimed<DB: Dialect>(worker_id: &str, ids: &[i64]) -> QueryBuilder<DB> {
+    finish_deferred(worker_id, Duration::ZERO, ids)
+}
+
+/// `(park_reason, count)` of the parked rows.
+pub(super) fn parked_by_reason<DB: Dialect>() -> QueryBuilder<DB> {
+    QueryBuilder::new(
+        "SELECT COALESCE(park_reason, 'unknown'), COUNT(*) FROM room_outbox WHERE status = 'failed' GROUP BY park_reason",
+    )
 }
 
 /// `(status, count, age of the oldest, max retry_count)` per undelivered status.
@@ -229,11 +267,61 @@ pub(super) fn count_purgeable<DB: Dialect>(age_ms: i64) -> QueryBuilder<DB> {
     q
 }
 
-/// Requeued rows go back to `pending`, claimable now; `retry_count` and `last_error` stay.
+/// Requeued rows go back to `pending`, claimable now; `last_error` stays. A parked row gets a
+/// fresh attempt budget (`retry_count` 0); a retryable one keeps its count.
 pub(super) fn requeue_set<DB: Dialect>() -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     QueryBuilder::new(format!(
-        "UPDATE room_outbox SET status = 'pending', worker_id = NULL, lock_until_ms = {now}, updated_at_ms = {now} \
+        "UPDATE room_outbox SET retry_count = CASE WHEN status = 'failed' THEN 0 ELSE retry_count END, \
+         status = 'pending', park_reason = NULL, worker_id = NULL, lock_until_ms = {now}, updated_at_ms = {now} \
          WHERE status IN ('retryable', 'failed') AND "
     ))
+}
+
+/// The oldest undelivered row of each of `rooms`, leaving out the rows `own` claims hold:
+/// `(room_id, id)`.
+pub(super) fn room_heads<DB: Dialect>(rooms: &[String], own: &[String]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "SELECT room_id, MIN(id) FROM room_outbox WHERE lock_until_ms IS NOT NULL AND room_id IN ",
+    );
+    push_strs(&mut q, rooms);
+    if !own.is_empty() {
+        q.push(" AND NOT (status = 'delivering' AND worker_id IN ");
+        push_strs(&mut q, own);
+        q.push(")");
+    }
+    q.push(" GROUP BY room_id");
+    q
+}
+
+/// Rows by id with their status and how long until their `lock_until_ms` (database clock).
+pub(super) fn rows_wait<DB: Dialect>(ids: &[i64]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!(
+        "SELECT id, room_id, status, lock_until_ms - {}, event_id FROM room_outbox WHERE id IN ",
+        DB::NOW_MS
+    ));
+    push_ids(&mut q, ids);
+    q
+}
+
+/// Extends the lease of every row a claim still holds.
+pub(super) fn renew_lease<DB: Dialect>(worker_id: &str, lease: Duration) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(format!("UPDATE room_outbox SET lock_until_ms = {now} + "));
+    DB::bind_i64(&mut q, millis(lease));
+    q.push(format!(", updated_at_ms = {now} WHERE status = 'delivering' AND worker_id = "));
+    DB::bind_str(&mut q, worker_id);
+    q
+}
+
+/// Fresh rows the synchronous path gave up on: claimable at once instead of after their
+/// young-pending guard.
+pub(super) fn release_pending<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(format!(
+        "UPDATE room_outbox SET lock_until_ms = {now}, updated_at_ms = {now} \
+         WHERE status = 'pending' AND lock_until_ms > {now} AND event_id IN "
+    ));
+    push_strs(&mut q, event_ids);
+    q
 }

@@ -143,10 +143,49 @@ impl Repository for SqliteRepository {
         Ok(sql::release_claimed::<Sqlite>(worker_id, ids).build().execute(&self.pool).await?.rows_affected())
     }
 
+    async fn room_heads(&self, rooms: &[String], own: &[String]) -> Result<Vec<RoomHead>, StoreError> {
+        if rooms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let heads = sql::room_heads::<Sqlite>(rooms, own).build().fetch_all(&self.pool).await?;
+        let ids: Vec<i64> = heads.iter().map(|r| r.get::<i64, _>(1)).collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sql::rows_wait::<Sqlite>(&ids).build().fetch_all(&self.pool).await?;
+        Ok(rows
+            .iter()
+            .map(|r| RoomHead {
+                id: r.get(0),
+                room_id: r.get(1),
+                status: r.get(2),
+                wait_ms: r.get::<Option<i64>, _>(3).unwrap_or(0),
+                event_id: r.get(4),
+            })
+            .collect())
+    }
+
+    async fn renew_lease(&self, worker_id: &str, lease: Duration) -> Result<u64, StoreError> {
+        Ok(sql::renew_lease::<Sqlite>(worker_id, lease).build().execute(&self.pool).await?.rows_affected())
+    }
+
+    async fn release_pending(&self, event_ids: &[String]) -> Result<u64, StoreError> {
+        if event_ids.is_empty() {
+            return Ok(0);
+        }
+        Ok(sql::release_pending::<Sqlite>(event_ids).build().execute(&self.pool).await?.rows_affected())
+    }
+
     async fn outbox_stats(&self) -> Result<OutboxStats, StoreError> {
         let rows = sql::outbox_stats::<Sqlite>().build().fetch_all(&self.pool).await?;
         let groups = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
-        Ok(stats_from_groups(groups))
+        let mut stats = stats_from_groups(groups);
+        if stats.failed > 0 {
+            let parked = sql::parked_by_reason::<Sqlite>().build().fetch_all(&self.pool).await?;
+            stats.parked_by_reason =
+                parked.iter().map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1).max(0) as u64)).collect();
+        }
+        Ok(stats)
     }
 
     async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError> {

@@ -17,7 +17,7 @@ pub enum OutboxStatus {
     Delivered,
     /// A worker publish failed; claimed again later.
     Retryable,
-    /// Parked for a person (reserved; V1 never writes it).
+    /// Parked for a person (permanent error, or out of attempts); requeue brings it back.
     Failed,
 }
 
@@ -223,15 +223,42 @@ pub struct Claim {
     pub lease: Duration,
 }
 
-/// The result of publishing one claimed row.
+/// What becomes of one claimed row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// Published (or skipped by the filter): `delivered`.
+    Delivered,
+    /// A failed attempt: `retryable`, `retry_count + 1`, claimable again after `after`.
+    Retry {
+        /// Short error for `last_error` (class, code, text; no secrets).
+        error: String,
+        /// Not claimable before this delay.
+        after: Duration,
+    },
+    /// A failed attempt that parks the row: `failed`, `retry_count + 1`, never claimed again
+    /// until a person requeues it.
+    Park {
+        /// Why (`permanent`, `group_id_too_long`, `max_attempts`, ...): bounded.
+        reason: &'static str,
+        /// Short error for `last_error`.
+        error: String,
+    },
+    /// Not attempted (publishing paused, an earlier row of its room undelivered, or the
+    /// worker stopping): back to `pending`/`retryable` claimable after `after`, `retry_count`
+    /// unchanged.
+    Defer {
+        /// Not claimable before this delay.
+        after: Duration,
+    },
+}
+
+/// The result of one claimed row.
 #[derive(Debug, Clone)]
 pub struct PublishResult {
     /// Row id.
     pub id: i64,
-    /// `Ok` → delivered; `Err(short message)` → retryable after `retry_after`.
-    pub outcome: Result<(), String>,
-    /// For failures: not claimable again before this delay.
-    pub retry_after: Duration,
+    /// What to write.
+    pub mark: Mark,
 }
 
 /// What a batch mark changed.
@@ -241,8 +268,27 @@ pub struct MarkReport {
     pub delivered: u64,
     /// Rows marked retryable.
     pub retried: u64,
+    /// Rows parked as failed.
+    pub parked: u64,
+    /// Rows handed back unattempted.
+    pub deferred: u64,
     /// Rows no longer held by this worker (lease lost): unchanged.
     pub lease_lost: u64,
+}
+
+/// The oldest undelivered row of a room, which every later row of the room waits behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoomHead {
+    /// The room.
+    pub room_id: String,
+    /// The row.
+    pub id: i64,
+    /// Its event.
+    pub event_id: String,
+    /// Its status.
+    pub status: String,
+    /// Milliseconds until its `lock_until_ms` (negative: past), database clock.
+    pub wait_ms: i64,
 }
 
 /// Backlog figures.
@@ -256,6 +302,8 @@ pub struct OutboxStats {
     pub retryable: u64,
     /// Parked rows.
     pub failed: u64,
+    /// Parked rows by reason.
+    pub parked_by_reason: std::collections::BTreeMap<String, u64>,
     /// Age (ms, database clock) of the oldest row not yet delivered.
     pub oldest_pending_age_ms: Option<i64>,
     /// Age (ms) of the oldest retryable row.
@@ -304,20 +352,24 @@ pub struct OutboxRow {
     pub updated_at_ms: i64,
     /// Database clock at delivery.
     pub delivered_at_ms: Option<i64>,
+    /// Why a `failed` row was parked.
+    pub park_reason: Option<String>,
 }
 
-/// Groups failed results by (error, retry delay) so a batch costs one UPDATE per distinct error.
-/// Errors are shortened to what `last_error` holds: a longer one would fail the whole mark on
-/// MySQL in strict mode (and be stored whole on SQLite).
-pub(super) fn group_failures(results: &[PublishResult]) -> Vec<((String, Duration), Vec<i64>)> {
-    let mut groups: Vec<((String, Duration), Vec<i64>)> = Vec::new();
+/// Groups a batch's marks so it costs one UPDATE per distinct (kind, error, delay), not one
+/// per row. Errors are shortened to what `last_error` holds: a longer one would fail the whole
+/// mark on MySQL in strict mode (and be stored whole on SQLite).
+pub(super) fn group_marks(results: &[PublishResult]) -> Vec<(Mark, Vec<i64>)> {
+    let mut groups: Vec<(Mark, Vec<i64>)> = Vec::new();
     for r in results {
-        if let Err(error) = &r.outcome {
-            let key = (super::short_error(error), r.retry_after);
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, ids)) => ids.push(r.id),
-                None => groups.push((key, vec![r.id])),
-            }
+        let key = match &r.mark {
+            Mark::Retry { error, after } => Mark::Retry { error: super::short_error(error), after: *after },
+            Mark::Park { reason, error } => Mark::Park { reason, error: super::short_error(error) },
+            other => other.clone(),
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, ids)) => ids.push(r.id),
+            None => groups.push((key, vec![r.id])),
         }
     }
     groups

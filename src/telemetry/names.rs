@@ -34,8 +34,13 @@ pub const HTTP_REQUESTS_TOTAL: &str = "http_requests_total";
 /// Histogram (seconds): HTTP request duration, by `method`, `route`, `status`.
 pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
 
+/// Counter: outbox rows parked as `failed`, by event type and reason.
+pub const OUTBOX_PARKED_TOTAL: &str = "room_outbox_parked_total";
+/// Gauge: 1 while the worker has stopped publishing, by reason (`configuration`).
+pub const OUTBOX_PUBLISH_PAUSED: &str = "room_outbox_publish_paused";
+
 /// Every metric name above, for tests that compare against dashboards and alert rules.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 14] = [
     PUBLISH_SUCCESS_TOTAL,
     PUBLISH_FAILURE_TOTAL,
     PUBLISH_LATENCY_SECONDS,
@@ -44,6 +49,8 @@ pub const ALL: [&str; 12] = [
     OUTBOX_CLAIMED_TOTAL,
     OUTBOX_LEASE_LOST_TOTAL,
     OUTBOX_PURGED_ROWS_TOTAL,
+    OUTBOX_PARKED_TOTAL,
+    OUTBOX_PUBLISH_PAUSED,
     COMMANDS_TOTAL,
     COMMAND_LATENCY_SECONDS,
     HTTP_REQUESTS_TOTAL,
@@ -70,6 +77,8 @@ pub const LABEL_COMMAND: &str = "command";
 pub const LABEL_METHOD: &str = "method";
 /// Label key: the matched HTTP route template (never the raw path, which holds ids).
 pub const LABEL_ROUTE: &str = "route";
+/// Label key: why a row was parked, or why publishing is paused (bounded set).
+pub const LABEL_REASON: &str = "reason";
 
 /// Histogram buckets in seconds, from 1 ms to 10 s (covers a 3 s publish timeout and slow
 /// commands).
@@ -114,6 +123,16 @@ pub fn describe_all() {
         OUTBOX_PURGED_ROWS_TOTAL,
         Unit::Count,
         "Delivered outbox rows deleted by the retention purge"
+    );
+    describe_counter!(
+        OUTBOX_PARKED_TOTAL,
+        Unit::Count,
+        "Outbox rows parked as failed (never retried until requeued), by event type and reason"
+    );
+    describe_gauge!(
+        OUTBOX_PUBLISH_PAUSED,
+        Unit::Count,
+        "1 while the outbox worker has stopped publishing, by reason (configuration)"
     );
     describe_counter!(COMMANDS_TOTAL, Unit::Count, "Room commands handled, by command and result");
     describe_histogram!(
@@ -195,7 +214,7 @@ mod tests {
     fn describe_all_gives_every_metric_a_unit_and_help_text() {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        let gauges = [OUTBOX_ROWS, OUTBOX_OLDEST_PENDING_AGE_SECONDS];
+        let gauges = [OUTBOX_ROWS, OUTBOX_OLDEST_PENDING_AGE_SECONDS, OUTBOX_PUBLISH_PAUSED];
         metrics::with_local_recorder(&recorder, || {
             describe_all();
             for name in ALL {

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use room_service::fake_im::Fault;
+use room_service::outbox::{OutboxWorker, OutboxWorkerOptions};
 use serde_json::{Value, json};
 
 use crate::support::app::{TestApp, fake_im, settings};
@@ -73,29 +74,83 @@ async fn im_failure_keeps_the_command_and_leaves_rows_pending() {
     for db in backends().await {
         let im = fake_im().await;
         let app = TestApp::start(settings(db.url(), Some(&im), &[])).await;
-        setup_room(&app).await;
         for (n, fault) in
             [Fault::Http502, Fault::ErrorCode(10002), Fault::DropConnection].into_iter().enumerate()
         {
+            let room = format!("f{n}");
+            create(&app, &room).await;
             im.inject(fault.clone(), 1);
-            let user = format!("u{n}");
-            let (status, body) =
-                app.post("/v1/rooms/r1/join", json!({"command_id": format!("j{n}"), "user_id": user})).await;
+            let (status, body) = app
+                .post(
+                    &format!("/v1/rooms/{room}/join"),
+                    json!({"command_id": format!("j{n}"), "user_id": "u"}),
+                )
+                .await;
             assert_eq!(status, 200, "{db} {fault:?}: {body}");
             assert_eq!(body["events"][0]["delivery"], "pending", "{db} {fault:?}");
             let row = db.outbox_row(body["events"][0]["event_id"].as_str().unwrap()).await;
             assert_eq!((row.status.as_str(), row.retry_count), ("pending", 0), "{db} {fault:?}");
-            let (_, listed) = app.get("/v1/rooms/r1/members?limit=1000").await;
-            assert!(
-                listed["members"].as_array().unwrap().iter().any(|m| m["user_id"] == user),
-                "{db}: room updated"
-            );
+            let (_, listed) = app.get(&format!("/v1/rooms/{room}/members")).await;
+            assert_eq!(listed["members"][0]["user_id"], "u", "{db}: room updated");
         }
-        // IM healthy again: the next command is delivered synchronously.
-        let (_, body) = app.post("/v1/rooms/r1/join", json!({"command_id": "ok", "user_id": "late"})).await;
+        // IM healthy again: a room with nothing undelivered is served synchronously.
+        create(&app, "ok").await;
+        let (_, body) = app.post("/v1/rooms/ok/join", json!({"command_id": "ok", "user_id": "late"})).await;
         assert_eq!(body["events"][0]["delivery"], "delivered", "{db}");
         app.stop().await;
     }
+}
+
+#[tokio::test]
+async fn a_room_with_an_undelivered_event_sends_nothing_after_it_until_the_worker_delivered_it() {
+    for db in backends().await {
+        let im = fake_im().await;
+        let app = TestApp::start(settings(db.url(), Some(&im), &[])).await;
+        setup_room(&app).await;
+        im.inject(Fault::Http502, 1);
+        let join = |n: u32| json!({"command_id": format!("j{n}"), "user_id": format!("u{n}")});
+        let (_, first) = app.post("/v1/rooms/r1/join", join(1)).await;
+        assert_eq!(first["events"][0]["delivery"], "pending", "{db}");
+        // IM is healthy, but u1's join is not delivered yet: u2's must not overtake it.
+        let (_, second) = app.post("/v1/rooms/r1/join", join(2)).await;
+        assert_eq!(second["events"][0]["delivery"], "pending", "{db}: held behind u1");
+        assert!(im.messages("r1").is_empty(), "{db}: nothing sent out of order");
+        // Both were made claimable at once; the worker delivers them in order.
+        let worker = OutboxWorker::new(
+            db.repo.clone(),
+            crate::support::app::publisher(&app.settings),
+            "test",
+            OutboxWorkerOptions::default(),
+        );
+        app.settle().await;
+        eventually_delivered(&worker, &db, 2).await;
+        let sent: Vec<String> = im.messages("r1").iter().filter_map(|m| m.event_id.clone()).collect();
+        let expected = [&first, &second].map(|b| b["events"][0]["event_id"].as_str().unwrap().to_owned());
+        assert_eq!(sent, expected, "{db}: in room order");
+        // The room is clear again: the next join goes out synchronously.
+        let (_, third) = app.post("/v1/rooms/r1/join", join(3)).await;
+        assert_eq!(third["events"][0]["delivery"], "delivered", "{db}");
+        app.stop().await;
+    }
+}
+
+/// Runs worker rounds until `n` rows were delivered (bounded).
+async fn eventually_delivered(worker: &OutboxWorker, db: &TestDb, n: u64) {
+    let mut delivered = 0;
+    for _ in 0..50 {
+        delivered += worker.process_pending_outbox().await.unwrap().delivered;
+        if delivered >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{db}: only {delivered} of {n} delivered");
+}
+
+async fn create(app: &TestApp, room: &str) {
+    let body = json!({"command_id": format!("create-{room}"), "room_id": room, "owner_id": "alice", "title": "Live"});
+    let (status, body) = app.post("/v1/rooms", body).await;
+    assert_eq!(status, 200, "{body}");
 }
 
 #[tokio::test]

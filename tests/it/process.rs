@@ -74,7 +74,7 @@ async fn sigkill_and_restart_gives_back_the_last_committed_state() {
 fn a_bad_config_fails_startup_naming_the_key() {
     let output = Command::new(env!("CARGO_BIN_EXE_room-service"))
         .args(["serve", "--config", "config/config.yaml"])
-        .env("ROOM_SERVICE__OUTBOX_WORKER__RETRY_STRATEGY", "exponential")
+        .env("ROOM_SERVICE__OUTBOX_WORKER__RETRY_STRATEGY", "linear")
         .output()
         .unwrap();
     assert!(!output.status.success());

@@ -107,7 +107,9 @@ async fn injected_codes_map_to_their_classes() {
         (123_456, ErrorClass::Transient),
     ];
     for (code, class) in cases {
-        fake.inject(Fault::ErrorCode(code), 1);
+        // An auth-refresh code is retried once at once with a fresh usersig: fail both.
+        let times = if class == ErrorClass::AuthRefresh { 2 } else { 1 };
+        fake.inject(Fault::ErrorCode(code), times);
         let (got, text) = fail(&svc, message(&format!("ev-{code}"), "{}")).await;
         assert_eq!(got, class, "code {code}: {text}");
         assert!(text.contains(&code.to_string()), "{text}");
@@ -179,24 +181,28 @@ async fn frequency_control_drop_is_rate_limited_and_not_recorded() {
 }
 
 #[tokio::test]
-async fn injected_70001_regenerates_the_usersig_for_the_next_call() {
+async fn injected_70001_is_retried_at_once_with_a_fresh_usersig() {
     let fake = fake().await;
     let start = system_now_secs();
     let (now, clock) = manual_clock(start);
     let svc = TencentImService::with_clock(options(&fake), clock).unwrap();
     let first_sig = svc.usersig_cache().get();
     assert_eq!(svc.usersig_cache().generations(), 1);
-
-    fake.inject(Fault::ErrorCode(70001), 1);
-    let (class, _) = fail(&svc, message("ev-1", "{}")).await;
-    assert_eq!(class, ErrorClass::AuthRefresh);
-
-    // One second later: far from half the TTL, so only the invalidation explains a new sig.
     now.store(start + 1, Ordering::Relaxed);
+
+    // The same attempt: refused once, then sent again with a regenerated sig (far from half
+    // the TTL, so only the invalidation explains a new one).
+    fake.inject(Fault::ErrorCode(70001), 1);
     assert_eq!(publish(&svc, message("ev-1", "{}")).await.unwrap(), Outcome::Delivered);
     assert_eq!(svc.usersig_cache().generations(), 2);
     assert_ne!(svc.usersig_cache().get(), first_sig);
-    assert_eq!(fake.all_messages().len(), 1);
+    assert_eq!((fake.stats().calls, fake.all_messages().len()), (2, 1));
+
+    // Refused twice: one retry only, then the error (class auth_refresh) goes up the stack.
+    fake.inject(Fault::ErrorCode(70052), 2);
+    let (class, _) = fail(&svc, message("ev-2", "{}")).await;
+    assert_eq!(class, ErrorClass::AuthRefresh);
+    assert_eq!(fake.stats().calls, 4);
 }
 
 #[tokio::test]
@@ -211,7 +217,8 @@ async fn really_expired_usersig_is_refused_then_refreshed() {
     assert!(text.contains("70001"), "{text}");
     now.store(real_now, Ordering::Relaxed);
     assert_eq!(publish(&svc, message("ev-1", "{}")).await.unwrap(), Outcome::Delivered);
-    assert_eq!(svc.usersig_cache().generations(), 2);
+    // The first sig, the one retried at once (still expired by that clock), and a good one.
+    assert_eq!(svc.usersig_cache().generations(), 3);
 }
 
 #[tokio::test]

@@ -103,8 +103,23 @@ impl Classify for ImError {
             ImError::Im { code, .. } => class_of_code(*code),
             ImError::Dropped(_) => ErrorClass::RateLimited,
             ImError::TooLarge { .. } => ErrorClass::Permanent,
-            ImError::GroupIdTooLong { .. } => ErrorClass::Configuration,
+            // No configuration change makes this room's GroupId fit: permanent for its events.
+            ImError::GroupIdTooLong { .. } => ErrorClass::Permanent,
         }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            ImError::GroupIdTooLong { .. } => "group_id_too_long",
+            ImError::TooLarge { .. } => "message_too_large",
+            other => other.class().as_str(),
+        }
+    }
+
+    fn app_wide(&self) -> bool {
+        // Tencent's app-level frequency limits (60007 and kin, 10006) pause every group;
+        // MsgDropReason and 10023 are one group's message rate.
+        matches!(self, ImError::Im { code: 10006 | 60007 | 60011 | 60018 | 60019, .. })
     }
 }
 

@@ -148,7 +148,7 @@ impl Inner {
             Ok(()) => Ok(Outcome::Delivered),
             Err(err) => {
                 if let Some(code @ (70001 | 70052)) = err.im_code() {
-                    tracing::warn!(code, "Usersig rejected; regenerating it for the next call");
+                    tracing::warn!(code, "Usersig rejected; regenerating it");
                     self.usersig.invalidate();
                 }
                 Err(err)
@@ -172,7 +172,14 @@ impl tower::Service<Message> for TencentImService {
         Box::pin(async move {
             // Refused before anything is sent.
             let body = request.to_bytes()?;
-            Ok(inner.send(body, request.random).await?)
+            match inner.send(body.clone(), request.random).await {
+                // The usersig expired or was revoked: one immediate retry with a fresh one,
+                // within the same attempt (same body and Random, so Tencent dedups a repeat).
+                Err(err) if matches!(err.im_code(), Some(70001 | 70052)) => {
+                    Ok(inner.send(body, request.random).await?)
+                }
+                other => Ok(other?),
+            }
         })
     }
 }

@@ -153,10 +153,11 @@ async fn requeue_by_event_ids_moves_retryable_and_failed_rows_to_pending_claimab
             .collect();
         assert_eq!(skipped, [("e-delivered", "delivered"), ("e-delivering", "delivering")], "{db}");
 
-        for (event_id, retries) in [("e-retry", 3), ("e-failed", 5)] {
+        // A retryable row keeps its count; a parked one gets a fresh attempt budget.
+        for (event_id, retries) in [("e-retry", 3), ("e-failed", 0)] {
             let row = db.outbox_row(event_id).await;
             assert_eq!(row.status, "pending", "{db}: {event_id}");
-            assert_eq!(row.retry_count, retries, "{db}: {event_id} keeps its retry count");
+            assert_eq!(row.retry_count, retries, "{db}: {event_id} retry count");
             assert_eq!(row.worker_id, None, "{db}: {event_id}");
         }
         assert_eq!(db.outbox_row("e-delivered").await, before_delivered, "{db}: delivered untouched");
@@ -201,7 +202,7 @@ async fn requeue_by_status_moves_only_rows_in_that_status() {
             ]
         };
         assert_eq!(statuses(&db).await, expected("retryable"), "{db}");
-        assert_eq!(db.outbox_row("e-failed-1").await.retry_count, 2, "{db}: retry count kept");
+        assert_eq!(db.outbox_row("e-failed-1").await.retry_count, 0, "{db}: a fresh attempt budget");
 
         let report = json(&db, &["requeue", "--status", "retryable"]).await;
         assert_eq!(ids_of(&report["requeued"]), ["e-retry"], "{db}: {report}");

@@ -101,7 +101,7 @@ fn the_dashboard_draws_the_thresholds_the_alerts_fire_on() {
 }
 
 #[test]
-fn the_four_alerts_hold_for_their_durations_with_a_severity_a_summary_and_a_description() {
+fn the_alerts_hold_for_their_durations_with_a_severity_a_summary_and_a_description() {
     let rules = alert_rules();
     let holds: Vec<_> = rules.iter().map(|r| (r.alert.as_str(), r.for_.as_deref())).collect();
     assert_eq!(
@@ -111,6 +111,8 @@ fn the_four_alerts_hold_for_their_durations_with_a_severity_a_summary_and_a_desc
             ("RoomOutboxPublishFailureRatioHigh", Some("10m")),
             ("RoomOutboxLeaseLost", None),
             ("RoomOutboxStalled", Some("10m")),
+            ("RoomOutboxRowsParked", None),
+            ("RoomOutboxPublishPaused", Some("2m")),
         ]
     );
     let names: BTreeSet<_> = rules.iter().map(|r| r.alert.as_str()).collect();

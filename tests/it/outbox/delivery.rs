@@ -103,7 +103,7 @@ async fn events_not_meant_for_im_are_marked_delivered_without_a_call(db: &Db) {
     assert_eq!(fake.stats().calls, 1);
 }
 
-async fn an_undecodable_envelope_is_left_in_place_and_the_batch_goes_on(db: &Db) {
+async fn an_undecodable_envelope_is_parked_for_inspection_and_the_batch_goes_on(db: &Db) {
     let fake = fake().await;
     let (good_a, broken, unknown, good_b) = (new_event_id(), new_event_id(), new_event_id(), new_event_id());
     let unknown_type =
@@ -120,14 +120,16 @@ async fn an_undecodable_envelope_is_left_in_place_and_the_batch_goes_on(db: &Db)
         worker(db, &fake, "node-a", options(10, FAST, TIMEOUT)).process_pending_outbox().await.unwrap();
     assert_eq!(
         report,
-        BatchReport { claimed: 4, delivered: 2, retried: 2, undecodable: 2, ..BatchReport::default() }
+        BatchReport { claimed: 4, delivered: 2, parked: 2, undecodable: 2, ..BatchReport::default() }
     );
     for id in [&good_a, &good_b] {
         assert_eq!(db.row(id).await.status, "delivered");
     }
     for id in [&broken, &unknown] {
         let row = db.row(id).await;
-        assert_eq!((row.status.as_str(), row.retry_count), ("retryable", 1), "{id}");
+        assert_eq!((row.status.as_str(), row.retry_count), ("failed", 1), "{id}");
+        assert_eq!(row.park_reason.as_deref(), Some("undecodable"), "{id}");
+        assert_eq!(row.lock_until_ms, None, "{id}: out of the claim index");
         let error = row.last_error.expect("last_error explains it");
         assert!(error.starts_with("undecodable envelope: "), "{error}");
     }
@@ -162,6 +164,6 @@ both_backends!(
     a_failed_row_is_delivered_on_the_next_round,
     a_delivered_row_is_never_sent_again,
     events_not_meant_for_im_are_marked_delivered_without_a_call,
-    an_undecodable_envelope_is_left_in_place_and_the_batch_goes_on,
+    an_undecodable_envelope_is_parked_for_inspection_and_the_batch_goes_on,
     run_drains_a_backlog_in_full_batches_without_waiting_for_ticks,
 );

@@ -10,6 +10,7 @@ use room_service::outbox::{OutboxWorker, OutboxWorkerOptions};
 use room_service::publish::Publisher;
 use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::metrics::MetricsLayer;
+use room_service::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
 use room_service::publish::stack::into_publisher;
 use room_service::publish::tencent::{TencentImOptions, TencentImService};
 use room_service::publish::trace::TraceLayer;
@@ -193,9 +194,20 @@ pub fn stack(fake: &FakeIm, publish_timeout: Duration) -> Publisher {
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
             .layer(EventFilterLayer::im())
+            .layer(RateLimitLayer::new(unlimited()))
             .timeout(publish_timeout)
             .service(leaf),
     )
+}
+
+/// Limits no test here reaches (the limiter's own tests live in `tests/it/delivery`).
+pub fn unlimited() -> RateLimitOptions {
+    RateLimitOptions {
+        global_per_sec: 1_000_000,
+        per_group_per_sec: 1_000_000,
+        worker_share: 1.0,
+        pause: Duration::from_millis(100),
+    }
 }
 
 /// Options for tests: short poll interval and timeout.
@@ -206,6 +218,7 @@ pub fn options(batch_size: usize, poll_interval: Duration, publish_timeout: Dura
         publish_timeout,
         retry_strategy: RetryStrategy::FixedInterval,
         max_in_flight: 4,
+        ..OutboxWorkerOptions::default()
     }
 }
 

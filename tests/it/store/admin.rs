@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use room_service::store::{Claim, OutboxQuery, OutboxStats, OutboxStatus, PublishResult};
+use room_service::store::{Claim, Mark, OutboxQuery, OutboxStats, OutboxStatus, PublishResult};
 
 use super::{commit, event_ids};
 use crate::support::backends;
@@ -29,8 +29,11 @@ async fn outbox_stats_counts_per_status_and_oldest_ages() {
             db.repo.claim_outbox(&claim("w1", 3)).await.unwrap().iter().map(|r| r.id).collect();
         assert_eq!(claimed, ids[..3], "{db}");
         let results = [
-            PublishResult { id: ids[0], outcome: Ok(()), retry_after: Duration::ZERO },
-            PublishResult { id: ids[1], outcome: Err("e".into()), retry_after: Duration::from_secs(60) },
+            PublishResult { id: ids[0], mark: Mark::Delivered },
+            PublishResult {
+                id: ids[1],
+                mark: Mark::Retry { error: "e".into(), after: Duration::from_secs(60) },
+            },
         ];
         db.repo.finish_claimed("w1", &results).await.unwrap();
         db.execute(format!(

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use room_service::store::{Claim, MarkReport, OutboxRow, PublishResult};
+use room_service::store::{Claim, Mark, MarkReport, OutboxRow, PublishResult};
 
 use super::{commit, event_ids};
 use crate::support::{TestDb, backends};
@@ -20,11 +20,11 @@ async fn claim_ids(db: &TestDb, c: &Claim) -> Vec<i64> {
 }
 
 fn ok(id: i64) -> PublishResult {
-    PublishResult { id, outcome: Ok(()), retry_after: Duration::ZERO }
+    PublishResult { id, mark: Mark::Delivered }
 }
 
 fn failed(id: i64, error: &str, retry_after: Duration) -> PublishResult {
-    PublishResult { id, outcome: Err(error.to_owned()), retry_after }
+    PublishResult { id, mark: Mark::Retry { error: error.to_owned(), after: retry_after } }
 }
 
 #[tokio::test]
@@ -115,7 +115,11 @@ async fn expired_lease_is_reclaimed_and_the_old_holder_is_fenced_out() {
         assert_eq!(held[0].worker_id.as_deref(), Some("w2"), "{db}");
 
         let report = db.repo.finish_claimed("w1", &[failed(first[0], "late", Duration::ZERO)]).await.unwrap();
-        assert_eq!(report, MarkReport { delivered: 0, retried: 0, lease_lost: 1 }, "{db}");
+        assert_eq!(
+            report,
+            MarkReport { delivered: 0, retried: 0, lease_lost: 1, ..MarkReport::default() },
+            "{db}"
+        );
         assert_eq!(db.outbox().await, held, "{db}: the stale mark changed nothing");
     }
 }
@@ -159,7 +163,11 @@ async fn finish_claimed_records_successes_and_failures() {
         let before = db.now_ms().await;
         let report = db.repo.finish_claimed("w1", &results).await.unwrap();
         let after = db.now_ms().await;
-        assert_eq!(report, MarkReport { delivered: 2, retried: 2, lease_lost: 0 }, "{db}");
+        assert_eq!(
+            report,
+            MarkReport { delivered: 2, retried: 2, lease_lost: 0, ..MarkReport::default() },
+            "{db}"
+        );
 
         let rows = db.outbox().await;
         for row in [&rows[0], &rows[2]] {
@@ -200,13 +208,21 @@ async fn finish_claimed_by_a_worker_that_does_not_hold_the_rows_changes_nothing(
         let held = db.outbox().await;
         let results = [ok(ids[0]), failed(ids[1], "boom", Duration::ZERO), ok(ids[2])];
         let report = db.repo.finish_claimed("w1-previous-claim", &results).await.unwrap();
-        assert_eq!(report, MarkReport { delivered: 0, retried: 0, lease_lost: 3 }, "{db}");
+        assert_eq!(
+            report,
+            MarkReport { delivered: 0, retried: 0, lease_lost: 3, ..MarkReport::default() },
+            "{db}"
+        );
         assert_eq!(db.outbox().await, held, "{db}: rows unchanged");
 
         // Once delivered by its holder, a repeated mark by the same worker is a lost lease too.
         db.repo.finish_claimed("w1", &[ok(ids[0])]).await.unwrap();
         let report = db.repo.finish_claimed("w1", &[ok(ids[0]), ok(ids[1])]).await.unwrap();
-        assert_eq!(report, MarkReport { delivered: 1, retried: 0, lease_lost: 1 }, "{db}");
+        assert_eq!(
+            report,
+            MarkReport { delivered: 1, retried: 0, lease_lost: 1, ..MarkReport::default() },
+            "{db}"
+        );
     }
 }
 

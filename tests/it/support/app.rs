@@ -9,6 +9,7 @@ use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::publish::Publisher;
 use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::metrics::MetricsLayer;
+use room_service::publish::rate_limit::RateLimitLayer;
 use room_service::publish::stack::into_publisher;
 use room_service::publish::trace::TraceLayer;
 use serde_json::Value;
@@ -36,6 +37,9 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
         ("outbox_worker.enabled".to_owned(), "false".to_owned()),
         ("presence.enabled".to_owned(), "false".to_owned()),
         ("outbox_worker.publish_timeout".to_owned(), "1s".to_owned()),
+        // Limits no test reaches unless it is about them (those set their own).
+        ("im_rate_limit.global_per_sec".to_owned(), "100000".to_owned()),
+        ("im_rate_limit.per_group_per_sec".to_owned(), "100000".to_owned()),
     ];
     if let Some(im) = im {
         vars.push(("tencent_im.enabled".into(), "true".into()));
@@ -58,6 +62,7 @@ pub fn publisher(settings: &Settings) -> Publisher {
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
             .layer(EventFilterLayer::im())
+            .layer(RateLimitLayer::new(app::rate_limit(settings)))
             .timeout(settings.outbox_worker.publish_timeout)
             .service(leaf),
     )
@@ -71,15 +76,17 @@ pub struct TestApp {
     pub base: String,
     /// Client.
     pub http: reqwest::Client,
+    /// The settings it was started with.
+    pub settings: Settings,
 }
 
 impl TestApp {
     /// Starts the service with `settings`.
     pub async fn start(settings: Settings) -> TestApp {
         let publisher = publisher(&settings);
-        let app = app::start(settings, publisher).await.expect("start app");
+        let app = app::start(settings.clone(), publisher).await.expect("start app");
         let base = format!("http://{}", app.addr);
-        TestApp { app, base, http: reqwest::Client::new() }
+        TestApp { app, base, http: reqwest::Client::new(), settings }
     }
 
     /// POSTs JSON; returns status and body.

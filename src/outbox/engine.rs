@@ -1,0 +1,395 @@
+//! The worker's engine: claimed rows flow into per-room queues, each room publishes its rows
+//! one after another (one spawned task per row, rooms in parallel up to `max_in_flight`), and
+//! the results are marked in buffered, fenced writes at least every [`MARK_INTERVAL`].
+//!
+//! ```text
+//! claim (when the rows held fall to the low-water mark) ─▶ head check ─▶ room queues
+//!   ─▶ publish tasks (each room in order; the stack waits for rate-limit permits)
+//!   ─▶ marks buffer ─(every 250 ms, and before each claim)─▶ finish_claimed per claim
+//!   lease renewal every lease/3 for every claim still holding rows
+//! ```
+//!
+//! Per-room order: a claimed row is published only behind every earlier undelivered row of its
+//! room. Rows of a room already held by this worker are queued behind them in memory; an
+//! earlier row held elsewhere (retryable, pending, another worker's) defers the room's claimed
+//! rows until that row's next attempt time. A failed row defers the rest of its room's queue
+//! behind it, so a stuck room holds back only its own events.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use super::policy::{Failure, on_failure};
+use super::{BatchReport, OutboxWorker, WORKER_NAME};
+use crate::publish::BoxError;
+use crate::store::{Claim, Mark, OutboxRow, PublishResult, StoreError};
+use crate::telemetry::names;
+
+/// Results are written at least this often while rows are in flight.
+pub(super) const MARK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// One claimed row and the claim holding it.
+pub(super) struct Held {
+    worker_id: String,
+    row: OutboxRow,
+}
+
+/// A finished publish task.
+struct Done {
+    held: Held,
+    result: Result<(), Outcome>,
+}
+
+/// Why a publish task did not deliver.
+enum Outcome {
+    Failed(BoxError),
+    Undecodable(String),
+}
+
+/// The engine's state; one per worker run.
+pub(super) struct Engine {
+    worker: OutboxWorker,
+    /// Rows each live claim still holds (queued, in flight, or waiting to be marked).
+    claims: HashMap<String, usize>,
+    queues: HashMap<String, VecDeque<Held>>,
+    /// Rooms with queued rows and nothing in flight, in arrival order.
+    ready: VecDeque<String>,
+    busy: HashSet<String>,
+    tasks: JoinSet<Done>,
+    marks: Vec<(Held, Mark)>,
+    paused_until: Option<Instant>,
+    pub(super) report: BatchReport,
+}
+
+impl Engine {
+    pub(super) fn new(worker: OutboxWorker) -> Self {
+        Self {
+            worker,
+            claims: HashMap::new(),
+            queues: HashMap::new(),
+            ready: VecDeque::new(),
+            busy: HashSet::new(),
+            tasks: JoinSet::new(),
+            marks: Vec::new(),
+            paused_until: None,
+            report: BatchReport::default(),
+        }
+    }
+
+    /// Rows held: queued, in flight, or done but not yet marked.
+    pub(super) fn held(&self) -> usize {
+        self.claims.values().sum()
+    }
+
+    /// True while publishing is paused after a configuration error.
+    pub(super) fn paused(&mut self) -> Option<Instant> {
+        if let Some(until) = self.paused_until
+            && Instant::now() >= until
+        {
+            self.paused_until = None;
+            metrics::gauge!(names::OUTBOX_PUBLISH_PAUSED, names::LABEL_REASON => "configuration").set(0.0);
+            tracing::info!(worker = WORKER_NAME, node_id = %self.worker.node_id, "Outbox publishing resumed");
+        }
+        self.paused_until
+    }
+
+    /// Claims up to `batch_size` rows and queues them behind their rooms' earlier rows.
+    /// Returns how many rows were claimed.
+    pub(super) async fn claim(&mut self) -> Result<usize, StoreError> {
+        // Marks first: a row deferred in memory must be visible as such to the head check.
+        self.flush().await;
+        let worker_id = self.worker.fresh_worker_id();
+        let options = &self.worker.options;
+        let claim = Claim { worker_id: worker_id.clone(), limit: options.batch_size, lease: options.lease() };
+        let rows = self.worker.repo.claim_outbox(&claim).await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let claimed = rows.len();
+        metrics::counter!(names::OUTBOX_CLAIMED_TOTAL).increment(claimed as u64);
+        self.report.claimed += claimed;
+        self.claims.insert(worker_id.clone(), claimed);
+        let waits = self.heads(&worker_id, &rows).await;
+        for row in rows {
+            let held = Held { worker_id: worker_id.clone(), row };
+            match waits.get(&held.row.room_id) {
+                Some(after) => self.marks.push((held, Mark::Defer { after: *after })),
+                None => self.enqueue(held),
+            }
+        }
+        Ok(claimed)
+    }
+
+    /// Rooms of a fresh claim that must wait behind an earlier undelivered row held elsewhere,
+    /// and how long. On a read error every room of the claim waits one poll interval.
+    async fn heads(&self, worker_id: &str, rows: &[OutboxRow]) -> HashMap<String, Duration> {
+        let mut first: HashMap<String, i64> = HashMap::new();
+        for row in rows {
+            let id = first.entry(row.room_id.clone()).or_insert(row.id);
+            *id = (*id).min(row.id);
+        }
+        let rooms: Vec<String> = first.keys().cloned().collect();
+        let own: Vec<String> = self.claims.keys().cloned().chain([worker_id.to_owned()]).collect();
+        let poll = self.worker.options.poll_interval;
+        match self.worker.repo.room_heads(&rooms, &own).await {
+            Ok(heads) => heads
+                .into_iter()
+                .filter(|h| first.get(&h.room_id).is_some_and(|first| h.id < *first))
+                .map(|h| {
+                    let after = match h.status.as_str() {
+                        "delivering" => poll,
+                        _ => Duration::from_millis(u64::try_from(h.wait_ms).unwrap_or(0) + 1),
+                    };
+                    (h.room_id, after)
+                })
+                .collect(),
+            Err(error) => {
+                tracing::warn!(worker = WORKER_NAME, node_id = %self.worker.node_id, %error, "Room order check failed; deferring the claim");
+                rooms.into_iter().map(|room| (room, poll)).collect()
+            }
+        }
+    }
+
+    fn enqueue(&mut self, held: Held) {
+        let room = held.row.room_id.clone();
+        let queue = self.queues.entry(room.clone()).or_default();
+        queue.push_back(held);
+        if queue.len() == 1 && !self.busy.contains(&room) {
+            self.ready.push_back(room);
+        }
+    }
+
+    /// Starts the next row of ready rooms while fewer than `max_in_flight` publish.
+    pub(super) fn start(&mut self) {
+        while self.busy.len() < self.worker.options.max_in_flight.max(1) {
+            let Some(room) = self.ready.pop_front() else { return };
+            let Some(held) = self.queues.get_mut(&room).and_then(VecDeque::pop_front) else { continue };
+            self.busy.insert(room);
+            let worker = self.worker.clone();
+            self.tasks.spawn(async move {
+                let result = worker.publish_held(&held.row).await;
+                Done { held, result }
+            });
+        }
+    }
+
+    /// True when a publish is in flight.
+    pub(super) fn publishing(&self) -> bool {
+        !self.tasks.is_empty()
+    }
+
+    /// Waits for the next publish to finish and records it. Pending forever when none runs.
+    pub(super) async fn next_done(&mut self) {
+        let Some(joined) = self.tasks.join_next().await else {
+            return std::future::pending().await;
+        };
+        let Ok(Done { held, result }) = joined else {
+            // A publish task panicked: its row stays delivering and returns after its lease.
+            tracing::error!(worker = WORKER_NAME, node_id = %self.worker.node_id, "Outbox publish task failed");
+            return;
+        };
+        let room = held.row.room_id.clone();
+        self.busy.remove(&room);
+        match result {
+            Ok(()) => self.marks.push((held, Mark::Delivered)),
+            Err(Outcome::Undecodable(error)) => {
+                self.report.undecodable += 1;
+                self.log_row(
+                    tracing::Level::ERROR,
+                    &held.row,
+                    "failed",
+                    &error,
+                    "Undecodable outbox envelope parked for inspection",
+                );
+                self.marks.push((held, Mark::Park { reason: "undecodable", error }));
+            }
+            Err(Outcome::Failed(error)) => self.failed(held, error),
+        }
+        if self.queues.get(&room).is_some_and(|q| !q.is_empty()) {
+            self.ready.push_back(room);
+        }
+    }
+
+    fn failed(&mut self, held: Held, error: BoxError) {
+        let jitter = rand::rng().random_range(0.5..=1.0);
+        let options = &self.worker.options;
+        let (mark, hold_room) = match on_failure(options, held.row.retry_count, error.as_ref(), jitter) {
+            Failure::Mark(mark @ Mark::Park { .. }) => (mark, None),
+            Failure::Mark(mark @ (Mark::Retry { after, .. } | Mark::Defer { after })) => (mark, Some(after)),
+            Failure::Mark(Mark::Delivered) => (Mark::Delivered, None),
+            Failure::ConfigPause { error } => {
+                let pause = options.config_error_pause;
+                if self.paused_until.is_none() {
+                    metrics::gauge!(names::OUTBOX_PUBLISH_PAUSED, names::LABEL_REASON => "configuration")
+                        .set(1.0);
+                    tracing::error!(worker = WORKER_NAME, node_id = %self.worker.node_id, %error, pause = ?pause, "IM configuration error; outbox publishing paused");
+                }
+                self.paused_until = Some(Instant::now() + pause);
+                self.defer_all(pause);
+                (Mark::Defer { after: pause }, None)
+            }
+        };
+        let (status, text) = match &mark {
+            Mark::Park { error, .. } => ("failed", error.clone()),
+            Mark::Retry { error, .. } => ("retryable", error.clone()),
+            _ => ("pending", error.to_string()),
+        };
+        self.log_row(tracing::Level::WARN, &held.row, status, &text, "Outbox publish failed");
+        let room = held.row.room_id.clone();
+        self.marks.push((held, mark));
+        if let Some(after) = hold_room
+            && let Some(queue) = self.queues.remove(&room)
+        {
+            // The room's later rows wait behind the failed one.
+            self.marks.extend(queue.into_iter().map(|h| (h, Mark::Defer { after })));
+        }
+    }
+
+    /// Hands every queued (not yet started) row back, claimable after `after`.
+    pub(super) fn defer_all(&mut self, after: Duration) {
+        self.ready.clear();
+        for (_, queue) in self.queues.drain() {
+            self.marks.extend(queue.into_iter().map(|h| (h, Mark::Defer { after })));
+        }
+    }
+
+    /// Writes the buffered marks, one fenced call per claim; a claim with nothing left ends.
+    pub(super) async fn flush(&mut self) {
+        if self.marks.is_empty() {
+            return;
+        }
+        let mut by_claim: HashMap<String, Vec<(Held, Mark)>> = HashMap::new();
+        for (held, mark) in self.marks.drain(..) {
+            by_claim.entry(held.worker_id.clone()).or_default().push((held, mark));
+        }
+        for (worker_id, marks) in by_claim {
+            let results: Vec<PublishResult> =
+                marks.iter().map(|(h, m)| PublishResult { id: h.row.id, mark: m.clone() }).collect();
+            match self.worker.repo.finish_claimed(&worker_id, &results).await {
+                Ok(report) => self.marked(&worker_id, &marks, report),
+                Err(error) => {
+                    // The rows stay delivering and return after their lease.
+                    tracing::error!(worker = WORKER_NAME, node_id = %self.worker.node_id, worker_id = %worker_id, %error, "Could not mark outbox rows; they return after their lease");
+                    self.release_count(&worker_id, marks.len());
+                }
+            }
+        }
+    }
+
+    fn marked(&mut self, worker_id: &str, marks: &[(Held, Mark)], report: crate::store::MarkReport) {
+        self.report.delivered += report.delivered;
+        self.report.retried += report.retried;
+        self.report.parked += report.parked;
+        self.report.deferred += report.deferred;
+        self.report.lease_lost += report.lease_lost;
+        if report.lease_lost > 0 {
+            metrics::counter!(names::OUTBOX_LEASE_LOST_TOTAL).increment(report.lease_lost);
+            tracing::warn!(worker = WORKER_NAME, node_id = %self.worker.node_id, worker_id = %worker_id, lease_lost = report.lease_lost, status = "delivering", "Outbox lease lost; results left unmarked");
+        }
+        if report.lease_lost == 0 {
+            for (held, mark) in marks {
+                if let Mark::Park { reason, .. } = mark {
+                    metrics::counter!(names::OUTBOX_PARKED_TOTAL, names::LABEL_EVENT_TYPE => event_type_label(&held.row.event_type), names::LABEL_REASON => *reason).increment(1);
+                }
+            }
+        }
+        self.release_count(worker_id, marks.len());
+    }
+
+    fn release_count(&mut self, worker_id: &str, n: usize) {
+        if let Some(left) = self.claims.get_mut(worker_id) {
+            *left = left.saturating_sub(n);
+            if *left == 0 {
+                self.claims.remove(worker_id);
+            }
+        }
+    }
+
+    /// Extends the lease of every live claim (rows may wait long for permits).
+    pub(super) async fn renew(&self) {
+        let lease = self.worker.options.lease();
+        for worker_id in self.claims.keys() {
+            if let Err(error) = self.worker.repo.renew_lease(worker_id, lease).await {
+                tracing::warn!(worker = WORKER_NAME, node_id = %self.worker.node_id, worker_id = %worker_id, %error, "Could not renew an outbox lease");
+            }
+        }
+    }
+
+    /// On cancel: queued rows go back claimable at once (in-flight ones finish).
+    pub(super) fn release_queued(&mut self) {
+        let before = self.marks.len();
+        self.defer_all(Duration::ZERO);
+        self.report.released += (self.marks.len() - before) as u64;
+    }
+
+    fn log_row(&self, level: tracing::Level, row: &OutboxRow, status: &str, error: &str, message: &str) {
+        let retry_count =
+            if status == "pending" { row.retry_count } else { row.retry_count.saturating_add(1) };
+        macro_rules! emit {
+            ($lvl:expr) => {
+                tracing::event!($lvl, worker = WORKER_NAME, node_id = %self.worker.node_id, event_id = %row.event_id, event_type = %row.event_type, room_id = %row.room_id, retry_count, status, error = %error, "{message}")
+            };
+        }
+        match level {
+            tracing::Level::ERROR => emit!(tracing::Level::ERROR),
+            tracing::Level::WARN => emit!(tracing::Level::WARN),
+            _ => emit!(tracing::Level::DEBUG),
+        }
+    }
+}
+
+impl OutboxWorker {
+    /// Publishes one claimed row through the shared stack (path `worker`). The stack bounds
+    /// the IM call with its own timeout; waiting for a rate-limit permit is not bounded here,
+    /// the lease is renewed meanwhile.
+    async fn publish_held(&self, row: &OutboxRow) -> Result<(), Outcome> {
+        let message = super::decode(row).map_err(Outcome::Undecodable)?;
+        match self.publisher.clone().oneshot(message).await {
+            Ok(_) => Ok(()),
+            Err(error) => Err(Outcome::Failed(error)),
+        }
+    }
+}
+
+/// Runs the engine for one claim until every row of it is published and marked (the
+/// zero2prod-style single iteration tests call).
+pub(super) async fn run_once(
+    worker: &OutboxWorker,
+    cancel: &CancellationToken,
+) -> Result<BatchReport, StoreError> {
+    let mut engine = Engine::new(worker.clone());
+    engine.claim().await?;
+    let mut flush = tokio::time::interval(MARK_INTERVAL);
+    let mut renew = tokio::time::interval(worker.options.lease() / 3);
+    let mut cancelled = false;
+    loop {
+        engine.start();
+        if !engine.publishing() {
+            break;
+        }
+        tokio::select! {
+            () = cancel.cancelled(), if !cancelled => {
+                cancelled = true;
+                engine.release_queued();
+            }
+            () = engine.next_done() => {}
+            _ = flush.tick() => engine.flush().await,
+            _ = renew.tick() => engine.renew().await,
+        }
+    }
+    if cancel.is_cancelled() {
+        engine.release_queued();
+    }
+    engine.flush().await;
+    Ok(engine.report)
+}
+
+/// The bounded label of a stored event type name.
+fn event_type_label(name: &str) -> &'static str {
+    name.parse::<crate::domain::EventType>().map_or("unknown", |t| t.as_str())
+}

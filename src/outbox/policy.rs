@@ -1,0 +1,125 @@
+//! What the worker does with a row whose publish failed, by error class (SPEC §11.2):
+//!
+//! | class | row |
+//! |---|---|
+//! | timeout, transient, auth-refresh (the leaf already retried once with a fresh UserSig) | `retryable` after the strategy's delay |
+//! | rate-limited | `retryable` after at least `rate_limit_pause` (the stack paused the group or app) |
+//! | configuration | no attempt spent; publishing pauses `config_error_pause` |
+//! | permanent | parked `failed` at once, with its reason |
+//! | throttled (no local permit; the worker normally waits instead) | no attempt spent, back after `rate_limit_pause` |
+//!
+//! With `max_attempts` > 0, a retryable failure that reaches it parks the row (`max_attempts`).
+
+use std::error::Error;
+
+use super::OutboxWorkerOptions;
+use crate::publish::{ErrorClass, classify, error::reason};
+use crate::store::{Mark, short_error};
+
+/// The decision for one failed row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// Write this mark.
+    Mark(Mark),
+    /// The deployment is misconfigured: stop publishing for `config_error_pause`; the row is
+    /// handed back without spending an attempt.
+    ConfigPause {
+        /// Why, for the log line.
+        error: String,
+    },
+}
+
+/// Decides what a failed publish of a row with `retry_count` failures so far comes to;
+/// `jitter` is a uniform draw from [0.5, 1.0].
+pub(super) fn on_failure(
+    options: &OutboxWorkerOptions,
+    retry_count: i32,
+    error: &(dyn Error + 'static),
+    jitter: f64,
+) -> Failure {
+    let class = classify(error);
+    let text = short_error(&format!("{}: {error}", class.as_str()));
+    let attempt = u32::try_from(retry_count).unwrap_or(0).saturating_add(1);
+    let retry = |after| {
+        if options.max_attempts > 0 && attempt >= options.max_attempts {
+            Mark::Park { reason: "max_attempts", error: text.clone() }
+        } else {
+            Mark::Retry { error: text.clone(), after }
+        }
+    };
+    let mark = match class {
+        ErrorClass::Timeout | ErrorClass::Transient | ErrorClass::AuthRefresh => {
+            retry(options.retry_after(attempt, jitter))
+        }
+        ErrorClass::RateLimited => retry(options.retry_after(attempt, jitter).max(options.rate_limit_pause)),
+        ErrorClass::Permanent => Mark::Park { reason: reason(error), error: text },
+        ErrorClass::Throttled => Mark::Defer { after: options.rate_limit_pause },
+        ErrorClass::Configuration => return Failure::ConfigPause { error: text },
+    };
+    Failure::Mark(mark)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::RetryStrategy;
+    use crate::publish::tencent::ImError;
+
+    fn options(max_attempts: u32) -> OutboxWorkerOptions {
+        OutboxWorkerOptions {
+            retry_strategy: RetryStrategy::Exponential,
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(300),
+            rate_limit_pause: Duration::from_secs(2),
+            max_attempts,
+            ..OutboxWorkerOptions::default()
+        }
+    }
+
+    fn decide(max_attempts: u32, retry_count: i32, error: ImError) -> Failure {
+        on_failure(&options(max_attempts), retry_count, &error, 1.0)
+    }
+
+    #[test]
+    fn transient_errors_retry_after_the_strategy_delay() {
+        let Failure::Mark(Mark::Retry { error, after }) = decide(0, 2, ImError::im(90994, "busy")) else {
+            panic!("retry expected")
+        };
+        assert_eq!(after, Duration::from_secs(4), "third attempt: base × 2²");
+        assert!(error.starts_with("transient: ") && error.contains("90994"), "{error}");
+    }
+
+    #[test]
+    fn rate_limited_errors_wait_at_least_the_pause() {
+        let Failure::Mark(Mark::Retry { after, .. }) = decide(0, 0, ImError::im(60007, "freq")) else {
+            panic!("retry expected")
+        };
+        assert_eq!(after, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn permanent_errors_park_at_once_with_their_reason() {
+        let parked = decide(0, 0, ImError::im(10010, "group dissolved"));
+        assert!(
+            matches!(&parked, Failure::Mark(Mark::Park { reason: "permanent", error }) if error.contains("10010"))
+        );
+        let too_long = decide(0, 0, ImError::GroupIdTooLong { len: 60, limit: 48 });
+        assert!(matches!(too_long, Failure::Mark(Mark::Park { reason: "group_id_too_long", .. })));
+    }
+
+    #[test]
+    fn configuration_errors_pause_without_spending_an_attempt() {
+        assert!(matches!(decide(3, 5, ImError::im(70003, "bad sig")), Failure::ConfigPause { .. }));
+    }
+
+    #[test]
+    fn max_attempts_parks_the_row_on_its_last_failure() {
+        assert!(matches!(decide(3, 1, ImError::im(90994, "x")), Failure::Mark(Mark::Retry { .. })));
+        assert!(matches!(
+            decide(3, 2, ImError::im(90994, "x")),
+            Failure::Mark(Mark::Park { reason: "max_attempts", .. })
+        ));
+    }
+}

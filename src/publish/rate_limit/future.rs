@@ -1,0 +1,99 @@
+//! [`ResponseFuture`] of [`RateLimit`](super::RateLimit): throttled at once, waiting for
+//! permits then calling, or calling; a rate-limited answer pauses the group (or the app).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use futures::future::BoxFuture;
+use pin_project_lite::pin_project;
+use tower::Service;
+
+use super::Throttled;
+use super::limits::Limits;
+use crate::publish::error::{ErrorClass, classify, is_app_wide};
+use crate::publish::{BoxError, Message, Outcome};
+
+pin_project! {
+    /// Response future of [`RateLimit`](super::RateLimit).
+    pub struct ResponseFuture<S: Service<Message>> {
+        #[pin]
+        state: State<S>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S: Service<Message>> {
+        Throttled,
+        Waiting {
+            permit: BoxFuture<'static, ()>,
+            ready: Option<(S, Message)>,
+            limits: Arc<Limits>,
+        },
+        Called {
+            #[pin]
+            fut: S::Future,
+            limits: Arc<Limits>,
+            group: String,
+        },
+    }
+}
+
+impl<S: Service<Message>> std::fmt::Debug for ResponseFuture<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<S: Service<Message>> ResponseFuture<S> {
+    pub(super) fn throttled() -> Self {
+        Self { state: State::Throttled }
+    }
+
+    pub(super) fn called(fut: S::Future, limits: Arc<Limits>, group: String) -> Self {
+        Self { state: State::Called { fut, limits, group } }
+    }
+
+    pub(super) fn waiting(ready: S, message: Message, limits: Arc<Limits>) -> Self {
+        let waiter = Arc::clone(&limits);
+        let group = message.group.clone();
+        let permit = Box::pin(async move { waiter.acquire(group).await });
+        Self { state: State::Waiting { permit, ready: Some((ready, message)), limits } }
+    }
+}
+
+impl<S> Future for ResponseFuture<S>
+where
+    S: Service<Message, Response = Outcome>,
+    S::Error: Into<BoxError>,
+{
+    type Output = Result<Outcome, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let next = match self.as_mut().project().state.project() {
+                StateProj::Throttled => return Poll::Ready(Err(Throttled.into())),
+                StateProj::Waiting { permit, ready, limits } => {
+                    ready!(permit.as_mut().poll(cx));
+                    let Some((mut service, message)) = ready.take() else {
+                        return Poll::Ready(Err("rate limit future polled after completion".into()));
+                    };
+                    let group = message.group.clone();
+                    State::Called { fut: service.call(message), limits: Arc::clone(limits), group }
+                }
+                StateProj::Called { fut, limits, group } => {
+                    let result = ready!(fut.poll(cx)).map_err(Into::into);
+                    if let Err(error) = &result
+                        && classify(error.as_ref()) == ErrorClass::RateLimited
+                    {
+                        limits.pause(group, is_app_wide(error.as_ref()));
+                    }
+                    return Poll::Ready(result);
+                }
+            };
+            self.as_mut().project().state.set(next);
+        }
+    }
+}

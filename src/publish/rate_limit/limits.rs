@@ -1,0 +1,120 @@
+//! The limiters behind [`RateLimit`](super::RateLimit): an app-wide GCRA limiter shared by both
+//! paths, the worker's own at `worker_share` of it, a keyed one per group, and the pauses set
+//! by rate-limited answers.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use tokio::time::Instant;
+
+use super::layer::RateLimitOptions;
+
+/// The keyed limiter forgets idle groups every this many calls.
+const RETAIN_EVERY: u64 = 4096;
+
+#[derive(Debug)]
+pub(super) struct Limits {
+    global: DefaultDirectRateLimiter,
+    worker: DefaultDirectRateLimiter,
+    groups: DefaultKeyedRateLimiter<String>,
+    pause: Duration,
+    paused: Mutex<Pauses>,
+    calls: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Pauses {
+    app: Option<Instant>,
+    groups: HashMap<String, Instant>,
+}
+
+impl Pauses {
+    /// When the pause over `group` ends, if one is running at `now`.
+    fn until(&mut self, group: &str, now: Instant) -> Option<Instant> {
+        self.groups.retain(|_, end| *end > now);
+        let app = self.app.filter(|end| *end > now);
+        app.max(self.groups.get(group).copied())
+    }
+}
+
+/// A GCRA quota that never lets more than `limit` cells into any one-second window: a burst of
+/// `burst`, and the rest at `limit - burst + 1` per second with the period rounded up.
+pub(super) fn window_quota(limit: u32, burst: u32) -> Quota {
+    let burst = burst.clamp(1, limit.max(1));
+    let rate = u64::from(limit.max(1) - burst + 1);
+    let period = Duration::from_nanos(1_000_000_000_u64.div_ceil(rate));
+    Quota::with_period(period)
+        .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
+        .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN))
+}
+
+impl Limits {
+    pub(super) fn new(options: &RateLimitOptions) -> Self {
+        let global = options.global_per_sec.max(1);
+        // Small bursts let live events through beside a draining worker, and a room's gift
+        // right after a join; the window bound holds all the same.
+        let global_burst = (global / 20).max(1);
+        let per_group = options.per_group_per_sec.max(1);
+        let worker = ((f64::from(global) * options.worker_share).floor() as u32).clamp(1, global);
+        Self {
+            global: RateLimiter::direct(window_quota(global, global_burst)),
+            worker: RateLimiter::direct(window_quota(worker, 1)),
+            groups: RateLimiter::keyed(window_quota(per_group, (per_group / 7).max(1))),
+            pause: options.pause,
+            paused: Mutex::new(Pauses::default()),
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    fn pauses(&self) -> std::sync::MutexGuard<'_, Pauses> {
+        self.paused.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn tick(&self) {
+        if self.calls.fetch_add(1, Ordering::Relaxed) % RETAIN_EVERY == RETAIN_EVERY - 1 {
+            self.groups.retain_recent();
+        }
+    }
+
+    /// A permit now, or false (sync path): the group's first, so a refused app-wide permit
+    /// wastes no more than one group cell.
+    pub(super) fn try_acquire(&self, group: &str) -> bool {
+        self.tick();
+        if self.pauses().until(group, Instant::now()).is_some() {
+            return false;
+        }
+        self.groups.check_key(&group.to_owned()).is_ok() && self.global.check().is_ok()
+    }
+
+    /// Waits for a permit (worker path): the end of any pause, the worker's share, the app-wide
+    /// limiter, the group's.
+    pub(super) async fn acquire(&self, group: String) {
+        self.tick();
+        loop {
+            let until = self.pauses().until(&group, Instant::now());
+            match until {
+                Some(end) => tokio::time::sleep_until(end).await,
+                None => break,
+            }
+        }
+        self.worker.until_ready().await;
+        self.global.until_ready().await;
+        self.groups.until_key_ready(&group).await;
+    }
+
+    /// The receiver said rate-limited: pause the group, or the app.
+    pub(super) fn pause(&self, group: &str, app_wide: bool) {
+        let end = Instant::now() + self.pause;
+        let mut pauses = self.pauses();
+        if app_wide {
+            pauses.app = pauses.app.max(Some(end));
+        } else {
+            let entry = pauses.groups.entry(group.to_owned()).or_insert(end);
+            *entry = (*entry).max(end);
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Rate limit: keeps IM calls within Tencent's limits — app-wide calls per second, messages per
+//! second into one group — for both paths together, with GCRA limiters from `governor`.
+//!
+//! In the publish stack it sits below the event filter (a skipped event never takes a permit)
+//! and above the timeout (waiting for a permit is not part of a call's time budget):
+//!
+//! - path `sync` never waits: without a permit right now the message fails at once with
+//!   [`Throttled`] (class `throttled`) and the event stays pending for the worker;
+//! - path `worker` waits for its permits, and first for a permit of its own limiter at
+//!   `worker_share` of the app-wide rate, so live events keep headroom during a backlog drain.
+//!
+//! When the receiver answers rate-limited anyway (60007 and kin, `MsgDropReason`), the group —
+//! or the whole app, for app-wide codes — is paused for `pause`: the sync path is throttled and
+//! the worker waits until it ends.
+//!
+//! Every limit holds in every sliding one-second window: a limiter of `L` per second with a
+//! burst of `b` emits at `L − b + 1` per second, with the period rounded up, so no window of
+//! one second ever sees more than `L` calls.
+//!
+//! # Readiness
+//!
+//! `poll_ready` only forwards. A worker message waits inside the response future, so `call`
+//! keeps the service that was polled ready for it and leaves a clone in its place (tower's
+//! `Buffer` and `LoadShed` do the same).
+
+mod future;
+mod layer;
+mod limits;
+
+use std::task::{Context, Poll};
+
+use tower::Service;
+
+pub use self::future::ResponseFuture;
+pub use self::layer::{RateLimitLayer, RateLimitOptions};
+use self::limits::Limits;
+use crate::publish::error::{Classify, ErrorClass};
+use crate::publish::{BoxError, Message, Outcome, Path};
+
+/// A synchronous publish found no permit (or its group paused): the event is left pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no IM rate-limit permit right now; left pending for the outbox worker")]
+pub struct Throttled;
+
+impl Classify for Throttled {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Throttled
+    }
+}
+
+/// Takes rate-limit permits before forwarding a message to `S` (see the module docs).
+#[derive(Clone, Debug)]
+pub struct RateLimit<S> {
+    inner: S,
+    limits: std::sync::Arc<Limits>,
+}
+
+impl<S> Service<Message> for RateLimit<S>
+where
+    S: Service<Message, Response = Outcome> + Clone,
+    S::Error: Into<BoxError>,
+{
+    type Response = Outcome;
+    type Error = BoxError;
+    type Future = ResponseFuture<S>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, message: Message) -> Self::Future {
+        let limits = std::sync::Arc::clone(&self.limits);
+        match message.path {
+            Path::Sync => {
+                if limits.try_acquire(&message.group) {
+                    let group = message.group.clone();
+                    ResponseFuture::called(self.inner.call(message), limits, group)
+                } else {
+                    ResponseFuture::throttled()
+                }
+            }
+            Path::Worker => {
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                ResponseFuture::waiting(ready, message, limits)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use governor::RateLimiter;
+use governor::clock::FakeRelativeClock;
+use tower::{Layer, ServiceExt, service_fn};
+
+use super::limits::window_quota;
+use super::*;
+use crate::publish::filter::EventFilterLayer;
+use crate::publish::tencent::ImError;
+use crate::publish::test_support::message as message_for;
+use crate::publish::{ErrorClass, classify};
+
+fn options(global: u32, per_group: u32) -> RateLimitOptions {
+    RateLimitOptions {
+        global_per_sec: global,
+        per_group_per_sec: per_group,
+        worker_share: 0.5,
+        pause: Duration::from_secs(60),
+    }
+}
+
+/// A leaf that records when it was called and answers what `answer` says.
+fn recording(
+    calls: Arc<Mutex<Vec<(String, Instant)>>>,
+    answer: fn(&str) -> Result<Outcome, BoxError>,
+) -> impl tower::Service<Message, Response = Outcome, Error = BoxError, Future: Send> + Clone {
+    service_fn(move |m: Message| {
+        calls.lock().unwrap().push((m.group.clone(), Instant::now()));
+        let result = answer(&m.group);
+        async move { result }
+    })
+}
+
+fn ok(_: &str) -> Result<Outcome, BoxError> {
+    Ok(Outcome::Delivered)
+}
+
+fn msg(group: &str, path: Path) -> Message {
+    let mut m = message_for("RoomUserJoined", path);
+    m.group = group.to_owned();
+    m
+}
+
+#[test]
+fn no_one_second_window_ever_holds_more_than_the_limit() {
+    for (limit, burst) in [(35, 1), (35, 5), (190, 9), (152, 1), (3, 3), (1, 1)] {
+        let clock = FakeRelativeClock::default();
+        let limiter = RateLimiter::direct_with_clock(window_quota(limit, burst), clock.clone());
+        // Offer a cell every 100 µs for three seconds; keep the admitted instants (in µs).
+        let mut admitted: Vec<u64> = Vec::new();
+        for step in 0..30_000u64 {
+            if limiter.check().is_ok() {
+                admitted.push(step * 100);
+            }
+            clock.advance(Duration::from_micros(100));
+        }
+        let most = admitted
+            .iter()
+            .map(|t| admitted.iter().filter(|u| (*t..t + 1_000_000).contains(u)).count())
+            .max()
+            .unwrap_or(0);
+        assert!(most <= limit as usize, "limit {limit}, burst {burst}: {most} in one second");
+        assert!(most as f64 >= f64::from(limit) * 0.97, "limit {limit}, burst {burst}: only {most}");
+    }
+}
+
+#[tokio::test]
+async fn the_sync_path_never_waits_without_a_permit_it_is_throttled() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    // 14 per second per group: a burst of 2.
+    let svc = RateLimitLayer::new(options(1000, 14)).layer(recording(calls.clone(), ok));
+    for _ in 0..2 {
+        assert_eq!(svc.clone().oneshot(msg("r1", Path::Sync)).await.unwrap(), Outcome::Delivered);
+    }
+    let error = svc.clone().oneshot(msg("r1", Path::Sync)).await.expect_err("no permit left");
+    assert_eq!(classify(error.as_ref()), ErrorClass::Throttled);
+    // Another group has its own permits.
+    assert_eq!(svc.clone().oneshot(msg("r2", Path::Sync)).await.unwrap(), Outcome::Delivered);
+    assert_eq!(calls.lock().unwrap().len(), 3, "the throttled message never reached the leaf");
+}
+
+#[tokio::test]
+async fn the_worker_waits_for_permits_and_keeps_every_window_within_the_group_limit() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let svc = RateLimitLayer::new(options(1000, 4)).layer(recording(calls.clone(), ok));
+    for _ in 0..10 {
+        assert_eq!(svc.clone().oneshot(msg("r1", Path::Worker)).await.unwrap(), Outcome::Delivered);
+    }
+    let at: Vec<Instant> = calls.lock().unwrap().iter().map(|(_, t)| *t).collect();
+    assert_eq!(at.len(), 10, "every message went through");
+    for (i, start) in at.iter().enumerate() {
+        let in_window = at[i..].iter().filter(|t| t.duration_since(*start) < Duration::from_secs(1)).count();
+        assert!(in_window <= 4, "{in_window} calls within one second");
+    }
+}
+
+#[tokio::test]
+async fn a_rate_limited_answer_pauses_its_group_and_an_app_wide_one_every_group() {
+    fn dropped_in_r1(group: &str) -> Result<Outcome, BoxError> {
+        match group {
+            "r1" => Err(ImError::Dropped("MsgDropReason".into()).into()),
+            "app" => Err(ImError::im(60007, "frequency").into()),
+            _ => Ok(Outcome::Delivered),
+        }
+    }
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let svc = RateLimitLayer::new(options(1000, 1000)).layer(recording(calls.clone(), dropped_in_r1));
+    let error = svc.clone().oneshot(msg("r1", Path::Sync)).await.expect_err("dropped");
+    assert_eq!(classify(error.as_ref()), ErrorClass::RateLimited);
+    let paused = svc.clone().oneshot(msg("r1", Path::Sync)).await.expect_err("paused");
+    assert_eq!(classify(paused.as_ref()), ErrorClass::Throttled, "r1 is paused");
+    assert_eq!(svc.clone().oneshot(msg("r2", Path::Sync)).await.unwrap(), Outcome::Delivered);
+
+    let _ = svc.clone().oneshot(msg("app", Path::Sync)).await.expect_err("60007");
+    let paused = svc.clone().oneshot(msg("r2", Path::Sync)).await.expect_err("the whole app is paused");
+    assert_eq!(classify(paused.as_ref()), ErrorClass::Throttled);
+    assert_eq!(calls.lock().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn skipped_events_take_no_permit() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let svc = EventFilterLayer::im()
+        .layer(RateLimitLayer::new(options(1000, 1)).layer(recording(calls.clone(), ok)));
+    for _ in 0..20 {
+        let mut skipped = msg("r1", Path::Sync);
+        skipped.event_type = "RoomHeatChanged";
+        assert_eq!(svc.clone().oneshot(skipped).await.unwrap(), Outcome::Skipped);
+    }
+    assert_eq!(
+        svc.clone().oneshot(msg("r1", Path::Sync)).await.unwrap(),
+        Outcome::Delivered,
+        "the permit is still there"
+    );
+}
