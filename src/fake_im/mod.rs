@@ -160,6 +160,11 @@ impl FakeIm {
         self.state.set_latency(latency);
     }
 
+    /// When each `send_group_msg` call arrived (whatever its answer), oldest first.
+    pub fn call_times(&self) -> Vec<tokio::time::Instant> {
+        self.state.call_times()
+    }
+
     /// Counters since start or the last [`FakeIm::clear`].
     pub fn stats(&self) -> FakeStats {
         self.state.stats()

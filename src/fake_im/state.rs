@@ -37,6 +37,9 @@ pub struct RecordedMessage {
     pub msg_seq: u64,
     /// Unix seconds when it was accepted.
     pub msg_time: u64,
+    /// When it was accepted (process clock; not serialised).
+    #[serde(skip, default = "Instant::now")]
+    pub accepted_at: Instant,
 }
 
 /// Counters since start or the last reset.
@@ -93,7 +96,12 @@ struct Book {
     seqs: HashMap<String, u64>,
     faults: FaultQueue,
     stats: FakeStats,
+    /// When each call arrived, oldest first (at most [`CALL_LOG`]).
+    call_times: VecDeque<Instant>,
 }
+
+/// Calls whose arrival time is kept.
+const CALL_LOG: usize = 100_000;
 
 /// Shared state of one fake server.
 #[derive(Debug)]
@@ -138,6 +146,10 @@ impl FakeState {
     pub(crate) fn begin_call(&self) -> Option<Fault> {
         let mut book = self.book();
         book.stats.calls += 1;
+        if book.call_times.len() == CALL_LOG {
+            book.call_times.pop_front();
+        }
+        book.call_times.push_back(Instant::now());
         let fault = book.faults.next();
         if fault.is_some() {
             book.stats.faults_served += 1;
@@ -198,6 +210,7 @@ impl FakeState {
             desc: c.desc,
             priority: c.priority,
             msg_seq,
+            accepted_at: now,
             msg_time,
         });
         Admission::Recorded { msg_seq }
@@ -207,6 +220,10 @@ impl FakeState {
     pub(crate) fn messages(&self, group: Option<&str>) -> Vec<RecordedMessage> {
         let book = self.book();
         book.messages.iter().filter(|m| group.is_none_or(|g| m.group == g)).cloned().collect()
+    }
+
+    pub(crate) fn call_times(&self) -> Vec<Instant> {
+        self.book().call_times.iter().copied().collect()
     }
 
     pub(crate) fn stats(&self) -> FakeStats {

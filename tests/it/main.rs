@@ -3,6 +3,7 @@
 
 mod admin;
 mod api;
+mod delivery;
 mod im_e2e;
 mod im_peer;
 mod marker;

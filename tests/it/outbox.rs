@@ -5,7 +5,7 @@
 //! MariaDB is reached at `ROOM_SERVICE_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306`);
 //! each test creates its own database and drops it when done.
 
-mod harness;
+pub(crate) mod harness;
 
 mod cancel;
 mod concurrency;

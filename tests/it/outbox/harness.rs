@@ -71,8 +71,13 @@ impl Db {
         Self::over(TestDb::mysql().await)
     }
 
-    fn over(db: TestDb) -> Db {
+    pub fn over(db: TestDb) -> Db {
         Db { repo: db.repo.clone(), db }
+    }
+
+    /// The database under the repository.
+    pub fn test_db(&self) -> &TestDb {
+        &self.db
     }
 
     /// Runs one statement outside the repository.
@@ -179,6 +184,11 @@ pub async fn fake() -> FakeIm {
 
 /// The production stack over the real IM leaf pointed at `fake`.
 pub fn stack(fake: &FakeIm, publish_timeout: Duration) -> Publisher {
+    stack_limited(fake, publish_timeout, unlimited())
+}
+
+/// [`stack`] with these rate limits.
+pub fn stack_limited(fake: &FakeIm, publish_timeout: Duration, limits: RateLimitOptions) -> Publisher {
     let leaf = TencentImService::new(TencentImOptions {
         base_url: fake.base_url(),
         sdk_app_id: APP,
@@ -194,7 +204,7 @@ pub fn stack(fake: &FakeIm, publish_timeout: Duration) -> Publisher {
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
             .layer(EventFilterLayer::im())
-            .layer(RateLimitLayer::new(unlimited()))
+            .layer(RateLimitLayer::new(limits))
             .timeout(publish_timeout)
             .service(leaf),
     )

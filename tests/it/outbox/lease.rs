@@ -6,7 +6,8 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use room_service::domain::EventType;
 use room_service::fake_im::Fault;
-use room_service::outbox::BatchReport;
+use room_service::outbox::{BatchReport, OutboxWorker};
+use room_service::publish::rate_limit::RateLimitOptions;
 use room_service::store::{Claim, Mark, PublishResult};
 use room_service::telemetry::names::{OUTBOX_CLAIMED_TOTAL, OUTBOX_LEASE_LOST_TOTAL};
 
@@ -148,6 +149,7 @@ both_backends!(
     a_lease_lost_during_the_publish_leaves_the_row_alone_and_is_counted,
     a_fresh_pending_row_is_not_claimable_before_the_publish_timeout,
     two_workers_at_once_deliver_every_row_exactly_once,
+    a_worker_slower_than_its_lease_renews_it_and_sends_nothing_twice,
 );
 
 /// MariaDB: two sessions claiming at the same moment get disjoint rows (SKIP LOCKED).
@@ -183,4 +185,26 @@ async fn concurrent_claims_on_mariadb_are_disjoint() {
     }
     let delivering = db.rows().await.into_iter().filter(|r| r.status == "delivering").count();
     assert_eq!(delivering, 80);
+}
+
+async fn a_worker_slower_than_its_lease_renews_it_and_sends_nothing_twice(db: &Db) {
+    let fake = fake().await;
+    // 60 rows in two rooms at 5 publishes per second: 12 s, beyond the 10 s lease.
+    for room in ["room-a", "room-b"] {
+        db.insert_events(room, &[EventType::RoomUserJoined; 30]).await;
+    }
+    let limits = RateLimitOptions {
+        global_per_sec: 5,
+        per_group_per_sec: 5,
+        worker_share: 1.0,
+        pause: Duration::from_secs(1),
+    };
+    let options = options(100, FAST, Duration::from_secs(1));
+    assert_eq!(options.lease(), Duration::from_secs(10));
+    let publisher = super::harness::stack_limited(&fake, options.publish_timeout, limits);
+    let worker = OutboxWorker::new(db.repo.clone(), publisher, "slow", options);
+    let report = worker.process_pending_outbox().await.unwrap();
+    assert_eq!((report.claimed, report.delivered, report.lease_lost), (60, 60, 0), "{report:?}");
+    assert!(db.rows().await.iter().all(|r| r.status == "delivered"));
+    assert_eq!((fake.stats().accepted, fake.stats().duplicates), (60, 0), "nothing sent twice");
 }

@@ -47,7 +47,11 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
         vars.push(("tencent_im.sdk_app_id".into(), SDK_APP_ID.to_string()));
         vars.push(("tencent_im.secret_key".into(), SECRET_KEY.into()));
     }
-    vars.extend(overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    // An override replaces a default above (the environment holds one value per name).
+    for (key, value) in overrides {
+        vars.retain(|(k, _)| k != key);
+        vars.push((key.to_string(), value.to_string()));
+    }
     let env = vars
         .into_iter()
         .map(|(k, v)| (format!("{}{}", config::ENV_PREFIX, k.replace('.', "__").to_ascii_uppercase()), v));

@@ -1,0 +1,81 @@
+//! SIGKILL in the middle of a drain: the rows a killed worker had sent but not yet marked are
+//! sent again after its lease — no more than IM accepted in its last mark interval.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use room_service::domain::EventType;
+use room_service::fake_im::{FakeIm, FakeImOptions};
+
+use super::{eventually, undelivered};
+use crate::outbox::harness::{ADMIN, APP, Db, KEY, PREFIX};
+use crate::support::TestDb;
+
+/// The marks of a batch are written at least this often (the worker's promise), plus the time
+/// a mark statement takes.
+const MARK_WINDOW: Duration = Duration::from_millis(250 + 250);
+
+fn spawn(db_url: &str, im: &FakeIm) -> Child {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    Command::new(env!("CARGO_BIN_EXE_room-service"))
+        .args(["--config", "config/config.yaml", "serve"])
+        .env("ROOM_SERVICE__DATABASE__URL", db_url)
+        .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{port}"))
+        .env("ROOM_SERVICE__LOG__LEVEL", "warn")
+        .env("ROOM_SERVICE__PRESENCE__ENABLED", "false")
+        .env("ROOM_SERVICE__TENCENT_IM__ENABLED", "true")
+        .env("ROOM_SERVICE__TENCENT_IM__BASE_URL", im.base_url())
+        .env("ROOM_SERVICE__TENCENT_IM__SDK_APP_ID", APP.to_string())
+        .env("ROOM_SERVICE__TENCENT_IM__SECRET_KEY", KEY)
+        .env("ROOM_SERVICE__TENCENT_IM__ADMIN_IDENTIFIER", ADMIN)
+        .env("ROOM_SERVICE__TENCENT_IM__GROUP_ID_PREFIX", PREFIX)
+        .env("ROOM_SERVICE__OUTBOX_WORKER__POLL_INTERVAL", "50ms")
+        .env("ROOM_SERVICE__OUTBOX_WORKER__PUBLISH_TIMEOUT", "1s")
+        .env("ROOM_SERVICE__IM_RATE_LIMIT__GLOBAL_PER_SEC", "400")
+        .env("ROOM_SERVICE__IM_RATE_LIMIT__PER_GROUP_PER_SEC", "40")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn room-service")
+}
+
+#[tokio::test]
+async fn sigkill_mid_drain_resends_at_most_what_im_accepted_in_the_last_mark_interval() {
+    let test_db = TestDb::mysql().await;
+    let db_url = test_db.url().to_owned();
+    let outbox = Db::over(test_db);
+    let mut options = FakeImOptions::new(APP, KEY, ADMIN);
+    (options.per_group_limit_per_sec, options.global_limit_per_sec) = (None, None);
+    options.latency = Duration::from_millis(5);
+    let im = FakeIm::start(options).await;
+    const ROOMS: usize = 30;
+    const PER_ROOM: usize = 60;
+    for room in 0..ROOMS {
+        outbox.insert_events(&format!("room-{room}"), &[EventType::RoomUserJoined; PER_ROOM]).await;
+    }
+
+    let mut first = spawn(&db_url, &im);
+    eventually("the drain is under way", Duration::from_secs(30), || async { im.stats().accepted >= 400 })
+        .await;
+    let killed_at = tokio::time::Instant::now();
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    // Sent but maybe not marked: accepted within the last mark interval (or still in flight).
+    let recent = im.all_messages().iter().filter(|m| m.accepted_at + MARK_WINDOW >= killed_at).count() as u64;
+
+    let mut second = spawn(&db_url, &im);
+    let db = outbox.test_db();
+    eventually("the restarted worker delivers the rest", Duration::from_secs(90), || async {
+        undelivered(db).await == 0
+    })
+    .await;
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let stats = im.stats();
+    assert_eq!(stats.accepted, (ROOMS * PER_ROOM) as u64, "every event reached IM once: {stats:?}");
+    assert!(
+        stats.duplicates <= recent,
+        "{} events sent twice, more than the {recent} IM accepted in the last {MARK_WINDOW:?} before the kill",
+        stats.duplicates
+    );
+}
