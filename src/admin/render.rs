@@ -13,20 +13,23 @@ const ERROR_CELL: usize = 60;
 
 pub(super) fn stats(s: &OutboxStats) -> String {
     let age = |ms: Option<i64>| ms.map_or("-".to_owned(), format_age);
-    table(
-        &["STATUS", "ROWS"],
-        &[
-            vec!["pending".into(), s.pending.to_string()],
-            vec!["delivering".into(), s.delivering.to_string()],
-            vec!["retryable".into(), s.retryable.to_string()],
-            vec!["failed".into(), s.failed.to_string()],
-        ],
-    ) + &format!(
-        "\noldest undelivered: {}\noldest retryable:   {}\nmax retry count:    {}\n",
-        age(s.oldest_pending_age_ms),
-        age(s.oldest_retryable_age_ms),
-        s.max_retry_count
-    )
+    let mut statuses = vec![
+        vec!["pending".into(), s.pending.to_string()],
+        vec!["delivering".into(), s.delivering.to_string()],
+        vec!["retryable".into(), s.retryable.to_string()],
+        vec!["failed".into(), s.failed.to_string()],
+    ];
+    // Parked rows by why they were parked, under `failed`.
+    statuses.extend(
+        s.parked_by_reason.iter().map(|(reason, n)| vec![format!("  {}", clean(reason, 32)), n.to_string()]),
+    );
+    table(&["STATUS", "ROWS"], &statuses)
+        + &format!(
+            "\noldest undelivered: {}\noldest retryable:   {}\nmax retry count:    {}\n",
+            age(s.oldest_pending_age_ms),
+            age(s.oldest_retryable_age_ms),
+            s.max_retry_count
+        )
 }
 
 pub(super) fn rows(rows: &[OutboxRow], next_after_id: Option<i64>) -> String {

@@ -68,8 +68,11 @@ async fn stats_list_and_show_report_the_rows() {
         assert_eq!(stats["max_retry_count"], 7, "{db}: {stats}");
         let oldest = stats["oldest_pending_age_ms"].as_i64().expect("oldest age");
         assert!((2 * HOUR_MS..3 * HOUR_MS).contains(&oldest), "{db}: {stats}");
+        // A failed row parked before reasons were recorded counts as "unknown".
+        assert_eq!(stats["parked_by_reason"], serde_json::json!({"unknown": 1}), "{db}: {stats}");
         let table = text(&db, &["stats"]).await;
         assert!(table.contains("retryable   1") && table.contains("max retry count:    7"), "{db}: {table}");
+        assert!(table.contains("  unknown   1"), "{db}: parked rows by reason: {table}");
 
         let page = json(&db, &["list", "--status", "retryable"]).await;
         assert_eq!(ids_of(&page["rows"]), ["e-retry"], "{db}: {page}");
