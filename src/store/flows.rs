@@ -1,14 +1,14 @@
 //! The multi-statement transactions both backends share, written once over any [`Dialect`]:
-//! the room commit, the room load and the batch mark. Each repository opens the transaction its own way
-//! (SQLite takes the write lock up front) and hands it here.
+//! the room commit, the room load, the room-order read and the batch mark. Each repository
+//! opens the transaction its own way (SQLite takes the write lock up front) and hands it here.
 
-use sqlx::{Executor, FromRow, IntoArguments, Transaction};
+use sqlx::{Executor, FromRow, IntoArguments, Row, Transaction};
 
 use super::room_sql;
 use super::rows::{GiftRow, MemberRow, RoomRow, VersionRow};
 use super::sql::{self, Dialect};
 use super::types::{
-    CommitError, GiftTotalRow, Mark, MarkReport, PublishResult, RoomCommit, StoreError, StoredRoom,
+    CommitError, GiftTotalRow, Mark, MarkReport, PublishResult, RoomCommit, RoomHead, StoreError, StoredRoom,
     group_marks,
 };
 
@@ -142,4 +142,42 @@ where
     let marked = report.delivered + report.retried + report.parked + report.deferred;
     report.lease_lost = results.len() as u64 - marked;
     Ok(report)
+}
+
+/// The oldest undelivered row of each of `rooms`, leaving out `own` claims' rows, in one read
+/// transaction (the head and its details from one snapshot).
+pub(super) async fn room_heads<DB>(
+    mut tx: Transaction<'static, DB>,
+    rooms: &[String],
+    own: &[String],
+) -> Result<Vec<RoomHead>, StoreError>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    i64: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    Option<i64>: for<'r> sqlx::Decode<'r, DB>,
+    String: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    let heads = sql::room_heads::<DB>(rooms, own).build().fetch_all(&mut *tx).await?;
+    let ids: Vec<i64> = heads.iter().map(|r| r.try_get::<i64, _>(1)).collect::<Result<_, _>>()?;
+    if ids.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    let rows = sql::rows_wait::<DB>(&ids).build().fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    rows.iter()
+        .map(|r| {
+            Ok(RoomHead {
+                id: r.try_get(0)?,
+                room_id: r.try_get(1)?,
+                status: r.try_get(2)?,
+                wait_ms: r.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
+                event_id: r.try_get(4)?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(StoreError::from)
 }

@@ -178,22 +178,7 @@ impl Repository for MySqlRepository {
         if rooms.is_empty() {
             return Ok(Vec::new());
         }
-        let heads = sql::room_heads::<MySql>(rooms, own).build().fetch_all(&self.pool).await?;
-        let ids: Vec<i64> = heads.iter().map(|r| r.get::<i64, _>(1)).collect();
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = sql::rows_wait::<MySql>(&ids).build().fetch_all(&self.pool).await?;
-        Ok(rows
-            .iter()
-            .map(|r| RoomHead {
-                id: r.get(0),
-                room_id: r.get(1),
-                status: r.get(2),
-                wait_ms: r.get::<Option<i64>, _>(3).unwrap_or(0),
-                event_id: r.get(4),
-            })
-            .collect())
+        flows::room_heads::<MySql>(self.pool.begin().await?, rooms, own).await
     }
 
     async fn renew_lease(&self, worker_id: &str, lease: Duration) -> Result<u64, StoreError> {
