@@ -1,5 +1,6 @@
 //! B1, the command path: JoinRoom/SendGift commands per second through HTTP (fake IM at 0 ms,
-//! limits off), against a raw sqlx loop running the identical transaction (small snapshot
+//! its limits off; the service's own rate limiter in the stack but set far above the load,
+//! 10⁹/s, so IM never holds an event back), against a raw sqlx loop running the identical transaction (small snapshot
 //! update fenced by version + the member or gift-total row + command log row + outbox rows,
 //! the same SQL shapes and the same data sizes, precomputed with the pure domain; see
 //! `command_raw`) at the same concurrency on the same database.
@@ -7,7 +8,10 @@
 //! Workload: `clients` concurrent clients, each owning `rooms / clients` rooms; a client
 //! repeats "a new user joins one of its rooms, then sends a gift there", round robin over its
 //! rooms. Rooms are created first (not timed). Raw runs first, the tables are emptied, then
-//! the service runs.
+//! the service runs; then, the tables emptied again, the service runs the same load with the
+//! default `im_rate_limit` (190 calls/s app-wide, 35/s per group): far more IM-bound events
+//! per second than Tencent takes, so most are left pending for the worker — the figures of that
+//! run show what this overload costs the command path.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -15,14 +19,25 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use room_service::app;
 use room_service::domain::{Command, GiftId, UserId};
+use room_service::publish::Path as PublishPath;
+use room_service::publish::filter::EventFilterLayer;
 use room_service::store::{MySqlRepository, Repository};
 use serde_json::json;
-use sqlx::Executor;
+use sqlx::mysql::MySqlPool;
+use sqlx::{Executor, MySql, QueryBuilder};
 
 use crate::Args;
 use crate::command_raw::{Tx, precompute, run_raw};
 use crate::report::Line;
-use crate::support::{self, BenchDb, CpuTimes, Samples, ms};
+use crate::support::{self, Acceptances, BenchDb, CpuTimes, Samples, global_status, ms};
+
+/// Server-wide statement counters read around each timed service run.
+const COUNTERS: [&str; 4] = ["Com_commit", "Com_insert", "Com_update", "Com_select"];
+
+/// `im_rate_limit` far above any load of this benchmark: the limiter takes a permit per event
+/// and never refuses one.
+const NOT_BINDING: [(&str, &str); 2] =
+    [("im_rate_limit.global_per_sec", "1000000000"), ("im_rate_limit.per_group_per_sec", "1000000000")];
 
 /// The service's pool size (`database.max_connections` default); the raw loop gets the same.
 const POOL: u32 = 16;
@@ -110,7 +125,12 @@ fn request(room: &str, command_id: &str, command: &Command) -> (String, serde_js
 }
 
 /// The service over HTTP: every client posts its commands one after another.
-async fn run_service(base: &str, plans: Vec<Plan>, args: &Args) -> anyhow::Result<Run> {
+async fn run_service(
+    base: &str,
+    plans: Vec<Plan>,
+    args: &Args,
+    status: &MySqlPool,
+) -> anyhow::Result<(Run, i64)> {
     let http = reqwest::Client::new();
     let post = |path: String, body: serde_json::Value| {
         let http = http.clone();
@@ -133,6 +153,7 @@ async fn run_service(base: &str, plans: Vec<Plan>, args: &Args) -> anyhow::Resul
             post(path, body).await?;
         }
     }
+    let before = global_status(status, &COUNTERS).await?;
     let (started, cpu) = (Instant::now(), CpuTimes::now());
     let results = join_all(plans.into_iter().enumerate().map(|(client, (_, timed))| {
         let post = &post;
@@ -148,7 +169,69 @@ async fn run_service(base: &str, plans: Vec<Plan>, args: &Args) -> anyhow::Resul
         }
     }))
     .await;
-    Run::collect(started, cpu, results)
+    let run = Run::collect(started, cpu, results)?;
+    let after = global_status(status, &COUNTERS).await?;
+    let statements =
+        COUNTERS.iter().map(|c| after.get(*c).unwrap_or(&0) - before.get(*c).unwrap_or(&0)).sum();
+    Ok((run, statements))
+}
+
+/// What a timed service run measured.
+struct ServiceRun {
+    run: Run,
+    /// Delivery-mark statements (the marker's count).
+    marks: u64,
+    /// Server-wide commits, inserts, updates and selects during the timed commands.
+    statements: i64,
+    /// IM-bound events IM accepted from the synchronous path by the end of the timed part.
+    sync_accepted: usize,
+    /// IM-bound events the commands produced.
+    im_events: i64,
+}
+
+/// Starts the service with `overrides`, runs the plans (creates, then the timed commands),
+/// stops it and empties the tables.
+async fn service_run(
+    args: &Args,
+    db: &BenchDb,
+    plans: Vec<Plan>,
+    overrides: &[(&str, &str)],
+) -> anyhow::Result<ServiceRun> {
+    let im = support::fake_im(Duration::ZERO).await?;
+    let pool = POOL.to_string();
+    let mut all = vec![("database.max_connections", pool.as_str())];
+    all.extend_from_slice(overrides);
+    let settings = support::settings(&db.url(), Some(&im), &all)?;
+    let seen: Acceptances = Acceptances::default();
+    let publisher = support::publisher(&settings, Some(seen.clone()))?;
+    let status = sqlx::mysql::MySqlPoolOptions::new().max_connections(1).connect(&db.url()).await?;
+    let running = app::start(settings, publisher).await?;
+    let rooms = running.rooms.clone();
+    let base = format!("http://{}", running.addr);
+    let measured = run_service(&base, plans, args, &status).await;
+    let sync_accepted = {
+        let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.values().filter(|(path, _)| *path == PublishPath::Sync).count()
+    };
+    let marks = rooms.delivery_marker_stats().statements;
+    running.stop().await?;
+    drop(im);
+    let mut count = QueryBuilder::<MySql>::new("SELECT COUNT(*) FROM room_outbox WHERE event_type NOT IN ");
+    count.push_tuples(EventFilterLayer::im().skipped_types(), |mut t, name| {
+        t.push_bind(*name);
+    });
+    let im_events: i64 = count.build_query_scalar().fetch_one(&status).await?;
+    truncate(&status).await?;
+    status.close().await;
+    let (run, statements) = measured?;
+    Ok(ServiceRun { run, marks, statements, sync_accepted, im_events })
+}
+
+async fn truncate(pool: &MySqlPool) -> anyhow::Result<()> {
+    for table in ["room_outbox", "room_command_log", "room_snapshot", "room_member", "room_gift_total"] {
+        pool.execute(sqlx::AssertSqlSafe(format!("TRUNCATE TABLE {table}"))).await?;
+    }
+    Ok(())
 }
 
 /// Runs B1 and returns its lines.
@@ -177,24 +260,14 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
         })
         .collect();
     let raw = run_raw(repo.pool(), raw_plans).await?;
-    for table in ["room_outbox", "room_command_log", "room_snapshot", "room_member", "room_gift_total"] {
-        repo.pool().execute(sqlx::AssertSqlSafe(format!("TRUNCATE TABLE {table}"))).await?;
-    }
+    truncate(repo.pool()).await?;
     repo.close().await;
 
-    // The service, fake IM at 0 ms, limits off.
-    let im = support::fake_im(Duration::ZERO).await?;
-    let pool = POOL.to_string();
-    let settings = support::settings(&db.url(), Some(&im), &[("database.max_connections", &pool)])?;
-    let publisher = support::publisher(&settings, None)?;
-    let running = app::start(settings, publisher).await?;
-    let rooms = running.rooms.clone();
-    let base = format!("http://{}", running.addr);
-    let measured = run_service(&base, plans, args).await;
-    let marker = rooms.delivery_marker_stats();
-    running.stop().await?;
-    drop(im);
-    let svc = measured?;
+    // The service, fake IM at 0 ms and its limits off, the rate limiter not binding; then the
+    // same with the default im_rate_limit.
+    let unlimited = service_run(args, db, plans.clone(), &NOT_BINDING).await?;
+    let limited = service_run(args, db, plans, &[]).await?;
+    let (svc, marker) = (&unlimited.run, unlimited.marks);
     let (svc_n, svc_samples, raw_samples) = (svc.n, &svc.samples, &raw.samples);
 
     let raw_rate = raw.n as f64 / raw.elapsed.as_secs_f64();
@@ -202,6 +275,10 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let per = |cpu: Duration, n: usize| format!("{:.0} µs", cpu.as_secs_f64() * 1e6 / n.max(1) as f64);
     let cpu_budget = |r: &Run| (r.cpu.this + r.cpu.db).as_secs_f64() / r.elapsed.as_secs_f64();
     let ratio = svc_rate / raw_rate;
+    let lim = &limited.run;
+    let lim_rate = lim.n as f64 / lim.elapsed.as_secs_f64();
+    let per_command = |s: &ServiceRun| s.statements as f64 / s.run.n.max(1) as f64;
+    let sync_share = |s: &ServiceRun| s.sync_accepted as f64 / s.im_events.max(1) as f64;
     let (raw_p99, svc_p99) = (raw_samples.pct(99.0), svc_samples.pct(99.0));
     let p99_ratio = svc_p99.as_secs_f64() / raw_p99.as_secs_f64().max(1e-9);
     let shape = format!("{} clients, {} rooms, {} commands", args.clients, args.rooms, svc_n);
@@ -235,13 +312,60 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
         ),
         Line::info(
             "B1 cores busy (of 2)",
-            format!("{:.2}", cpu_budget(&svc)),
+            format!("{:.2}", cpu_budget(svc)),
             format!("{:.2} raw (bench + MariaDB only)", cpu_budget(&raw)),
         ),
         Line::info(
             "B1 mark statements/command",
-            format!("{:.3}", marker.statements as f64 / (svc_n + args.rooms.max(args.clients)) as f64),
+            format!("{:.3}", marker as f64 / (svc_n + args.rooms.max(args.clients)) as f64),
             format!("{shape}; 1.0 before the marker"),
+        ),
+        Line::info(
+            "B1 DB statements/command",
+            format!("{:.2}", per_command(&unlimited)),
+            format!(
+                "server-wide commit+insert+update+select; {:.0}% of {} IM-bound events delivered sync",
+                sync_share(&unlimited) * 100.0,
+                unlimited.im_events
+            ),
+        ),
+        Line {
+            name: "B1 default im_rate_limit: commands/s (÷ raw)".into(),
+            value: format!("{lim_rate:.0}/s"),
+            baseline: format!("{raw_rate:.0}/s raw; {svc_rate:.0}/s not binding"),
+            ratio: format!("{:.2}", lim_rate / raw_rate),
+            target: String::new(),
+            met: None,
+        },
+        Line::info(
+            "B1 default im_rate_limit: p50 / p99",
+            format!("{} / {}", ms(lim.samples.pct(50.0)), ms(lim.samples.pct(99.0))),
+            format!("{} / {} not binding", ms(svc_samples.pct(50.0)), ms(svc_p99)),
+        ),
+        Line::info(
+            "B1 default im_rate_limit: delivered sync",
+            format!(
+                "{:.0}% ({} of {} IM-bound events)",
+                sync_share(&limited) * 100.0,
+                limited.sync_accepted,
+                limited.im_events
+            ),
+            "the rest left pending for the worker (190 calls/s app-wide, 35/s per group)".into(),
+        ),
+        Line::info(
+            "B1 default im_rate_limit: statements/command",
+            format!("{:.2}", per_command(&limited)),
+            format!("{:.2} not binding (server-wide, the worker's included)", per_command(&unlimited)),
+        ),
+        Line::info(
+            "B1 default im_rate_limit: CPU/command",
+            format!("{} bench + {} MariaDB", per(lim.cpu.this, lim.n), per(lim.cpu.db, lim.n)),
+            format!(
+                "{} + {} not binding; cores busy {:.2}",
+                per(svc.cpu.this, svc.n),
+                per(svc.cpu.db, svc.n),
+                cpu_budget(lim)
+            ),
         ),
     ])
 }

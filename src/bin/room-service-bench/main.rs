@@ -13,6 +13,7 @@
 //! nothing else counts) · B7 hot rooms: latency and bytes per command by room size, one hot
 //! room vs the same load spread.
 
+mod backlog;
 mod claim;
 mod command;
 mod command_raw;
@@ -57,10 +58,22 @@ pub struct Args {
     /// B2: rows bulk-inserted pending.
     #[arg(long, default_value_t = 100_000)]
     pub drain_rows: usize,
-    /// B2: how long the worker drains before the rate is taken (the full 100k at 50/s would
-    /// take 33 minutes; the rate is steady, so the drain time is extrapolated).
+    /// B2: how long the worker drains before the rate is taken (the full 100k at the worker's
+    /// 152/s would take 11 minutes; the rate is steady, so the drain time is extrapolated).
     #[arg(long, default_value_t = 60)]
     pub drain_secs: u64,
+    /// B4: backlog rows the worker drains while the live load runs.
+    #[arg(long, default_value_t = 100_000)]
+    pub backlog_rows: usize,
+    /// B4: live commands per second (open loop), during the drain and for the hand-off part.
+    #[arg(long, default_value_t = 10.0)]
+    pub live_rate: f64,
+    /// B4: how long the live load runs during the drain.
+    #[arg(long, default_value_t = 60)]
+    pub live_secs: u64,
+    /// B4: commands whose synchronous publish fails (handed to the worker, no backlog).
+    #[arg(long, default_value_t = 300)]
+    pub handoff_events: usize,
     /// B3: the largest table measured (10k, 1M, 10M capped at this).
     #[arg(long, default_value_t = 10_000_000)]
     pub max_rows: u64,
@@ -112,6 +125,9 @@ impl Args {
             self.pairs_per_client = self.pairs_per_client.min(10);
             self.drain_rows = self.drain_rows.min(60);
             self.drain_secs = self.drain_secs.min(2);
+            self.backlog_rows = self.backlog_rows.min(2_000);
+            self.live_secs = self.live_secs.min(2);
+            self.handoff_events = self.handoff_events.min(15);
             self.max_rows = self.max_rows.min(20_000);
             self.memory_rooms = self.memory_rooms.min(50);
             self.memory_members = self.memory_members.min(100);
@@ -130,6 +146,9 @@ impl Args {
             self.hot_sizes.push(10);
         }
         self.hot_members = self.hot_members.max(1);
+        self.live_rate = self.live_rate.clamp(0.1, 1000.0);
+        self.live_secs = self.live_secs.max(1);
+        self.handoff_events = self.handoff_events.max(1);
         self.spread_rooms = self.spread_rooms.max(1);
         self.spread_members = self.spread_members.max(1);
         self

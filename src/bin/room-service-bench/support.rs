@@ -1,6 +1,7 @@
 //! What every benchmark needs: a throwaway MariaDB database, service settings, the publish
-//! stack composed exactly as `main.rs` does (with an optional acceptance probe around the leaf),
-//! the fake IM, latency samples and session or global status counters.
+//! stack composed exactly as `main.rs` does (rate limiter included, with an optional
+//! acceptance probe around the leaf), the fake IM (limits off, or Tencent's limits on a thread
+//! of its own so its CPU can be told apart), latency samples and status counters.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,6 +15,7 @@ use room_service::config::{self, Settings};
 use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::metrics::MetricsLayer;
+use room_service::publish::rate_limit::RateLimitLayer;
 use room_service::publish::stack::into_publisher;
 use room_service::publish::trace::TraceLayer;
 use room_service::publish::{BoxError, Message, Outcome, Path as PublishPath, Publisher};
@@ -90,37 +92,129 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
         .map_err(|e| anyhow::anyhow!("benchmark settings: {e}"))
 }
 
-/// A fake Tencent IM on loopback with `latency` per call and its rate limits off.
-pub async fn fake_im(latency: Duration) -> anyhow::Result<FakeIm> {
-    let mut options = FakeImOptions::new(SDK_APP_ID, SECRET_KEY, "administrator");
-    options.latency = latency;
+/// Options of a fake Tencent IM with `latency` per call and its rate limits off.
+pub fn fake_options(latency: Duration) -> FakeImOptions {
+    let mut options = tencent_fake_options(latency);
     options.per_group_limit_per_sec = None;
     options.global_limit_per_sec = None;
-    Ok(FakeIm::try_start(options).await?)
+    options
+}
+
+/// Options of a fake Tencent IM with `latency` per call and Tencent's limits (40 messages/s
+/// per group, answered OK with `MsgDropReason` beyond; 200 calls/s per app, refused 60007).
+pub fn tencent_fake_options(latency: Duration) -> FakeImOptions {
+    let mut options = FakeImOptions::new(SDK_APP_ID, SECRET_KEY, "administrator");
+    options.latency = latency;
+    options
+}
+
+/// A fake Tencent IM on loopback with `latency` per call and its rate limits off.
+pub async fn fake_im(latency: Duration) -> anyhow::Result<FakeIm> {
+    Ok(FakeIm::try_start(fake_options(latency)).await?)
+}
+
+/// A fake IM served by a single-threaded runtime on a thread of its own, so the CPU it uses
+/// can be read apart from the rest of the process ([`FakeThread::cpu`]).
+#[derive(Debug)]
+pub struct FakeThread {
+    im: Option<FakeIm>,
+    stat: std::path::PathBuf,
+    done: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeThread {
+    /// Starts the fake with `options` on a new thread.
+    pub async fn start(options: FakeImOptions) -> anyhow::Result<Self> {
+        let (started, ready) = tokio::sync::oneshot::channel();
+        let (done, stop) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new().name("fake-im".into()).spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    let _ = started.send(Err(anyhow::Error::from(error)));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                // `/proc/thread-self` links to `<pid>/task/<tid>`: this thread's own counters.
+                let stat = std::fs::read_link("/proc/thread-self")
+                    .map(|p| Path::new("/proc").join(p).join("stat"))
+                    .unwrap_or_default();
+                let im = FakeIm::try_start(options).await.map_err(anyhow::Error::from);
+                let _ = started.send(im.map(|im| (im, stat)));
+                let _ = stop.await;
+            });
+        })?;
+        let (im, stat) = ready.await.context("fake IM thread ended before starting")??;
+        Ok(Self { im: Some(im), stat, done: Some(done), thread: Some(thread) })
+    }
+
+    /// The fake (stats, faults, base URL).
+    pub fn im(&self) -> &FakeIm {
+        self.im.as_ref().unwrap_or_else(|| unreachable!("the fake lives until drop"))
+    }
+
+    /// CPU time (user + system) the fake's thread used so far.
+    pub fn cpu(&self) -> Duration {
+        cpu_of(&self.stat)
+    }
+}
+
+impl Drop for FakeThread {
+    fn drop(&mut self) {
+        // Stop serving first (the server task runs on the fake's runtime), then end the runtime.
+        drop(self.im.take());
+        if let Some(done) = self.done.take() {
+            let _ = done.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// When IM accepted each event (wall clock, ms), by event id, as seen by the probe.
 pub type Acceptances = Arc<Mutex<HashMap<String, (PublishPath, i64)>>>;
 
-/// The publish stack exactly as `main.rs` composes it (Tencent leaf, or the log sink when IM
-/// is disabled), with `probe` recording each acceptance just above the leaf when given.
+/// What the probe just above the IM leaf does besides passing messages through.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeOptions {
+    /// Records each acceptance here.
+    pub seen: Option<Acceptances>,
+    /// Synchronous publishes into groups (room ids) starting with this prefix fail at once, as
+    /// if IM were unreachable for them (class `transient`); the worker's go through.
+    pub fail_sync_prefix: Option<String>,
+}
+
+/// The publish stack exactly as `main.rs` composes it — Trace → Metrics → EventFilter →
+/// RateLimit (`app::rate_limit(settings)`) → Timeout → leaf (Tencent, or the log sink when IM
+/// is disabled) — with `probe` recording each acceptance just above the leaf when given.
 pub fn publisher(settings: &Settings, probe: Option<Acceptances>) -> anyhow::Result<Publisher> {
+    publisher_with(settings, ProbeOptions { seen: probe, fail_sync_prefix: None })
+}
+
+/// [`publisher`] with every [`ProbeOptions`].
+pub fn publisher_with(settings: &Settings, probe: ProbeOptions) -> anyhow::Result<Publisher> {
     let leaf = room_service::app::im_leaf(&settings.tencent_im)?;
     Ok(into_publisher(
         ServiceBuilder::new()
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
             .layer(EventFilterLayer::im())
+            .layer(RateLimitLayer::new(room_service::app::rate_limit(settings)))
             .timeout(settings.outbox_worker.publish_timeout)
-            .service(Probe { inner: leaf, seen: probe }),
+            .service(Probe { inner: leaf, seen: probe.seen, fail_sync_prefix: probe.fail_sync_prefix }),
     ))
 }
 
-/// Records when the leaf answered `Delivered` for each event; otherwise transparent.
+/// Records when the leaf answered `Delivered` for each event, and fails the synchronous
+/// publishes it is told to; otherwise transparent.
 #[derive(Clone, Debug)]
 struct Probe<S> {
     inner: S,
     seen: Option<Acceptances>,
+    fail_sync_prefix: Option<String>,
 }
 
 impl<S> Service<Message> for Probe<S>
@@ -138,6 +232,11 @@ where
     }
 
     fn call(&mut self, message: Message) -> Self::Future {
+        if message.path == PublishPath::Sync
+            && self.fail_sync_prefix.as_deref().is_some_and(|p| message.group.starts_with(p))
+        {
+            return Box::pin(std::future::ready(Err("bench: IM unreachable for this sync publish".into())));
+        }
         let (event_id, path, seen) = (message.event_id.clone(), message.path, self.seen.clone());
         let answer = self.inner.call(message);
         Box::pin(async move {

@@ -38,7 +38,8 @@ async fn a_permanent_code_parks_the_row_after_one_attempt_until_requeued() {
     assert_eq!(stats.parked_by_reason.get("permanent"), Some(&1), "{stats:?}");
 
     // A person requeues it (the group exists again): a fresh budget, delivered once.
-    let requeued = db.repo.requeue_outbox(RequeueTarget::EventIds(std::slice::from_ref(&event_id))).await.unwrap();
+    let requeued =
+        db.repo.requeue_outbox(RequeueTarget::EventIds(std::slice::from_ref(&event_id))).await.unwrap();
     assert_eq!(requeued.len(), 1);
     eventually("delivered after the requeue", Duration::from_secs(10), || async {
         db.outbox_row(&event_id).await.status == "delivered"
