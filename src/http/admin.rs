@@ -1,12 +1,15 @@
-//! Read-only outbox admin routes (`/admin/outbox...`).
+//! Outbox admin routes (`/admin/outbox...`): stats, the paged listing, and requeue.
 
 use std::collections::HashMap;
 
 use axum::extract::State;
-use serde::Serialize;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::ApiError;
+use super::extract::Json;
+use crate::admin::ops::{self, OpsError, RequeueReport};
 use crate::store::{OutboxQuery, OutboxRow, OutboxStats, OutboxStatus};
 
 /// Largest page of `GET /admin/outbox`.
@@ -69,4 +72,51 @@ fn parse_query(params: &HashMap<String, String>) -> Result<OutboxQuery, ApiError
         }
     }
     Ok(query)
+}
+
+/// Most event ids one requeue names.
+pub const MAX_REQUEUE_IDS: usize = 1000;
+
+/// `POST /admin/outbox/requeue`: `{"event_ids": [...]}` or `{"status": "failed" | "retryable"}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequeueBody {
+    event_ids: Option<Vec<String>>,
+    status: Option<String>,
+}
+
+/// Moves `failed` (with a fresh attempt budget) or `retryable` rows back to `pending`,
+/// claimable at once — named rows, or every row of a status. Unknown event ids change nothing
+/// (404 naming them); rows in another status are listed as skipped.
+pub async fn requeue(
+    State(state): State<AppState>,
+    Json(body): Json<RequeueBody>,
+) -> Result<axum::Json<RequeueReport>, ApiError> {
+    let repo = state.repo.as_ref();
+    let report = match (body.event_ids, body.status) {
+        (Some(ids), None) => {
+            if ids.is_empty() || ids.len() > MAX_REQUEUE_IDS {
+                return Err(ApiError::invalid(
+                    "event_ids",
+                    format!("must name 1 to {MAX_REQUEUE_IDS} events"),
+                ));
+            }
+            if let Some(bad) = ids.iter().find(|id| id.is_empty() || id.len() > 64) {
+                return Err(ApiError::invalid("event_ids", format!("{bad:?} is not an event id")));
+            }
+            ops::requeue_event_ids(repo, &ids).await
+        }
+        (None, Some(status)) => {
+            let status = status.parse::<OutboxStatus>().map_err(|e| ApiError::invalid("status", e))?;
+            ops::requeue_status(repo, status).await
+        }
+        _ => return Err(ApiError::invalid("event_ids", "give either event_ids or status")),
+    };
+    report.map(axum::Json).map_err(|e| match e {
+        OpsError::UnknownEventIds(_) => {
+            ApiError::new(StatusCode::NOT_FOUND, "event_not_found", e.to_string())
+        }
+        OpsError::NotRequeueable(_) => ApiError::invalid("status", e),
+        OpsError::Store(e) => crate::room::RoomError::from(e).into(),
+    })
 }

@@ -67,6 +67,7 @@ pub fn router(state: AppState, body_limit: usize) -> Router {
         .route("/v1/rooms/{room_id}/members", get(rooms::members))
         .route("/admin/outbox/stats", get(admin::stats))
         .route("/admin/outbox", get(admin::list))
+        .route("/admin/outbox/requeue", post(admin::requeue))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(render_metrics))

@@ -3,6 +3,7 @@
 //! task and from the app (`retention`). Rows are seeded with literal SQL so every status and
 //! age is exactly what the test names.
 
+mod api;
 mod cli;
 mod retention;
 

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use room_service::telemetry::names;
 
-use super::traffic::{healthy_traffic, im_outage, im_recovery, sample, scrape, start};
+use super::traffic::{a_parked_row, healthy_traffic, im_outage, im_recovery, sample, scrape, start};
 use super::{all_queries, promql};
 use crate::support::TestDb;
 use crate::support::app::fake_im;
@@ -55,6 +55,7 @@ async fn every_metric_and_label_the_dashboard_and_alerts_use_is_exported_after_t
     healthy_traffic(&app, "drift").await;
     im_outage(&app, &im, "drift", &["carol", "dave"]).await;
     im_recovery(&app, &im).await;
+    a_parked_row(&app, &im, "drift-gone").await;
     sample(&app).await;
     let exported = scrape(&app).await;
 

@@ -119,3 +119,22 @@ pub async fn im_recovery(app: &TestApp, im: &FakeIm) {
     })
     .await;
 }
+
+/// A join IM refuses for good (group dissolved) on the sync and the worker path: the worker
+/// parks its row. Waits until it is parked.
+pub async fn a_parked_row(app: &TestApp, im: &FakeIm, room: &str) {
+    let create =
+        json!({"command_id": format!("{room}-c"), "room_id": room, "owner_id": "alice", "title": "Gone"});
+    command(app, "/v1/rooms", create).await;
+    im.inject(Fault::ErrorCode(10010), 2);
+    command(
+        app,
+        &format!("/v1/rooms/{room}/join"),
+        json!({"command_id": format!("{room}-j"), "user_id": "erin"}),
+    )
+    .await;
+    eventually("the worker parks the row", Duration::from_secs(10), || async {
+        (sample(app).await.failed > 0).then_some(())
+    })
+    .await;
+}
