@@ -18,16 +18,19 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
+use futures::FutureExt;
 use rand::Rng;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+mod marks;
+
 use super::policy::{Failure, on_failure};
 use super::{BatchReport, OutboxWorker, WORKER_NAME};
 use crate::publish::BoxError;
-use crate::store::{Claim, Mark, OutboxRow, PublishResult, StoreError};
+use crate::store::{Claim, Mark, OutboxRow, StoreError};
 use crate::telemetry::names;
 
 /// Results are written at least this often while rows are in flight.
@@ -172,7 +175,11 @@ impl Engine {
             self.busy.insert(room);
             let worker = self.worker.clone();
             self.tasks.spawn(async move {
-                let result = worker.publish_held(&held.row).await;
+                // A panic below becomes a failed attempt: the row is always marked, and its
+                // claim always ends (a lost row would have its lease renewed forever).
+                let publish = std::panic::AssertUnwindSafe(worker.publish_held(&held.row)).catch_unwind();
+                let result =
+                    publish.await.unwrap_or_else(|_| Err(Outcome::Failed("publish task panicked".into())));
                 Done { held, result }
             });
         }
@@ -189,8 +196,8 @@ impl Engine {
             return std::future::pending().await;
         };
         let Ok(Done { held, result }) = joined else {
-            // A publish task panicked: its row stays delivering and returns after its lease.
-            tracing::error!(worker = WORKER_NAME, node_id = %self.worker.node_id, "Outbox publish task failed");
+            // Only an abort ends a task without its `Done` (panics are caught inside it).
+            tracing::error!(worker = WORKER_NAME, node_id = %self.worker.node_id, "Outbox publish task aborted");
             return;
         };
         let room = held.row.room_id.clone();
@@ -248,83 +255,6 @@ impl Engine {
             // The room's later rows wait behind the failed one.
             self.marks.extend(queue.into_iter().map(|h| (h, Mark::Defer { after })));
         }
-    }
-
-    /// Hands every queued (not yet started) row back, claimable after `after`.
-    pub(super) fn defer_all(&mut self, after: Duration) {
-        self.ready.clear();
-        for (_, queue) in self.queues.drain() {
-            self.marks.extend(queue.into_iter().map(|h| (h, Mark::Defer { after })));
-        }
-    }
-
-    /// Writes the buffered marks, one fenced call per claim; a claim with nothing left ends.
-    pub(super) async fn flush(&mut self) {
-        if self.marks.is_empty() {
-            return;
-        }
-        let mut by_claim: HashMap<String, Vec<(Held, Mark)>> = HashMap::new();
-        for (held, mark) in self.marks.drain(..) {
-            by_claim.entry(held.worker_id.clone()).or_default().push((held, mark));
-        }
-        for (worker_id, marks) in by_claim {
-            let results: Vec<PublishResult> =
-                marks.iter().map(|(h, m)| PublishResult { id: h.row.id, mark: m.clone() }).collect();
-            match self.worker.repo.finish_claimed(&worker_id, &results).await {
-                Ok(report) => self.marked(&worker_id, &marks, report),
-                Err(error) => {
-                    // The rows stay delivering and return after their lease.
-                    tracing::error!(worker = WORKER_NAME, node_id = %self.worker.node_id, worker_id = %worker_id, %error, "Could not mark outbox rows; they return after their lease");
-                    self.release_count(&worker_id, marks.len());
-                }
-            }
-        }
-    }
-
-    fn marked(&mut self, worker_id: &str, marks: &[(Held, Mark)], report: crate::store::MarkReport) {
-        self.report.delivered += report.delivered;
-        self.report.retried += report.retried;
-        self.report.parked += report.parked;
-        self.report.deferred += report.deferred;
-        self.report.lease_lost += report.lease_lost;
-        if report.lease_lost > 0 {
-            metrics::counter!(names::OUTBOX_LEASE_LOST_TOTAL).increment(report.lease_lost);
-            tracing::warn!(worker = WORKER_NAME, node_id = %self.worker.node_id, worker_id = %worker_id, lease_lost = report.lease_lost, status = "delivering", "Outbox lease lost; results left unmarked");
-        }
-        if report.lease_lost == 0 {
-            for (held, mark) in marks {
-                if let Mark::Park { reason, .. } = mark {
-                    metrics::counter!(names::OUTBOX_PARKED_TOTAL, names::LABEL_EVENT_TYPE => event_type_label(&held.row.event_type), names::LABEL_REASON => *reason).increment(1);
-                }
-            }
-        }
-        self.release_count(worker_id, marks.len());
-    }
-
-    fn release_count(&mut self, worker_id: &str, n: usize) {
-        if let Some(left) = self.claims.get_mut(worker_id) {
-            *left = left.saturating_sub(n);
-            if *left == 0 {
-                self.claims.remove(worker_id);
-            }
-        }
-    }
-
-    /// Extends the lease of every live claim (rows may wait long for permits).
-    pub(super) async fn renew(&self) {
-        let lease = self.worker.options.lease();
-        for worker_id in self.claims.keys() {
-            if let Err(error) = self.worker.repo.renew_lease(worker_id, lease).await {
-                tracing::warn!(worker = WORKER_NAME, node_id = %self.worker.node_id, worker_id = %worker_id, %error, "Could not renew an outbox lease");
-            }
-        }
-    }
-
-    /// On cancel: queued rows go back claimable at once (in-flight ones finish).
-    pub(super) fn release_queued(&mut self) {
-        let before = self.marks.len();
-        self.defer_all(Duration::ZERO);
-        self.report.released += (self.marks.len() - before) as u64;
     }
 
     fn log_row(&self, level: tracing::Level, row: &OutboxRow, status: &str, error: &str, message: &str) {
