@@ -191,7 +191,10 @@ fn spawn_outbox_worker(
         tracing::info!("Outbox worker disabled");
         return;
     }
-    let options = OutboxWorkerOptions::from(&settings.outbox_worker);
+    let options = OutboxWorkerOptions {
+        per_room_rate: settings.im_rate_limit.per_group_per_sec,
+        ..OutboxWorkerOptions::from(&settings.outbox_worker)
+    };
     let worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options)
         .with_waker(wake);
     let cancel = cancel.clone();

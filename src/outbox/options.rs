@@ -32,6 +32,10 @@ pub struct OutboxWorkerOptions {
     pub rate_limit_pause: Duration,
     /// Publishing stops this long after a configuration error; no row spends an attempt on it.
     pub config_error_pause: Duration,
+    /// Messages per second one room may get (`im_rate_limit.per_group_per_sec`): the worker
+    /// holds at most two seconds of it per room, so a backlogged room never crowds others out
+    /// of the claims.
+    pub per_room_rate: u32,
 }
 
 impl Default for OutboxWorkerOptions {
@@ -47,6 +51,7 @@ impl Default for OutboxWorkerOptions {
             max_attempts: 0,
             rate_limit_pause: Duration::from_secs(1),
             config_error_pause: Duration::from_secs(30),
+            per_room_rate: 35,
         }
     }
 }
@@ -75,6 +80,7 @@ impl OutboxWorkerOptions {
             max_attempts: self.max_attempts,
             rate_limit_pause: positive_or(self.rate_limit_pause, defaults.rate_limit_pause),
             config_error_pause: positive_or(self.config_error_pause, defaults.config_error_pause),
+            per_room_rate: if self.per_room_rate == 0 { defaults.per_room_rate } else { self.per_room_rate },
         }
     }
 
@@ -115,6 +121,8 @@ impl From<&OutboxWorkerSettings> for OutboxWorkerOptions {
             max_attempts: settings.max_attempts,
             rate_limit_pause: settings.rate_limit_pause,
             config_error_pause: settings.config_error_pause,
+            // Set from `im_rate_limit` by whoever has it (the app).
+            per_room_rate: Self::default().per_room_rate,
         }
         .normalise()
     }

@@ -61,7 +61,9 @@ impl OutboxWorker {
                 biased;
                 () = cancel.cancelled() => break,
                 () = engine.next_done() => {}
-                _ = flush.tick() => engine.flush().await,
+                _ = flush.tick() => {
+                    engine.flush().await;
+                }
                 _ = renew.tick() => engine.renew().await,
                 _ = poll.tick() => due = true,
                 () = self.wake.notified() => due = true,
@@ -69,8 +71,15 @@ impl OutboxWorker {
             }
         }
         engine.release_queued();
-        while engine.publishing() {
-            engine.next_done().await;
+        // The publishes in flight finish (a publish waiting for rate-limit permits is given up
+        // after one publish_timeout: its row stays delivering and comes back after its lease).
+        let finish = async {
+            while engine.publishing() {
+                engine.next_done().await;
+            }
+        };
+        if tokio::time::timeout(options.publish_timeout, finish).await.is_err() {
+            engine.abort();
         }
         engine.flush().await;
         tracing::info!(worker = WORKER_NAME, node_id = %self.node_id, "Outbox worker stopped");

@@ -78,6 +78,15 @@ impl Cell {
         Some(batch)
     }
 
+    /// After a drain task died (a panic): the commands still queued are answered "outcome
+    /// unknown" (their reply channels close) and the next command starts a new drain task, so
+    /// the room never hangs.
+    pub(super) fn abandon(&self) {
+        let mut queue = lock(&self.queue);
+        queue.items.clear();
+        queue.draining = false;
+    }
+
     /// Puts `done` at the end of the publish lane; returns what the new batch waits for.
     pub(super) fn lane_after(&self, done: oneshot::Receiver<()>) -> Option<oneshot::Receiver<()>> {
         lock(&self.lane_tail).replace(done)

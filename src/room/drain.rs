@@ -25,13 +25,14 @@ pub(super) type Answer = (Queued, Result<Committed, RoomError>);
 impl RoomService {
     /// Runs the cell's queue dry; one drain task per cell at a time.
     pub(super) async fn drain(self, room_id: RoomId, cell: Arc<Cell>) {
+        let _guard = AbandonOnPanic(&cell);
         loop {
             let mut guard = cell.state.lock().await;
             let Some(batch) = cell.next_batch(self.inner.options.max_commit_batch) else { return };
             if batch.is_empty() {
                 continue;
             }
-            let answers = self.run_batch(&room_id, &mut guard, batch).await;
+            let answers = self.run_batch(&room_id, &cell, &mut guard, batch).await;
             drop(guard);
             self.publish_in_lane(&cell, answers);
         }
@@ -40,7 +41,20 @@ impl RoomService {
     /// Decides and commits `items` on the room; every item gets an answer. A version conflict
     /// (another node moved the room on) reloads and decides the batch again, once; commands
     /// found already logged are answered from the log and the rest decided again.
-    async fn run_batch(&self, room_id: &RoomId, slot: &mut Slot, mut items: Vec<Queued>) -> Vec<Answer> {
+    async fn run_batch(
+        &self,
+        room_id: &RoomId,
+        cell: &Cell,
+        slot: &mut Slot,
+        mut items: Vec<Queued>,
+    ) -> Vec<Answer> {
+        // Unloading the cell (a reload, or a commit whose outcome is unknown) also makes the
+        // publish lane check the database before it sends the room's next events: events of
+        // a commit that may have landed must not be overtaken.
+        let unload = |slot: &mut Slot| {
+            *slot = None;
+            cell.sync_clear.store(false, Ordering::Release);
+        };
         let mut answers: Vec<Answer> = Vec::with_capacity(items.len());
         let mut reloaded = false;
         let claim_after = self.inner.options.publish_timeout + SYNC_CLAIM_MARGIN;
@@ -58,7 +72,7 @@ impl RoomService {
                     match self.is_stale(room_id, cell_version).await {
                         Ok(true) => {
                             reloaded = true;
-                            *slot = None;
+                            unload(slot);
                             continue;
                         }
                         Ok(false) => {}
@@ -101,7 +115,7 @@ impl RoomService {
                 Err(CommitError::VersionConflict) if !reloaded => {
                     tracing::info!(room_id = %room_id, "Room changed on another node; reloading");
                     reloaded = true;
-                    *slot = None;
+                    unload(slot);
                 }
                 Err(CommitError::VersionConflict) => {
                     let conflict = RoomError::CommandConflict(
@@ -111,7 +125,7 @@ impl RoomService {
                 }
                 Err(CommitError::Store(e)) => {
                     // The commit may or may not have landed: the cell reloads on the next command.
-                    *slot = None;
+                    unload(slot);
                     return fail_all(answers, items, e.into());
                 }
             }
@@ -140,6 +154,17 @@ impl RoomService {
             answers.push((item, answer));
         }
         answers
+    }
+}
+
+/// Clears the cell's queue if the drain task unwinds, so the room takes commands again.
+struct AbandonOnPanic<'a>(&'a Cell);
+
+impl Drop for AbandonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abandon();
+        }
     }
 }
 

@@ -62,18 +62,18 @@ impl RoomService {
                 let _ = reply.send(Ok(response));
             }
             cell.sync_clear.store(clear, Ordering::Release);
-            let _ = done.send(());
+            // Before the next batch of the room runs: releases stay in room order.
             if !left.is_empty() {
                 service.hand_to_worker(left).await;
             }
+            let _ = done.send(());
         });
     }
 
-    /// True when `first` is the oldest undelivered event of its room: nothing earlier waits.
+    /// True when nothing of the room older than `first` waits undelivered.
     async fn is_next(&self, first: &EventEnvelope) -> bool {
-        let room = [first.room_id.clone()];
-        match self.inner.repo.room_heads(&room, &[]).await {
-            Ok(heads) => heads.first().is_none_or(|head| head.event_id == first.event_id),
+        match self.inner.repo.has_earlier_undelivered(&first.room_id, &first.event_id).await {
+            Ok(earlier) => !earlier,
             Err(error) => {
                 tracing::warn!(room_id = %first.room_id, %error, "Room order check failed; leaving events to the worker");
                 false

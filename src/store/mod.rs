@@ -99,6 +99,10 @@ pub trait Repository: AdminRepository + Send + Sync + std::fmt::Debug + 'static 
     /// memory). Rooms with nothing undelivered are absent.
     async fn room_heads(&self, rooms: &[String], own: &[String]) -> Result<Vec<RoomHead>, StoreError>;
 
+    /// True when a row of `room_id` older than the row of `event_id` is not delivered yet
+    /// (pending, retryable or delivering).
+    async fn has_earlier_undelivered(&self, room_id: &str, event_id: &str) -> Result<bool, StoreError>;
+
     /// Extends the lease of every row `worker_id` still holds to `lease` from now (database
     /// clock). Returns how many rows.
     async fn renew_lease(&self, worker_id: &str, lease: std::time::Duration) -> Result<u64, StoreError>;

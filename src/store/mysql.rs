@@ -181,6 +181,11 @@ impl Repository for MySqlRepository {
         flows::room_heads::<MySql>(self.pool.begin().await?, rooms, own).await
     }
 
+    async fn has_earlier_undelivered(&self, room_id: &str, event_id: &str) -> Result<bool, StoreError> {
+        let mut q = sql::earlier_undelivered::<MySql>(room_id, event_id);
+        Ok(q.build().fetch_optional(&self.pool).await?.is_some())
+    }
+
     async fn renew_lease(&self, worker_id: &str, lease: Duration) -> Result<u64, StoreError> {
         Ok(sql::renew_lease::<MySql>(worker_id, lease).build().execute(&self.pool).await?.rows_affected())
     }

@@ -325,3 +325,13 @@ pub(super) fn release_pending<DB: Dialect>(event_ids: &[String]) -> QueryBuilder
     push_strs(&mut q, event_ids);
     q
 }
+
+/// One undelivered row of `room_id` older than the row of `event_id`, if any.
+pub(super) fn earlier_undelivered<DB: Dialect>(room_id: &str, event_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT id FROM room_outbox WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(" AND lock_until_ms IS NOT NULL AND id < (SELECT id FROM room_outbox WHERE event_id = ");
+    DB::bind_str(&mut q, event_id);
+    q.push(") LIMIT 1");
+    q
+}

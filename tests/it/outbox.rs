@@ -11,3 +11,4 @@ mod cancel;
 mod concurrency;
 mod delivery;
 mod lease;
+mod order;

@@ -19,9 +19,11 @@ impl Engine {
     }
 
     /// Writes the buffered marks, one fenced call per claim; a claim with nothing left ends.
-    pub(in crate::outbox) async fn flush(&mut self) {
+    /// Marks that could not be written stay buffered for the next flush (their rows stay held,
+    /// their leases renewed). True when nothing is left buffered.
+    pub(in crate::outbox) async fn flush(&mut self) -> bool {
         if self.marks.is_empty() {
-            return;
+            return true;
         }
         let mut by_claim: HashMap<String, Vec<(Held, Mark)>> = HashMap::new();
         for (held, mark) in self.marks.drain(..) {
@@ -33,12 +35,13 @@ impl Engine {
             match self.worker.repo.finish_claimed(&worker_id, &results).await {
                 Ok(report) => self.marked(&worker_id, &marks, report),
                 Err(error) => {
-                    // The rows stay delivering and return after their lease.
-                    tracing::error!(worker = WORKER_NAME, node_id = %self.worker.node_id, worker_id = %worker_id, %error, "Could not mark outbox rows; they return after their lease");
-                    self.release_count(&worker_id, marks.len());
+                    // Fenced marks are safe to write again: keep them for the next flush.
+                    tracing::error!(worker = WORKER_NAME, node_id = %self.worker.node_id, worker_id = %worker_id, %error, "Could not mark outbox rows; retrying");
+                    self.marks.extend(marks);
                 }
             }
         }
+        self.marks.is_empty()
     }
 
     fn marked(&mut self, worker_id: &str, marks: &[(Held, Mark)], report: MarkReport) {

@@ -104,56 +104,87 @@ impl Engine {
     /// Claims up to `batch_size` rows and queues them behind their rooms' earlier rows.
     /// Returns how many rows were claimed.
     pub(super) async fn claim(&mut self) -> Result<usize, StoreError> {
-        // Marks first: a row deferred in memory must be visible as such to the head check.
-        self.flush().await;
+        // Marks first: a row deferred in memory must be visible as such to the head check (and
+        // no claim while marks cannot be written: the order check would not see them).
+        if !self.flush().await {
+            return Ok(0);
+        }
         let worker_id = self.worker.fresh_worker_id();
         let options = &self.worker.options;
         let claim = Claim { worker_id: worker_id.clone(), limit: options.batch_size, lease: options.lease() };
-        let rows = self.worker.repo.claim_outbox(&claim).await?;
+        let mut rows = self.worker.repo.claim_outbox(&claim).await?;
         if rows.is_empty() {
             return Ok(0);
         }
+        rows.sort_by_key(|r| r.id);
         let claimed = rows.len();
         metrics::counter!(names::OUTBOX_CLAIMED_TOTAL).increment(claimed as u64);
         self.report.claimed += claimed;
         self.claims.insert(worker_id.clone(), claimed);
-        let waits = self.heads(&worker_id, &rows).await;
+        let heads = self.heads(&worker_id, &rows).await;
+        let (rate, cap) = (f64::from(self.worker.options.per_room_rate.max(1)), self.room_cap());
+        let mut excess: HashMap<String, u32> = HashMap::new();
         for row in rows {
+            let room = row.room_id.clone();
             let held = Held { worker_id: worker_id.clone(), row };
-            match waits.get(&held.row.room_id) {
-                Some(after) => self.marks.push((held, Mark::Defer { after: *after })),
-                None => self.enqueue(held),
+            let behind = match &heads {
+                Ok(heads) => heads.get(&room).filter(|(head, _)| held.row.id > *head).map(|(_, wait)| *wait),
+                Err(()) => Some(self.worker.options.poll_interval),
+            };
+            if let Some(after) = behind {
+                // An earlier row of the room is undelivered elsewhere: wait for its next try.
+                self.marks.push((held, Mark::Defer { after }));
+            } else if self.held_in(&room) >= cap {
+                // The room already holds what it can publish in a while at its rate: the rest
+                // comes back when it is due, and other rooms' rows are claimed meanwhile.
+                let k = excess.entry(room).or_insert(0);
+                *k += 1;
+                let after = Duration::from_secs_f64(1.0 + f64::from(*k) / rate);
+                self.marks.push((held, Mark::Defer { after }));
+            } else {
+                self.enqueue(held);
             }
         }
         Ok(claimed)
     }
 
-    /// Rooms of a fresh claim that must wait behind an earlier undelivered row held elsewhere,
-    /// and how long. On a read error every room of the claim waits one poll interval.
-    async fn heads(&self, worker_id: &str, rows: &[OutboxRow]) -> HashMap<String, Duration> {
-        let mut first: HashMap<String, i64> = HashMap::new();
-        for row in rows {
-            let id = first.entry(row.room_id.clone()).or_insert(row.id);
-            *id = (*id).min(row.id);
-        }
-        let rooms: Vec<String> = first.keys().cloned().collect();
+    /// Most rows one room holds in memory: two seconds of its rate limit.
+    fn room_cap(&self) -> usize {
+        (self.worker.options.per_room_rate as usize).saturating_mul(2).max(1)
+    }
+
+    /// Rows of `room` queued or in flight here.
+    fn held_in(&self, room: &str) -> usize {
+        self.queues.get(room).map_or(0, VecDeque::len) + usize::from(self.busy.contains(room))
+    }
+
+    /// The oldest undelivered row of each room of a fresh claim held elsewhere (not by this
+    /// worker's claims), and how long until its next try: every claimed row of the room after
+    /// it waits that long. `Err` when the read failed (every room then waits a poll interval).
+    async fn heads(
+        &self,
+        worker_id: &str,
+        rows: &[OutboxRow],
+    ) -> Result<HashMap<String, (i64, Duration)>, ()> {
+        let mut rooms: Vec<String> = rows.iter().map(|r| r.room_id.clone()).collect();
+        rooms.sort();
+        rooms.dedup();
         let own: Vec<String> = self.claims.keys().cloned().chain([worker_id.to_owned()]).collect();
         let poll = self.worker.options.poll_interval;
         match self.worker.repo.room_heads(&rooms, &own).await {
-            Ok(heads) => heads
+            Ok(heads) => Ok(heads
                 .into_iter()
-                .filter(|h| first.get(&h.room_id).is_some_and(|first| h.id < *first))
                 .map(|h| {
                     let after = match h.status.as_str() {
                         "delivering" => poll,
                         _ => Duration::from_millis(u64::try_from(h.wait_ms).unwrap_or(0) + 1),
                     };
-                    (h.room_id, after)
+                    (h.room_id, (h.id, after))
                 })
-                .collect(),
+                .collect()),
             Err(error) => {
                 tracing::warn!(worker = WORKER_NAME, node_id = %self.worker.node_id, %error, "Room order check failed; deferring the claim");
-                rooms.into_iter().map(|room| (room, poll)).collect()
+                Err(())
             }
         }
     }
@@ -171,7 +202,12 @@ impl Engine {
     pub(super) fn start(&mut self) {
         while self.busy.len() < self.worker.options.max_in_flight.max(1) {
             let Some(room) = self.ready.pop_front() else { return };
-            let Some(held) = self.queues.get_mut(&room).and_then(VecDeque::pop_front) else { continue };
+            let Some(queue) = self.queues.get_mut(&room) else { continue };
+            let Some(held) = queue.pop_front() else { continue };
+            if queue.is_empty() {
+                // Forget drained rooms: the map holds only rooms with rows waiting.
+                self.queues.remove(&room);
+            }
             self.busy.insert(room);
             let worker = self.worker.clone();
             self.tasks.spawn(async move {
@@ -183,6 +219,11 @@ impl Engine {
                 Done { held, result }
             });
         }
+    }
+
+    /// Abandons the publishes in flight (their rows come back after their lease).
+    pub(super) fn abort(&mut self) {
+        self.tasks.abort_all();
     }
 
     /// True when a publish is in flight.
@@ -308,7 +349,9 @@ pub(super) async fn run_once(
                 engine.release_queued();
             }
             () = engine.next_done() => {}
-            _ = flush.tick() => engine.flush().await,
+            _ = flush.tick() => {
+                engine.flush().await;
+            }
             _ = renew.tick() => engine.renew().await,
         }
     }

@@ -90,20 +90,24 @@ impl Limits {
         self.groups.check_key(&group.to_owned()).is_ok() && self.global.check().is_ok()
     }
 
-    /// Waits for a permit (worker path): the end of any pause, the worker's share, the app-wide
-    /// limiter, the group's.
+    /// Waits for a permit (worker path): the end of any pause, the worker's share, the
+    /// group's, and the app-wide one last (so calls leave as the app-wide limiter lets them).
+    /// A pause that began while it waited is honoured before the call.
     pub(super) async fn acquire(&self, group: String) {
         self.tick();
         loop {
             let until = self.pauses().until(&group, Instant::now());
-            match until {
-                Some(end) => tokio::time::sleep_until(end).await,
-                None => break,
+            if let Some(end) = until {
+                tokio::time::sleep_until(end).await;
+                continue;
+            }
+            self.worker.until_ready().await;
+            self.groups.until_key_ready(&group).await;
+            self.global.until_ready().await;
+            if self.pauses().until(&group, Instant::now()).is_none() {
+                return;
             }
         }
-        self.worker.until_ready().await;
-        self.global.until_ready().await;
-        self.groups.until_key_ready(&group).await;
     }
 
     /// The receiver said rate-limited: pause the group, or the app.

@@ -135,3 +135,34 @@ async fn skipped_events_take_no_permit() {
         "the permit is still there"
     );
 }
+
+#[tokio::test]
+async fn a_pause_that_starts_while_the_worker_waits_for_permits_holds_its_calls_back() {
+    fn app_wide_once(group: &str) -> Result<Outcome, BoxError> {
+        match group {
+            "first" => Err(ImError::im(60007, "frequency").into()),
+            _ => Ok(Outcome::Delivered),
+        }
+    }
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let limits = RateLimitOptions { pause: Duration::from_millis(600), ..options(5, 1000) };
+    let svc = RateLimitLayer::new(limits).layer(recording(calls.clone(), app_wide_once));
+    // Several worker publishes queue on the 5/s app-wide limiter; the first call is refused
+    // app-wide while the others wait.
+    let mut waiting = vec![tokio::spawn(svc.clone().oneshot(msg("first", Path::Worker)))];
+    for n in 0..4 {
+        waiting.push(tokio::spawn(svc.clone().oneshot(msg(&format!("r{n}"), Path::Worker))));
+    }
+    for task in waiting {
+        let _ = task.await.unwrap();
+    }
+    let calls = calls.lock().unwrap();
+    let refused_at = calls.iter().find(|(g, _)| g == "first").unwrap().1;
+    for (group, at) in calls.iter().filter(|(g, _)| g != "first") {
+        assert!(
+            at.duration_since(refused_at) >= Duration::from_millis(600),
+            "{group} went out {:?} after the app-wide refusal, inside the pause",
+            at.duration_since(refused_at)
+        );
+    }
+}
