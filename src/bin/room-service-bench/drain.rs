@@ -56,7 +56,11 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let limits = room_service::app::rate_limit(&settings);
     let worker_rate = (f64::from(limits.global_per_sec) * limits.worker_share).floor().max(1.0);
     let publisher = support::publisher(&settings, None)?;
-    let options = OutboxWorkerOptions::from(&settings.outbox_worker);
+    // As `app::start` builds them: the per-room hold comes from `im_rate_limit`.
+    let options = OutboxWorkerOptions {
+        per_room_rate: settings.im_rate_limit.per_group_per_sec,
+        ..OutboxWorkerOptions::from(&settings.outbox_worker)
+    };
     let counters = ["Com_commit", "Com_update", "Com_insert", "Com_select"];
     let before = session_status(repo.pool(), &counters).await?;
     let shared: SharedRepository = Arc::new(repo.clone());
