@@ -12,7 +12,6 @@ use room_service::fake_im::{self, FakeImOptions};
 use room_service::publish::Publisher;
 use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::metrics::MetricsLayer;
-use room_service::publish::rate_limit::RateLimitLayer;
 use room_service::publish::stack::into_publisher;
 use room_service::publish::trace::TraceLayer;
 use room_service::{admin, app, store, telemetry};
@@ -118,7 +117,8 @@ fn publish_stack(settings: &Settings) -> anyhow::Result<Publisher> {
             .layer(EventFilterLayer::im())
             // Tencent's limits for both paths together, so only IM-bound events take a permit;
             // the sync path never waits, the worker waits here (not inside the timeout below).
-            .layer(RateLimitLayer::new(app::rate_limit(settings)))
+            // None with the log sink, which has no limits.
+            .option_layer(app::rate_limit_layer(settings))
             // Bounds one IM call; the error is classified as a timeout above.
             .timeout(settings.outbox_worker.publish_timeout)
             // Tencent IM, or a log line when IM is disabled (same stack either way).

@@ -24,7 +24,7 @@ use crate::http::{self, AppState, Lifecycle};
 use crate::outbox::{OutboxWorker, OutboxWorkerOptions, sampler};
 use crate::publish::Publisher;
 use crate::publish::log_sink::LogSink;
-use crate::publish::rate_limit::RateLimitOptions;
+use crate::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
 use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
 use crate::publish::tencent::{TencentImOptions, TencentImService};
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
@@ -236,6 +236,12 @@ async fn shutdown_signal() {
         () = ctrl_c => {}
         () = terminate => {}
     }
+}
+
+/// The rate-limit layer of the publish stack: Tencent's limits apply to the IM client only, so
+/// there is none when IM is disabled (the log sink takes any rate).
+pub fn rate_limit_layer(settings: &Settings) -> Option<RateLimitLayer> {
+    settings.tencent_im.enabled.then(|| RateLimitLayer::new(rate_limit(settings)))
 }
 
 /// The rate limits of the publish stack for `settings` (`im_rate_limit.*`, and the pause after

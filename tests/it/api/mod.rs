@@ -203,3 +203,18 @@ async fn health_readiness_and_metrics_answer() {
     assert_eq!(page["rows"].as_array().unwrap().len(), 1);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn with_im_disabled_no_rate_limit_holds_events_back() {
+    let db = TestDb::sqlite().await;
+    // Tencent's limits belong to the IM client; the log sink takes any rate.
+    let limits = [("im_rate_limit.global_per_sec", "2"), ("im_rate_limit.per_group_per_sec", "1")];
+    let app = TestApp::start(settings(db.url(), None, &limits)).await;
+    create_room(&app, "r1").await;
+    for n in 0..10 {
+        let (status, body) = join(&app, "r1", &format!("u{n}"), &format!("j{n}")).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["events"][0]["delivery"], "delivered", "{body}");
+    }
+    app.stop().await;
+}

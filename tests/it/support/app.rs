@@ -9,7 +9,6 @@ use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::publish::Publisher;
 use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::metrics::MetricsLayer;
-use room_service::publish::rate_limit::RateLimitLayer;
 use room_service::publish::stack::into_publisher;
 use room_service::publish::trace::TraceLayer;
 use serde_json::Value;
@@ -66,7 +65,7 @@ pub fn publisher(settings: &Settings) -> Publisher {
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
             .layer(EventFilterLayer::im())
-            .layer(RateLimitLayer::new(app::rate_limit(settings)))
+            .option_layer(app::rate_limit_layer(settings))
             .timeout(settings.outbox_worker.publish_timeout)
             .service(leaf),
     )
