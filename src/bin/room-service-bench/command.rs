@@ -324,7 +324,7 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
             "B1 DB statements/command",
             format!("{:.2}", per_command(&unlimited)),
             format!(
-                "server-wide commit+insert+update+select; {:.0}% of {} IM-bound events delivered sync",
+                "server-wide commit+insert+update+select; {:.1}% of {} IM-bound events delivered sync",
                 sync_share(&unlimited) * 100.0,
                 unlimited.im_events
             ),
@@ -345,7 +345,7 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
         Line::info(
             "B1 default im_rate_limit: delivered sync",
             format!(
-                "{:.0}% ({} of {} IM-bound events)",
+                "{:.1}% ({} of {} IM-bound events)",
                 sync_share(&limited) * 100.0,
                 limited.sync_accepted,
                 limited.im_events

@@ -88,9 +88,14 @@ struct Service {
 }
 
 impl Service {
-    async fn start(db: &BenchDb, fail_sync_prefix: Option<&str>) -> anyhow::Result<Self> {
+    async fn start(args: &Args, db: &BenchDb, fail_sync_prefix: Option<&str>) -> anyhow::Result<Self> {
         let im = FakeIm::try_start(support::tencent_fake_options(IM_LATENCY)).await?;
-        let settings = support::settings(&db.url(), Some(&im), &[("outbox_worker.enabled", "true")])?;
+        let mut overrides = vec![("outbox_worker.enabled", "true")];
+        if args.smoke {
+            // A shorter young-pending guard, so the guard-expiry case takes 1 s, not 3.
+            overrides.push(("outbox_worker.publish_timeout", "1s"));
+        }
+        let settings = support::settings(&db.url(), Some(&im), &overrides)?;
         let (publish_timeout, poll_interval) =
             (settings.outbox_worker.publish_timeout, settings.outbox_worker.poll_interval);
         let seen: Acceptances = Arc::new(Mutex::new(HashMap::new()));
@@ -169,7 +174,7 @@ async fn during_drain(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     eprintln!("  b4: {} backlog rows loaded in {:.1}s", args.backlog_rows, loading.elapsed().as_secs_f64());
     let pool = repo.pool().clone();
 
-    let service = Service::start(db, None).await?;
+    let service = Service::start(args, db, None).await?;
     let outcome = async {
         service.create_rooms("live").await?;
         // Let the worker reach its steady drain before the live load starts.
@@ -267,7 +272,7 @@ async fn hand_off(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     )
     .await?;
 
-    let service = Service::start(db, Some("down")).await?;
+    let service = Service::start(args, db, Some("down")).await?;
     let (publish_timeout, poll) = (service.publish_timeout, service.poll_interval);
     let outcome = async {
         service.create_rooms("down").await?;

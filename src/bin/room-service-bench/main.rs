@@ -127,7 +127,7 @@ impl Args {
             self.drain_secs = self.drain_secs.min(2);
             self.backlog_rows = self.backlog_rows.min(2_000);
             self.live_secs = self.live_secs.min(2);
-            self.handoff_events = self.handoff_events.min(15);
+            self.handoff_events = self.handoff_events.min(10);
             self.max_rows = self.max_rows.min(20_000);
             self.memory_rooms = self.memory_rooms.min(50);
             self.memory_members = self.memory_members.min(100);
