@@ -1,5 +1,5 @@
 //! What every benchmark needs: a throwaway MariaDB database, service settings, the publish
-//! stack composed exactly as `main.rs` does (rate limiter included, with an optional
+//! stack composed exactly as `main.rs` does (its rate limiter when IM is enabled, an optional
 //! acceptance probe around the leaf), the fake IM (limits off, or Tencent's limits on a thread
 //! of its own so its CPU can be told apart), latency samples and status counters.
 
@@ -15,7 +15,6 @@ use room_service::config::{self, Settings};
 use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::metrics::MetricsLayer;
-use room_service::publish::rate_limit::RateLimitLayer;
 use room_service::publish::stack::into_publisher;
 use room_service::publish::trace::TraceLayer;
 use room_service::publish::{BoxError, Message, Outcome, Path as PublishPath, Publisher};
@@ -188,8 +187,9 @@ pub struct ProbeOptions {
 }
 
 /// The publish stack exactly as `main.rs` composes it — Trace → Metrics → EventFilter →
-/// RateLimit (`app::rate_limit(settings)`) → Timeout → leaf (Tencent, or the log sink when IM
-/// is disabled) — with `probe` recording each acceptance just above the leaf when given.
+/// RateLimit (`app::rate_limit_layer(settings)`: with IM enabled only) → Timeout → leaf
+/// (Tencent, or the log sink when IM is disabled) — with `probe` recording each acceptance
+/// just above the leaf when given.
 pub fn publisher(settings: &Settings, probe: Option<Acceptances>) -> anyhow::Result<Publisher> {
     publisher_with(settings, ProbeOptions { seen: probe, fail_sync_prefix: None })
 }
@@ -202,7 +202,8 @@ pub fn publisher_with(settings: &Settings, probe: ProbeOptions) -> anyhow::Resul
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
             .layer(EventFilterLayer::im())
-            .layer(RateLimitLayer::new(room_service::app::rate_limit(settings)))
+            // Like main.rs: none when IM is disabled (the log sink takes any rate).
+            .option_layer(room_service::app::rate_limit_layer(settings))
             .timeout(settings.outbox_worker.publish_timeout)
             .service(Probe { inner: leaf, seen: probe.seen, fail_sync_prefix: probe.fail_sync_prefix }),
     ))
