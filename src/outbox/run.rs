@@ -4,6 +4,10 @@ use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::engine::{Engine, MARK_INTERVAL};
+
+/// Shortest wait for the next row's claim-after time (a row claimable now but locked by
+/// another worker's claim in progress must not spin this loop).
+const MIN_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 use super::{OutboxWorker, WORKER_NAME};
 use crate::telemetry::names;
 
@@ -37,9 +41,11 @@ impl OutboxWorker {
         let mut renew = interval(options.lease() / 3);
         renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let low_water = (options.batch_size / 2).max(options.max_in_flight);
-        // Claim when due: at start, after a full batch, on a tick or a wake.
+        // Claim when due: at start, after a full batch, on a tick or a wake, and when the next
+        // row's claim-after time (its young-pending guard, its retry delay) comes.
         let mut due = true;
         let mut backlog = false;
+        let mut next_row: Option<Instant> = None;
         loop {
             if cancel.is_cancelled() {
                 break;
@@ -48,7 +54,10 @@ impl OutboxWorker {
             if paused.is_none() && (due || backlog) && engine.held() <= low_water {
                 due = false;
                 match engine.claim().await {
-                    Ok(claimed) => backlog = claimed >= options.batch_size,
+                    Ok(claimed) => {
+                        backlog = claimed >= options.batch_size;
+                        next_row = if backlog { None } else { self.next_row().await };
+                    }
                     Err(error) => {
                         backlog = false;
                         tracing::error!(worker = WORKER_NAME, node_id = %self.node_id, %error, "Outbox claim failed; retrying on the next tick");
@@ -68,6 +77,10 @@ impl OutboxWorker {
                 _ = poll.tick() => due = true,
                 () = self.wake.notified() => due = true,
                 () = sleep_until(resume), if paused.is_some() => due = true,
+                () = sleep_until(next_row.unwrap_or_else(Instant::now)), if next_row.is_some() => {
+                    next_row = None;
+                    due = true;
+                }
             }
         }
         engine.release_queued();
@@ -83,5 +96,17 @@ impl OutboxWorker {
         }
         engine.flush().await;
         tracing::info!(worker = WORKER_NAME, node_id = %self.node_id, "Outbox worker stopped");
+    }
+
+    /// When the next row becomes claimable, if before the next poll tick would find it.
+    async fn next_row(&self) -> Option<Instant> {
+        match self.repo.next_claimable_in().await {
+            Ok(Some(wait)) if wait < self.options.poll_interval => Some(Instant::now() + wait.max(MIN_WAIT)),
+            Ok(_) => None,
+            Err(error) => {
+                tracing::warn!(worker = WORKER_NAME, node_id = %self.node_id, %error, "Could not read the next claim time");
+                None
+            }
+        }
     }
 }

@@ -107,7 +107,11 @@ pub trait Repository: AdminRepository + Send + Sync + std::fmt::Debug + 'static 
     /// clock). Returns how many rows.
     async fn renew_lease(&self, worker_id: &str, lease: std::time::Duration) -> Result<u64, StoreError>;
 
-    /// Makes fresh `pending` rows the synchronous path gave up on claimable at once. Returns how
+    /// How long until the next `pending` or `retryable` row becomes claimable (zero when one
+    /// already is); `None` when there is none.
+    async fn next_claimable_in(&self) -> Result<Option<std::time::Duration>, StoreError>;
+
+    /// Makes fresh `pending` rows the synchronous path gave up on claimable at once (first). Returns how
     /// many rows changed.
     async fn release_pending(&self, event_ids: &[String]) -> Result<u64, StoreError>;
 

@@ -186,6 +186,11 @@ impl Repository for MySqlRepository {
         Ok(q.build().fetch_optional(&self.pool).await?.is_some())
     }
 
+    async fn next_claimable_in(&self) -> Result<Option<Duration>, StoreError> {
+        let wait: Option<i64> = sql::next_claimable::<MySql>().build_query_scalar().fetch_one(&self.pool).await?;
+        Ok(wait.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+    }
+
     async fn renew_lease(&self, worker_id: &str, lease: Duration) -> Result<u64, StoreError> {
         Ok(sql::renew_lease::<MySql>(worker_id, lease).build().execute(&self.pool).await?.rows_affected())
     }

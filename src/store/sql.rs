@@ -315,11 +315,12 @@ pub(super) fn renew_lease<DB: Dialect>(worker_id: &str, lease: Duration) -> Quer
 }
 
 /// Fresh rows the synchronous path gave up on: claimable at once instead of after their
-/// young-pending guard.
+/// young-pending guard, and first (`lock_until_ms` 0 sorts ahead of any backlog in the claim
+/// index), so live events never wait behind an old backlog.
 pub(super) fn release_pending<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(format!(
-        "UPDATE room_outbox SET lock_until_ms = {now}, updated_at_ms = {now} \
+        "UPDATE room_outbox SET lock_until_ms = 0, updated_at_ms = {now} \
          WHERE status = 'pending' AND lock_until_ms > {now} AND event_id IN "
     ));
     push_strs(&mut q, event_ids);
@@ -334,4 +335,14 @@ pub(super) fn earlier_undelivered<DB: Dialect>(room_id: &str, event_id: &str) ->
     DB::bind_str(&mut q, event_id);
     q.push(") LIMIT 1");
     q
+}
+
+/// Milliseconds until the next pending or retryable row becomes claimable (negative: one is
+/// already), on the claim index.
+pub(super) fn next_claimable<DB: Dialect>() -> QueryBuilder<DB> {
+    QueryBuilder::new(format!(
+        "SELECT MIN(lock_until_ms) - {} FROM room_outbox WHERE lock_until_ms IS NOT NULL \
+         AND status IN ('pending', 'retryable')",
+        DB::NOW_MS
+    ))
 }

@@ -62,7 +62,8 @@ impl Limits {
         let worker = ((f64::from(global) * options.worker_share).floor() as u32).clamp(1, global);
         Self {
             global: RateLimiter::direct(window_quota(global, global_burst)),
-            worker: RateLimiter::direct(window_quota(worker, 1)),
+            // A burst of 2 keeps its waiters from losing a share of the rate to timer slack.
+            worker: RateLimiter::direct(window_quota(worker, 2)),
             groups: RateLimiter::keyed(window_quota(per_group, (per_group / 7).max(1))),
             pause: options.pause,
             paused: Mutex::new(Pauses::default()),

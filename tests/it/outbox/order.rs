@@ -74,7 +74,43 @@ async fn a_backlogged_room_never_holds_other_rooms_back(db: &Db) {
     assert!(db.rows().await.iter().all(|r| r.status != "delivering"), "every row marked or released");
 }
 
+async fn a_released_live_row_is_claimed_ahead_of_an_old_backlog(db: &Db) {
+    db.insert_events("old", &[EventType::RoomUserJoined; 30]).await;
+    let (live, live_row) = row("live");
+    // A fresh row the sync path is still publishing, then gives up on.
+    db.insert_rows("live", vec![live_row], Duration::from_secs(60)).await;
+    assert_eq!(db.repo.release_pending(std::slice::from_ref(&live)).await.unwrap(), 1);
+    let claim =
+        room_service::store::Claim { worker_id: "w-1".into(), limit: 5, lease: Duration::from_secs(30) };
+    let claimed = db.repo.claim_outbox(&claim).await.unwrap();
+    assert!(claimed.iter().any(|r| r.event_id == live), "the live row is in the first batch: {claimed:?}");
+}
+
+async fn a_row_whose_guard_ends_is_claimed_then_not_at_the_next_tick(db: &Db) {
+    let fake = fake().await;
+    let (id, young) = row("room-1");
+    db.insert_rows("room-1", vec![young], Duration::from_millis(300)).await;
+    // A 30 s poll interval: only the next-row timer can deliver it within seconds.
+    let worker = worker(db, &fake, "node-a", options(10, Duration::from_secs(30), TIMEOUT));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let cancel = cancel.clone();
+        async move { worker.run_outbox_worker(cancel).await }
+    });
+    let delivered = tokio::time::timeout(Duration::from_secs(10), async {
+        while db.row(&id).await.status != "delivered" {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(5), run).await.expect("worker exits").expect("no panic");
+    assert!(delivered.is_ok(), "still {} long before the next poll tick", db.row(&id).await.status);
+}
+
 both_backends!(
     a_claim_with_a_gap_sends_nothing_after_the_gap,
     a_backlogged_room_never_holds_other_rooms_back,
+    a_released_live_row_is_claimed_ahead_of_an_old_backlog,
+    a_row_whose_guard_ends_is_claimed_then_not_at_the_next_tick,
 );
