@@ -156,7 +156,8 @@ impl Repository for SqliteRepository {
     }
 
     async fn next_claimable_in(&self) -> Result<Option<Duration>, StoreError> {
-        let wait: Option<i64> = sql::next_claimable::<Sqlite>().build_query_scalar().fetch_one(&self.pool).await?;
+        let wait: Option<i64> =
+            sql::next_claimable::<Sqlite>().build_query_scalar().fetch_one(&self.pool).await?;
         Ok(wait.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
     }
 
