@@ -16,9 +16,10 @@
 //! probe fails every synchronous publish into them at once (as if IM were unreachable for the
 //! command path only; class `transient`), so each event is left pending, made claimable at
 //! once and the worker woken (`room::sync_publish::hand_to_worker`). A trigger in the
-//! benchmark's database records the moment each row became claimable: the `lock_until_ms`
-//! that releasing UPDATE wrote (MariaDB's `NOW(3)`; a row never released would become
-//! claimable when its young-pending guard ends, `created_at_ms + publish_timeout`). Figure:
+//! benchmark's database records the moment each row became claimable: the `updated_at_ms`
+//! that releasing UPDATE wrote (MariaDB's `NOW(3)`; since `c914741` the release sets
+//! `lock_until_ms` to 0, not to now; a row never released would become claimable when its
+//! young-pending guard ends, `created_at_ms + publish_timeout`). Figure:
 //! claimable → IM acceptance by the worker p99, target ≤ 300 ms. Failing in the probe rather
 //! than with the fake's queued faults keeps the worker's own calls from drawing a fault (which
 //! would measure the retry delay, not the hand-off).
@@ -27,7 +28,8 @@
 //! it died before publishing) and its young-pending guard ends. Such rows are inserted straight
 //! into the outbox at the same rate, claimable `publish_timeout` after their `created_at_ms`
 //! (one `NOW(3)` for both), and timed from that moment to IM acceptance, same target. Nothing
-//! wakes the worker for them: it finds them on its next `poll_interval` tick.
+//! wakes the worker for them: before `c914741` it found them on its next `poll_interval` tick;
+//! since then, after a short claim it waits for the next row's claim-after time.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -259,7 +261,8 @@ async fn hand_off(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let repo = MySqlRepository::connect(&db.url(), 2).await?;
     repo.migrate().await?;
     let pool = repo.pool().clone();
-    // First claimable moment of each row, as the releasing UPDATE sets it.
+    // First claimable moment of each row: when the releasing UPDATE ran (its `updated_at_ms`;
+    // it sets `lock_until_ms` to 0 so the row sorts first, which is not a time).
     pool.execute(
         "CREATE TABLE bench_claimable (event_id VARCHAR(64) NOT NULL PRIMARY KEY, at_ms BIGINT NOT NULL)",
     )
@@ -267,7 +270,7 @@ async fn hand_off(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     pool.execute(
         "CREATE TRIGGER bench_claimable_at AFTER UPDATE ON room_outbox FOR EACH ROW \
          IF NEW.status = 'pending' AND OLD.status = 'pending' AND NEW.lock_until_ms < OLD.lock_until_ms THEN \
-         INSERT IGNORE INTO bench_claimable (event_id, at_ms) VALUES (NEW.event_id, NEW.lock_until_ms); \
+         INSERT IGNORE INTO bench_claimable (event_id, at_ms) VALUES (NEW.event_id, NEW.updated_at_ms); \
          END IF",
     )
     .await?;
