@@ -14,6 +14,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::metrics::MetricsLayer;
+use room_service::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
 use room_service::publish::stack::into_publisher;
 use room_service::publish::trace::TraceLayer;
 use room_service::publish::{BoxError, Message, Outcome, Path, Priority, Publisher};
@@ -54,6 +55,14 @@ fn full_stack() -> Publisher {
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
             .layer(EventFilterLayer::im())
+            // As with IM enabled; limits the benchmark never reaches, so it measures the cost
+            // of taking permits, not waiting for them.
+            .layer(RateLimitLayer::new(RateLimitOptions {
+                global_per_sec: u32::MAX / 2,
+                per_group_per_sec: u32::MAX / 2,
+                worker_share: 1.0,
+                pause: Duration::from_secs(1),
+            }))
             .timeout(Duration::from_secs(3))
             .service(NoopLeaf),
     )
