@@ -77,7 +77,8 @@ pub trait Repository: AdminRepository + Send + Sync + std::fmt::Debug + 'static 
     /// Returns how many rows changed.
     async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, StoreError>;
 
-    /// Claims up to `claim.limit` claimable rows for `claim.worker_id` under a lease.
+    /// Claims up to `claim.limit` claimable rows for `claim.worker_id` under a lease; returns
+    /// them in claim order (the order they fell due, then id).
     async fn claim_outbox(&self, claim: &Claim) -> Result<Vec<OutboxRow>, StoreError>;
 
     /// Records a claimed batch's results, fenced on `status='delivering' AND worker_id`.
@@ -152,6 +153,12 @@ pub async fn connect(
     } else {
         Err(StoreError::Config("database.url must start with sqlite:, mysql: or mariadb:".into()))
     }
+}
+
+/// Puts rows read back by id into the order of `ids` (the claim order).
+fn in_claim_order(rows: Vec<OutboxRow>, ids: &[i64]) -> Vec<OutboxRow> {
+    let mut by_id: std::collections::HashMap<i64, OutboxRow> = rows.into_iter().map(|r| (r.id, r)).collect();
+    ids.iter().filter_map(|id| by_id.remove(id)).collect()
 }
 
 /// Truncates an error message to what fits `last_error` (512 chars), on a char boundary.

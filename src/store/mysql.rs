@@ -17,7 +17,7 @@ use super::room_sql;
 use super::rows;
 use super::sql::{self, Dialect};
 use super::types::*;
-use super::{Backend, Repository};
+use super::{Backend, Repository, in_claim_order};
 
 /// MySQL/MariaDB repository.
 #[derive(Debug, Clone)]
@@ -153,7 +153,7 @@ impl Repository for MySqlRepository {
         let rows =
             sql::outbox_rows_by_id::<MySql>(&ids).build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?;
         tx.commit().await?;
-        Ok(rows)
+        Ok(in_claim_order(rows, &ids))
     }
 
     async fn finish_claimed(

@@ -18,7 +18,7 @@ use super::room_sql;
 use super::rows;
 use super::sql::{self, Dialect};
 use super::types::*;
-use super::{Backend, Repository};
+use super::{Backend, Repository, in_claim_order};
 
 /// SQLite repository.
 #[derive(Debug, Clone)]
@@ -110,19 +110,25 @@ impl Repository for SqliteRepository {
     }
 
     async fn claim_outbox(&self, claim: &Claim) -> Result<Vec<OutboxRow>, StoreError> {
-        // One statement: SQLite has one writer at a time, so the claim is atomic by itself.
-        let now = Sqlite::NOW_MS;
-        let mut q = QueryBuilder::<Sqlite>::new("UPDATE room_outbox SET status = 'delivering', worker_id = ");
-        q.push_bind(claim.worker_id.clone()).push(format!(", lock_until_ms = {now} + "));
-        q.push_bind(claim.lease.as_millis() as i64).push(format!(
-            ", updated_at_ms = {now} WHERE id IN (SELECT id FROM room_outbox INDEXED BY idx_room_outbox_claim \
-             WHERE lock_until_ms <= {now} AND status IN ('pending', 'retryable', 'delivering') \
-             ORDER BY lock_until_ms, id LIMIT "
+        // One write transaction (SQLite has one writer at a time): the due rows in claim order,
+        // then the claim of exactly those.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut select = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT id FROM room_outbox INDEXED BY idx_room_outbox_claim WHERE lock_until_ms <= {} \
+             AND status IN ('pending', 'retryable', 'delivering') ORDER BY lock_until_ms, id LIMIT ",
+            Sqlite::NOW_MS
         ));
-        q.push_bind(claim.limit as i64).push(format!(") RETURNING {}", sql::OUTBOX_COLUMNS));
-        let mut rows: Vec<OutboxRow> = q.build_query_as().fetch_all(&self.pool).await?;
-        rows.sort_by_key(|r| r.id);
-        Ok(rows)
+        select.push_bind(claim.limit as i64);
+        let ids: Vec<i64> = select.build_query_scalar().fetch_all(&mut *tx).await?;
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
+        sql::claim_rows::<Sqlite>(&claim.worker_id, claim.lease, &ids).build().execute(&mut *tx).await?;
+        let rows =
+            sql::outbox_rows_by_id::<Sqlite>(&ids).build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(in_claim_order(rows, &ids))
     }
 
     async fn finish_claimed(

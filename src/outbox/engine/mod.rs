@@ -116,7 +116,14 @@ impl Engine {
         if rows.is_empty() {
             return Ok(0);
         }
-        rows.sort_by_key(|r| r.id);
+        // Rooms in the order their rows fell due (rows the sync path released come first, ahead
+        // of an old backlog), each room's rows in id order.
+        let mut rank: HashMap<String, usize> = HashMap::new();
+        for row in &rows {
+            let next = rank.len();
+            rank.entry(row.room_id.clone()).or_insert(next);
+        }
+        rows.sort_by_key(|r| (rank.get(&r.room_id).copied().unwrap_or(usize::MAX), r.id));
         let claimed = rows.len();
         metrics::counter!(names::OUTBOX_CLAIMED_TOTAL).increment(claimed as u64);
         self.report.claimed += claimed;

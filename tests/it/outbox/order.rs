@@ -83,7 +83,9 @@ async fn a_released_live_row_is_claimed_ahead_of_an_old_backlog(db: &Db) {
     let claim =
         room_service::store::Claim { worker_id: "w-1".into(), limit: 5, lease: Duration::from_secs(30) };
     let claimed = db.repo.claim_outbox(&claim).await.unwrap();
-    assert!(claimed.iter().any(|r| r.event_id == live), "the live row is in the first batch: {claimed:?}");
+    assert_eq!(claimed[0].event_id, live, "the live row comes first, in claim order: {claimed:?}");
+    let backlog: Vec<i64> = claimed[1..].iter().map(|r| r.id).collect();
+    assert!(backlog.windows(2).all(|w| w[0] < w[1]), "then the backlog in order: {backlog:?}");
 }
 
 async fn a_row_whose_guard_ends_is_claimed_then_not_at_the_next_tick(db: &Db) {
