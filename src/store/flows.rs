@@ -8,8 +8,8 @@ use super::room_sql;
 use super::rows::{GiftRow, MemberRow, RoomRow, VersionRow};
 use super::sql::{self, Dialect};
 use super::types::{
-    CommitError, GiftTotalRow, Mark, MarkReport, PublishResult, RoomCommit, RoomHead, StoreError, StoredRoom,
-    group_marks,
+    Claim, CommitError, GiftTotalRow, Mark, MarkReport, OutboxRow, PublishResult, RoomCommit, RoomHead,
+    StoreError, StoredRoom, group_marks,
 };
 
 fn is_unique_violation(err: &sqlx::Error) -> bool {
@@ -180,4 +180,38 @@ where
         })
         .collect::<Result<_, sqlx::Error>>()
         .map_err(StoreError::from)
+}
+
+/// One claim: the claimable rows in claim order, locked, then marked `delivering` under this
+/// claim's `worker_id` and lease, and read back — one short transaction, nothing held across an
+/// IM call.
+pub(super) async fn claim<DB>(
+    mut tx: Transaction<'static, DB>,
+    claim: &Claim,
+) -> Result<Vec<OutboxRow>, StoreError>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'r> OutboxRow: FromRow<'r, DB::Row>,
+    i64: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    (i64,): for<'r> FromRow<'r, DB::Row>,
+{
+    // The claim order: the order rows fell due, then id.
+    let ids: Vec<i64> =
+        sql::claimable_ids::<DB>(claim.limit).build_query_scalar().fetch_all(&mut *tx).await?;
+    if ids.is_empty() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    sql::claim_rows::<DB>(&claim.worker_id, claim.lease, &ids).build().execute(&mut *tx).await?;
+    let rows = sql::outbox_rows_by_id::<DB>(&ids).build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(in_claim_order(rows, &ids))
+}
+
+/// Puts rows read back by id into the order of `ids` (the claim order).
+fn in_claim_order(rows: Vec<OutboxRow>, ids: &[i64]) -> Vec<OutboxRow> {
+    let mut by_id: std::collections::HashMap<i64, OutboxRow> = rows.into_iter().map(|r| (r.id, r)).collect();
+    ids.iter().filter_map(|id| by_id.remove(id)).collect()
 }

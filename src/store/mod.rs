@@ -155,12 +155,6 @@ pub async fn connect(
     }
 }
 
-/// Puts rows read back by id into the order of `ids` (the claim order).
-fn in_claim_order(rows: Vec<OutboxRow>, ids: &[i64]) -> Vec<OutboxRow> {
-    let mut by_id: std::collections::HashMap<i64, OutboxRow> = rows.into_iter().map(|r| (r.id, r)).collect();
-    ids.iter().filter_map(|id| by_id.remove(id)).collect()
-}
-
 /// Truncates an error message to what fits `last_error` (512 chars), on a char boundary.
 pub fn short_error(message: &str) -> String {
     const MAX: usize = 512;

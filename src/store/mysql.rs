@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
-use sqlx::{Executor, MySql, QueryBuilder, Row};
+use sqlx::{Executor, MySql, Row};
 
 use super::flows;
 use super::room_sql;
 use super::rows;
-use super::sql::{self, Dialect};
+use super::sql;
 use super::types::*;
-use super::{Backend, Repository, in_claim_order};
+use super::{Backend, Repository};
 
 /// MySQL/MariaDB repository.
 #[derive(Debug, Clone)]
@@ -137,23 +137,7 @@ impl Repository for MySqlRepository {
     }
 
     async fn claim_outbox(&self, claim: &Claim) -> Result<Vec<OutboxRow>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let mut select = QueryBuilder::<MySql>::new(format!(
-            "SELECT id FROM room_outbox FORCE INDEX (idx_room_outbox_claim) WHERE lock_until_ms <= {} \
-             AND status IN ('pending', 'retryable', 'delivering') ORDER BY lock_until_ms, id LIMIT ",
-            MySql::NOW_MS
-        ));
-        select.push_bind(claim.limit as i64).push(" FOR UPDATE SKIP LOCKED");
-        let ids: Vec<i64> = select.build_query_scalar().fetch_all(&mut *tx).await?;
-        if ids.is_empty() {
-            tx.commit().await?;
-            return Ok(Vec::new());
-        }
-        sql::claim_rows::<MySql>(&claim.worker_id, claim.lease, &ids).build().execute(&mut *tx).await?;
-        let rows =
-            sql::outbox_rows_by_id::<MySql>(&ids).build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(in_claim_order(rows, &ids))
+        flows::claim(self.pool.begin().await?, claim).await
     }
 
     async fn finish_claimed(

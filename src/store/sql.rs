@@ -30,12 +30,19 @@ pub(super) trait Dialect: Database {
     const SHARED_READ: &'static str;
     /// Appended to a multi-row `INSERT` so that a row whose `key` exists overwrites `columns`.
     fn upsert(key: &str, columns: &[&str]) -> String;
+    /// After `FROM room_outbox` in the claim: make the planner walk the claim index.
+    const CLAIM_INDEX: &'static str;
+    /// Appended to the claim's SELECT: lock the rows, skipping those another claim holds
+    /// (empty where the transaction already holds the only write lock).
+    const CLAIM_LOCK: &'static str;
 }
 
 impl Dialect for MySql {
     const NOW_MS: &'static str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
     const LOCKING_READ: &'static str = " FOR UPDATE";
     const SHARED_READ: &'static str = " LOCK IN SHARE MODE";
+    const CLAIM_INDEX: &'static str = " FORCE INDEX (idx_room_outbox_claim)";
+    const CLAIM_LOCK: &'static str = " FOR UPDATE SKIP LOCKED";
     fn upsert(_key: &str, columns: &[&str]) -> String {
         let set: Vec<String> = columns.iter().map(|c| format!("{c} = VALUES({c})")).collect();
         format!(" ON DUPLICATE KEY UPDATE {}", set.join(", "))
@@ -57,6 +64,9 @@ impl Dialect for Sqlite {
     const LOCKING_READ: &'static str = "";
     // WAL: a read transaction sees one snapshot from its first read to its end.
     const SHARED_READ: &'static str = "";
+    const CLAIM_INDEX: &'static str = " INDEXED BY idx_room_outbox_claim";
+    // Claims run in BEGIN IMMEDIATE: the one write lock is held.
+    const CLAIM_LOCK: &'static str = "";
     fn upsert(key: &str, columns: &[&str]) -> String {
         let set: Vec<String> = columns.iter().map(|c| format!("{c} = excluded.{c}")).collect();
         format!(" ON CONFLICT ({key}) DO UPDATE SET {}", set.join(", "))
@@ -230,6 +240,20 @@ pub(super) fn outbox_rows_by_id<DB: Dialect>(ids: &[i64]) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE id IN "));
     push_ids(&mut q, ids);
     q.push(" ORDER BY id");
+    q
+}
+
+/// The ids of up to `limit` claimable rows, in claim order, walking the claim index (it holds
+/// claimable rows only in its non-NULL range).
+pub(super) fn claimable_ids<DB: Dialect>(limit: usize) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!(
+        "SELECT id FROM room_outbox{} WHERE lock_until_ms <= {} \
+         AND status IN ('pending', 'retryable', 'delivering') ORDER BY lock_until_ms, id LIMIT ",
+        DB::CLAIM_INDEX,
+        DB::NOW_MS
+    ));
+    DB::bind_i64(&mut q, i64::try_from(limit).unwrap_or(i64::MAX));
+    q.push(DB::CLAIM_LOCK);
     q
 }
 

@@ -11,14 +11,14 @@ use async_trait::async_trait;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{Row, Sqlite};
 
 use super::flows;
 use super::room_sql;
 use super::rows;
-use super::sql::{self, Dialect};
+use super::sql;
 use super::types::*;
-use super::{Backend, Repository, in_claim_order};
+use super::{Backend, Repository};
 
 /// SQLite repository.
 #[derive(Debug, Clone)]
@@ -110,25 +110,8 @@ impl Repository for SqliteRepository {
     }
 
     async fn claim_outbox(&self, claim: &Claim) -> Result<Vec<OutboxRow>, StoreError> {
-        // One write transaction (SQLite has one writer at a time): the due rows in claim order,
-        // then the claim of exactly those.
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let mut select = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT id FROM room_outbox INDEXED BY idx_room_outbox_claim WHERE lock_until_ms <= {} \
-             AND status IN ('pending', 'retryable', 'delivering') ORDER BY lock_until_ms, id LIMIT ",
-            Sqlite::NOW_MS
-        ));
-        select.push_bind(claim.limit as i64);
-        let ids: Vec<i64> = select.build_query_scalar().fetch_all(&mut *tx).await?;
-        if ids.is_empty() {
-            tx.commit().await?;
-            return Ok(Vec::new());
-        }
-        sql::claim_rows::<Sqlite>(&claim.worker_id, claim.lease, &ids).build().execute(&mut *tx).await?;
-        let rows =
-            sql::outbox_rows_by_id::<Sqlite>(&ids).build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(in_claim_order(rows, &ids))
+        // BEGIN IMMEDIATE: SQLite has one writer at a time; the claim takes it up front.
+        flows::claim(self.pool.begin_with("BEGIN IMMEDIATE").await?, claim).await
     }
 
     async fn finish_claimed(
