@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::Json;
+use super::extract::{Json, page_limit};
 use crate::admin::ops::{self, OpsError, RequeueReport};
 use crate::store::{OutboxQuery, OutboxRow, OutboxStats, OutboxStatus};
 
@@ -50,12 +50,7 @@ fn parse_query(params: &HashMap<String, String>) -> Result<OutboxQuery, ApiError
                 query.status =
                     Some(value.parse::<OutboxStatus>().map_err(|e| ApiError::invalid("status", e))?)
             }
-            "limit" => {
-                query.limit =
-                    value.parse::<u32>().ok().filter(|l| (1..=MAX_LIMIT).contains(l)).ok_or_else(|| {
-                        ApiError::invalid("limit", format!("must be an integer from 1 to {MAX_LIMIT}"))
-                    })?
-            }
+            "limit" => query.limit = page_limit(value, MAX_LIMIT)?,
             "after_id" => {
                 query.after_id = value
                     .parse::<i64>()

@@ -32,6 +32,15 @@ impl<S: Send + Sync> FromRequestParts<S> for RoomPath {
     }
 }
 
+/// A page size from a query string: an integer from 1 to `max`, or a 400 naming `limit`.
+pub fn page_limit(value: &str, max: u32) -> Result<u32, ApiError> {
+    value
+        .parse::<u32>()
+        .ok()
+        .filter(|l| (1..=max).contains(l))
+        .ok_or_else(|| ApiError::invalid("limit", format!("must be an integer from 1 to {max}")))
+}
+
 /// The request id: taken from `x-request-id` (set by the request-id layer when absent).
 pub struct RequestId(pub String);
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{Json, RequestId, RoomPath};
+use super::extract::{Json, RequestId, RoomPath, page_limit};
 use crate::domain::{Command, CommandId, GiftId, LeaveReason, MemberView, RoomId, RoomSnapshot, UserId};
 use crate::room::CommandResponse;
 use crate::room::presence::RESERVED_COMMAND_PREFIX;
@@ -161,7 +161,7 @@ pub async fn get(
 /// Default page size of the members listing.
 pub const DEFAULT_MEMBERS_LIMIT: usize = 100;
 /// Largest page of the members listing.
-pub const MAX_MEMBERS_LIMIT: usize = 1000;
+pub const MAX_MEMBERS_LIMIT: u32 = 1000;
 
 /// A page of members (`GET /v1/rooms/{room_id}/members`).
 #[derive(Debug, Serialize)]
@@ -194,17 +194,7 @@ fn parse_members_query(params: &HashMap<String, String>) -> Result<(Option<UserI
     let mut after = None;
     for (key, value) in params {
         match key.as_str() {
-            "limit" => {
-                limit =
-                    value.parse::<usize>().ok().filter(|l| (1..=MAX_MEMBERS_LIMIT).contains(l)).ok_or_else(
-                        || {
-                            ApiError::invalid(
-                                "limit",
-                                format!("must be an integer from 1 to {MAX_MEMBERS_LIMIT}"),
-                            )
-                        },
-                    )?;
-            }
+            "limit" => limit = page_limit(value, MAX_MEMBERS_LIMIT)? as usize,
             "after" if value.is_empty() => {}
             "after" => {
                 after = Some(UserId::parse(value.as_str()).map_err(|e| ApiError::invalid("after", e))?)
