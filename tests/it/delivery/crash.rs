@@ -72,6 +72,11 @@ async fn sigkill_mid_drain_resends_at_most_what_im_accepted_in_the_last_mark_int
     second.kill().unwrap();
     second.wait().unwrap();
     let stats = im.stats();
+    // The figures, for `cargo test --test it delivery::crash -- --nocapture`.
+    eprintln!(
+        "sent twice: {}; accepted in the last {MARK_WINDOW:?} before the kill: {recent}",
+        stats.duplicates
+    );
     assert_eq!(stats.accepted, (ROOMS * PER_ROOM) as u64, "every event reached IM once: {stats:?}");
     assert!(
         stats.duplicates <= recent,
