@@ -53,6 +53,7 @@ impl From<RoomError> for ApiError {
         match e {
             RoomError::Domain(d) => d.into(),
             RoomError::CommandConflict(m) => ApiError::new(StatusCode::CONFLICT, "command_conflict", m),
+            RoomError::VersionConflict(m) => ApiError::new(StatusCode::CONFLICT, "version_conflict", m),
             RoomError::Unavailable(error) => {
                 tracing::warn!(%error, "Storage unavailable");
                 ApiError::new(

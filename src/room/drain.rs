@@ -98,7 +98,7 @@ impl RoomService {
                     };
                     if logged.is_empty() {
                         let busy =
-                            RoomError::CommandConflict("command id is being used concurrently; retry".into());
+                            RoomError::VersionConflict("command id is being used concurrently; retry".into());
                         return fail_all(answers, items, busy);
                     }
                     let room = state.as_ref().map(|s| s.snapshot());
@@ -118,7 +118,7 @@ impl RoomService {
                     unload(slot);
                 }
                 Err(CommitError::VersionConflict) => {
-                    let conflict = RoomError::CommandConflict(
+                    let conflict = RoomError::VersionConflict(
                         "room was changed concurrently by another node; retry the command".into(),
                     );
                     return fail_all(answers, items, conflict);

@@ -13,10 +13,13 @@ pub enum RoomError {
     /// The domain refused the command.
     #[error(transparent)]
     Domain(#[from] DomainError),
-    /// The command id was used for a different command, or the room changed concurrently on
-    /// another node twice in a row.
+    /// The command id was used for a different command: never retry it.
     #[error("{0}")]
     CommandConflict(String),
+    /// The room changed concurrently (on another node, twice in a row), or the command id is
+    /// being committed concurrently: retry the command as it is.
+    #[error("{0}")]
+    VersionConflict(String),
     /// The database is unavailable; memory is unchanged. Shared: every command of a failed
     /// group commit gets the same error.
     #[error("storage unavailable")]

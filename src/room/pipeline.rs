@@ -195,7 +195,7 @@ impl RoomService {
             Ok(r) if r.applied => "applied",
             Ok(_) => "not_applied",
             Err(RoomError::Domain(_)) => "rejected",
-            Err(RoomError::CommandConflict(_)) => "conflict",
+            Err(RoomError::CommandConflict(_) | RoomError::VersionConflict(_)) => "conflict",
             Err(RoomError::Unavailable(_)) => "unavailable",
             Err(RoomError::Corrupt(_)) => "corrupt",
         };

@@ -25,7 +25,7 @@ impl RoomService {
         let Some(stored) = self.inner.repo.find_command(command_id.as_str()).await? else {
             return Err(match refused {
                 Some(e) => e.into(),
-                None => RoomError::CommandConflict("command id is being used concurrently; retry".into()),
+                None => RoomError::VersionConflict("command id is being used concurrently; retry".into()),
             });
         };
         if stored.fingerprint != fingerprint {
