@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use room_service::config::{self, Settings};
 use room_service::fake_im::{self, FakeImOptions};
 use room_service::publish::Publisher;
@@ -38,6 +38,21 @@ enum Cmd {
     FakeIm(FakeImArgs),
     /// Inspect and repair the outbox: stats, list, show, requeue, purge-delivered.
     Outbox(admin::OutboxArgs),
+    /// Work with the configuration file.
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Print a shell completion script, e.g. `room-service completions bash > /etc/bash_completion.d/room-service`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCmd {
+    /// Validate the config file (and the ROOM_SERVICE__* overrides) and print the effective
+    /// settings, secrets redacted; exits non-zero naming every key at fault.
+    Check,
 }
 
 #[derive(Debug, clap::Args)]
@@ -70,19 +85,29 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Cmd::Serve) {
         Cmd::FakeIm(args) => run_fake_im(args).await,
+        Cmd::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "room-service", &mut std::io::stdout());
+            Ok(())
+        }
+        Cmd::Config(ConfigCmd::Check) => {
+            let (settings, yaml) = config::check(&cli.config).map_err(invalid)?;
+            println!("# {}: valid (database {})", cli.config.display(), settings.database.redacted_url());
+            print!("{yaml}");
+            Ok(())
+        }
         Cmd::Migrate => {
-            let settings = load(&cli.config)?;
+            let settings = load_for_tool(&cli.config)?;
             let db = &settings.database;
             let repo = store::connect(db.url.expose(), db.max_connections, true).await?;
             repo.close().await;
-            tracing::info!(database = %db.redacted_url(), "Migrations applied");
+            tracing::warn!(database = %db.redacted_url(), "Migrations applied");
             Ok(())
         }
         Cmd::Outbox(args) => {
-            let settings = load(&cli.config)?;
+            let settings = load_for_tool(&cli.config)?;
             let db = &settings.database;
-            // Never migrates: the operator tool works on the schema the service created.
-            let repo = store::connect(db.url.expose(), 2, false)
+            // Never migrates nor creates a database: the operator tool works on the service's.
+            let repo = store::connect_existing(db.url.expose(), 2)
                 .await
                 .with_context(|| format!("opening database {}", db.redacted_url()))?;
             let result = admin::run_outbox(repo.as_ref(), args, &mut std::io::stdout().lock()).await;
@@ -90,17 +115,26 @@ async fn main() -> anyhow::Result<()> {
             result
         }
         Cmd::Serve => {
-            let settings = load(&cli.config)?;
+            let settings = config::load(&cli.config).map_err(invalid)?;
+            telemetry::init_logging(&settings.log);
+            tracing::info!(source = ?settings.source, node_id = %settings.node_id, "Configuration loaded");
             let publisher = publish_stack(&settings)?;
             app::serve(settings, publisher).await
         }
     }
 }
 
-fn load(path: &std::path::Path) -> anyhow::Result<Settings> {
-    let settings = config::load(path).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    telemetry::init_logging(&settings.log);
-    tracing::info!(source = ?settings.source, node_id = %settings.node_id, "Configuration loaded");
+fn invalid(error: config::ConfigError) -> anyhow::Error {
+    anyhow::anyhow!("invalid configuration: {error}")
+}
+
+/// The configuration of an operator command: the file must exist (the defaults would point at
+/// another database), and logs stay at `warn` (audit lines at `info`) unless `RUST_LOG` asks
+/// for more, so the command's own output is what the operator reads.
+fn load_for_tool(path: &std::path::Path) -> anyhow::Result<Settings> {
+    let settings = config::load_existing(path).map_err(invalid)?;
+    let quiet = config::LogSettings { level: telemetry::TOOL_LOG_LEVEL.into(), ..settings.log.clone() };
+    telemetry::init_logging(&quiet);
     Ok(settings)
 }
 

@@ -31,6 +31,14 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Serializes as `"<redacted>"` (or `""` when empty): an effective configuration can be
+/// printed without its secrets.
+impl serde::Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(if self.0.is_empty() { "" } else { "<redacted>" })
+    }
+}
+
 impl fmt::Display for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<redacted>")
@@ -47,5 +55,11 @@ mod tests {
         assert!(!format!("{s:?}").contains("hunter2"));
         assert!(!format!("{s}").contains("hunter2"));
         assert_eq!(s.expose(), "hunter2");
+    }
+
+    #[test]
+    fn serializing_redacts_the_value() {
+        assert_eq!(serde_json::to_string(&Secret::new("hunter2")).unwrap(), r#""<redacted>""#);
+        assert_eq!(serde_json::to_string(&Secret::default()).unwrap(), r#""""#);
     }
 }

@@ -149,6 +149,7 @@ pub async fn run_outbox(repo: &dyn Repository, args: OutboxArgs, out: &mut dyn W
             .context("purging delivered rows")?;
             if !dry_run {
                 tracing::info!(
+                    target: crate::telemetry::AUDIT_TARGET,
                     audit = "outbox_purge_delivered",
                     older_than_secs = older_than.as_secs(),
                     count = report.rows,

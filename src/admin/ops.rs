@@ -128,6 +128,7 @@ fn audit(rows: &[RequeuedRow], status: Option<OutboxStatus>) {
     }
     let event_ids: Vec<&str> = rows.iter().map(|r| r.event_id.as_str()).collect();
     tracing::info!(
+        target: crate::telemetry::AUDIT_TARGET,
         audit = "outbox_requeue",
         from_status = status.map(OutboxStatus::as_str),
         count = rows.len(),

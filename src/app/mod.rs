@@ -1,10 +1,12 @@
 //! Lifecycle (SPEC §6): the only place besides `main.rs` that wires concrete types together.
 //!
-//! Start: database pool (+ migrations) → room service → HTTP listener bound → worker
-//! cancellation token → presence worker → outbox worker (if enabled) → serve.
-//! Stop: mark draining (`/readyz` and new commands answer 503) → cancel the workers → wait for
-//! them (bounded) → graceful HTTP shutdown (in-flight commands finish and persist) → flush the
-//! delivery marks → close the pool. The pool is never closed while a worker may still mark a row.
+//! Start: database pool (+ migrations) → room service → HTTP listeners bound (public and
+//! admin) → worker cancellation token → presence worker → outbox worker (if enabled) → serve.
+//! Stop: `/readyz` answers 503 for `http.shutdown_grace` while commands are still served (the
+//! load balancer moves traffic away) → mark draining (new commands answer 503) → cancel the
+//! workers → wait for them (bounded) → graceful HTTP shutdown of both listeners (in-flight
+//! commands finish and persist; bounded by `http.shutdown_timeout`) → flush the delivery marks
+//! → close the pool. The pool is never closed while a worker may still mark a row.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,7 +22,8 @@ use tower::util::Either;
 
 use crate::admin::{RetentionOptions, run_retention};
 use crate::config::{Settings, TencentImSettings};
-use crate::http::{self, AppState, Lifecycle};
+use crate::http::server::ServeOptions;
+use crate::http::{self, AppState, Lifecycle, PublicOptions};
 use crate::outbox::{OutboxWorker, OutboxWorkerOptions, sampler};
 use crate::publish::Publisher;
 use crate::publish::log_sink::LogSink;
@@ -43,8 +46,10 @@ const CELL_IDLE_AFTER: Duration = Duration::from_secs(300);
 
 /// A started service.
 pub struct RunningApp {
-    /// The bound HTTP address.
+    /// The bound address of the public API.
     pub addr: SocketAddr,
+    /// The bound address of the admin listener.
+    pub admin_addr: SocketAddr,
     /// The room service (tests drive it directly too).
     pub rooms: RoomService,
     /// The repository.
@@ -91,10 +96,15 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         worker_wake: Some(worker_wake.clone()),
     };
     let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
-    let listener = TcpListener::bind(settings.http.listen)
+    let http_settings = &settings.http;
+    let listener = TcpListener::bind(http_settings.listen)
         .await
-        .with_context(|| format!("binding http.listen {}", settings.http.listen))?;
+        .with_context(|| format!("binding http.listen {}", http_settings.listen))?;
+    let admin_listener = TcpListener::bind(http_settings.admin_listen)
+        .await
+        .with_context(|| format!("binding http.admin_listen {}", http_settings.admin_listen))?;
     let addr = listener.local_addr()?;
+    let admin_addr = admin_listener.local_addr()?;
     let lifecycle = Lifecycle::default();
     let state = AppState {
         rooms: rooms.clone(),
@@ -102,7 +112,8 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         lifecycle: lifecycle.clone(),
         metrics: Some(metrics.clone()),
     };
-    let router = http::router(state, settings.http.body_limit_bytes);
+    let public = http::public_router(state.clone(), PublicOptions::from(http_settings));
+    let admin = http::admin_router(state, http_settings.admin_token.clone());
 
     let workers = CancellationToken::new();
     let tracker = TaskTracker::new();
@@ -136,12 +147,18 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
     tracker.close();
 
     let shutdown = CancellationToken::new();
+    let grace = http_settings.shutdown_grace;
     let stop_workers = {
         let shutdown = shutdown.clone();
         let lifecycle = lifecycle.clone();
         let tracker = tracker.clone();
         async move {
             shutdown.cancelled().await;
+            if !grace.is_zero() {
+                tracing::info!(grace = ?grace, "Leaving: /readyz answers 503, commands still served");
+                lifecycle.start_leaving();
+                tokio::time::sleep(grace).await;
+            }
             tracing::info!("Draining: refusing new commands, stopping workers");
             lifecycle.start_draining();
             workers.cancel();
@@ -150,11 +167,24 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
             }
         }
     };
+    // The admin listener stops with the public one (metrics stay scrapeable while draining).
+    let stop_http = CancellationToken::new();
+    let admin_server = http::server::serve(
+        admin_listener,
+        admin,
+        ServeOptions::new("admin", http_settings),
+        stop_http.clone().cancelled_owned(),
+    );
+    let public_options = ServeOptions::new("public", http_settings);
     let server_repo = repo.clone();
     let server_rooms = rooms.clone();
     let server = tokio::spawn(async move {
-        let served =
-            http::server::serve(listener, router, http::server::HEADER_READ_TIMEOUT, stop_workers).await;
+        let public_server = async {
+            let served = http::server::serve(listener, public, public_options, stop_workers).await;
+            stop_http.cancel();
+            served
+        };
+        let (public_served, admin_served) = tokio::join!(public_server, admin_server);
         // Every worker has stopped (each step of theirs is bounded) before the pool closes: a
         // worker still marking rows must not find the pool gone.
         tracker.wait().await;
@@ -162,10 +192,11 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         server_rooms.shutdown().await;
         server_repo.close().await;
         tracing::info!("Stopped");
-        served.context("http server failed")
+        public_served.context("public http server failed")?;
+        admin_served.context("admin http server failed")
     });
-    tracing::info!(%addr, node_id = %settings.node_id, "Serving");
-    Ok(RunningApp { addr, rooms, repo, shutdown, server })
+    tracing::info!(%addr, %admin_addr, node_id = %settings.node_id, "Serving");
+    Ok(RunningApp { addr, admin_addr, rooms, repo, shutdown, server })
 }
 
 /// Starts the service and runs it until SIGTERM or SIGINT, then stops it in order.

@@ -7,13 +7,13 @@ use std::fmt;
 use std::path::PathBuf;
 
 /// Keys whose values are secrets: their values never appear in a message.
-pub(crate) const SECRET_KEYS: &[&str] = &["tencent_im.secret_key", "database.url"];
+pub(crate) const SECRET_KEYS: &[&str] = &["tencent_im.secret_key", "database.url", "http.admin_token"];
 
 /// A configuration that cannot be used; the service refuses to start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// An explicitly given config file does not exist.
-    #[error("config file `{}` not found", path.display())]
+    /// The config file does not exist.
+    #[error("config file `{}` not found (give the right path with --config PATH)", path.display())]
     FileNotFound {
         /// The path that was given.
         path: PathBuf,

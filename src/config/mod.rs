@@ -58,6 +58,50 @@ pub const ENV_PREFIX: &str = "ROOM_SERVICE__";
 /// where the built-in defaults are used and [`Settings::source`] says so (log it). Environment
 /// variables override file values; a non-UTF-8 value of a `ROOM_SERVICE__*` variable fails.
 pub fn load(path: &Path) -> Result<Settings, ConfigError> {
+    load_with_env(path, env_vars()?)
+}
+
+/// As [`load`], with the environment given as `(name, value)` pairs instead of read from the
+/// process; names without the [`ENV_PREFIX`] are ignored.
+pub fn load_with_env(
+    path: &Path,
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<Settings, ConfigError> {
+    load_from(path, path == Path::new(DEFAULT_CONFIG_PATH), vars).map(|(settings, _)| settings)
+}
+
+/// As [`load`], but a missing file is an error at every path, the default one included: for
+/// commands that act on an existing database, where the built-in defaults would silently point
+/// at another one.
+pub fn load_existing(path: &Path) -> Result<Settings, ConfigError> {
+    load_from(path, false, env_vars()?).map(|(settings, _)| settings)
+}
+
+/// Validates the configuration at `path` (a missing file is an error) with the process
+/// environment, and renders the effective configuration as YAML: every key with the value in
+/// force after the file and the `ROOM_SERVICE__*` overrides, secrets redacted (the database URL
+/// keeps everything but its password).
+pub fn check(path: &Path) -> Result<(Settings, String), ConfigError> {
+    check_with_env(path, env_vars()?)
+}
+
+/// As [`check`], with the environment given as `(name, value)` pairs.
+pub fn check_with_env(
+    path: &Path,
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<(Settings, String), ConfigError> {
+    let (settings, raw) = load_from(path, false, vars)?;
+    let mut value = serde_json::to_value(&raw)
+        .map_err(|e| ConfigError::Unreadable { origin: None, message: e.to_string() })?;
+    value["node_id"] = settings.node_id.clone().into();
+    value["database"]["url"] = settings.database.redacted_url().into();
+    let yaml = serde_saphyr::to_string(&value)
+        .map_err(|e| ConfigError::Unreadable { origin: None, message: e.to_string() })?;
+    Ok((settings, yaml))
+}
+
+/// The `ROOM_SERVICE__*` variables of the process; a non-UTF-8 value is an error naming it.
+fn env_vars() -> Result<Vec<(String, String)>, ConfigError> {
     let mut vars = Vec::new();
     for (name, value) in std::env::vars_os() {
         let Some(name) = name.to_str().filter(|n| n.starts_with(ENV_PREFIX)).map(str::to_owned) else {
@@ -73,24 +117,16 @@ pub fn load(path: &Path) -> Result<Settings, ConfigError> {
             }
         }
     }
-    load_with_env(path, vars)
+    Ok(vars)
 }
 
-/// As [`load`], with the environment given as `(name, value)` pairs instead of read from the
-/// process; names without the [`ENV_PREFIX`] are ignored.
-pub fn load_with_env(
-    path: &Path,
-    vars: impl IntoIterator<Item = (String, String)>,
-) -> Result<Settings, ConfigError> {
-    load_from(path, path == Path::new(DEFAULT_CONFIG_PATH), vars)
-}
-
-/// The loader; `missing_ok` lets a missing file fall back to the defaults.
+/// The loader; `missing_ok` lets a missing file fall back to the defaults. Returns the raw
+/// configuration too (after overrides), for [`check`].
 fn load_from(
     path: &Path,
     missing_ok: bool,
     vars: impl IntoIterator<Item = (String, String)>,
-) -> Result<Settings, ConfigError> {
+) -> Result<(Settings, RawConfig), ConfigError> {
     let (mut figment, source, file) = match std::fs::metadata(path) {
         Ok(_) => (
             Figment::new().merge(Yaml::file_exact(path)),
@@ -122,7 +158,8 @@ fn load_from(
     let origins = Origins { env, file };
 
     let raw: RawConfig = figment.extract_lossy().map_err(|e| origins.map_figment(e))?;
-    validate::validate(raw, source, hostname).map_err(|e| origins.annotate(e))
+    let settings = validate::validate(raw.clone(), source, hostname).map_err(|e| origins.annotate(e))?;
+    Ok((settings, raw))
 }
 
 /// `ROOM_SERVICE__TENCENT_IM__SECRET_KEY` → `tencent_im.secret_key`.

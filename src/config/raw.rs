@@ -5,8 +5,8 @@
 
 use std::fmt;
 
-use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::secret::Secret;
 
@@ -21,7 +21,7 @@ where
 }
 
 /// The whole configuration file.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawConfig {
     /// Name of this instance in logs and in the outbox `worker_id`; empty means the hostname.
@@ -53,23 +53,50 @@ pub(crate) struct RawConfig {
 }
 
 /// `http.*`
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawHttp {
-    /// Socket address to bind, `ip:port`.
+    /// Socket address of the public API (`/v1/*`, `/healthz`, `/readyz`), `ip:port`.
     pub listen: String,
     /// Largest accepted request body in bytes (413 above it).
     pub body_limit_bytes: usize,
+    /// Socket address of the admin listener (`/admin/*`, `/metrics`), `ip:port`.
+    pub admin_listen: String,
+    /// Bearer token every admin route requires when set; from `ROOM_SERVICE__HTTP__ADMIN_TOKEN`.
+    pub admin_token: Secret,
+    /// A request not answered in this time gets 503 `request_timeout`.
+    pub request_timeout: RawDuration,
+    /// Most `/v1/*` requests handled at once; beyond it, 503 `overloaded` at once.
+    pub max_in_flight: i64,
+    /// Most open connections per listener; beyond it, new ones get a 503 and are closed.
+    pub max_connections: i64,
+    /// A connection that sends nothing (or stalls mid-body) for this long is closed.
+    pub idle_timeout: RawDuration,
+    /// After SIGTERM, `/readyz` answers 503 this long while commands are still served.
+    pub shutdown_grace: RawDuration,
+    /// Longest wait for open requests at shutdown; then connections are dropped.
+    pub shutdown_timeout: RawDuration,
 }
 
 impl Default for RawHttp {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:8080".into(), body_limit_bytes: 65_536 }
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            body_limit_bytes: 65_536,
+            admin_listen: "127.0.0.1:9091".into(),
+            admin_token: Secret::default(),
+            request_timeout: RawDuration::new("10s"),
+            max_in_flight: 512,
+            max_connections: 768,
+            idle_timeout: RawDuration::new("30s"),
+            shutdown_grace: RawDuration::new("0s"),
+            shutdown_timeout: RawDuration::new("10s"),
+        }
     }
 }
 
 /// `database.*`
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawDatabase {
     /// `sqlite:...`, `mysql://user:pass@host:3306/db` or `mariadb://...`; may hold a password.
@@ -91,7 +118,7 @@ impl Default for RawDatabase {
 }
 
 /// `tencent_im.*`
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawTencentIm {
     /// False: events go to a log sink, still through the same stack.
@@ -125,7 +152,7 @@ impl Default for RawTencentIm {
 }
 
 /// `outbox_worker.*`
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawOutboxWorker {
     /// Run the worker in this instance.
@@ -178,7 +205,7 @@ impl Default for RawOutboxWorker {
 }
 
 /// `presence.*`
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawPresence {
     /// Run the stale-member worker.
@@ -196,7 +223,7 @@ impl Default for RawPresence {
 }
 
 /// `im_rate_limit.*`
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawImRateLimit {
     /// App-wide IM calls per second, both paths together.
@@ -214,7 +241,7 @@ impl Default for RawImRateLimit {
 }
 
 /// `rooms.*`
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawRooms {
     /// At most this many queued commands of one room are committed in one transaction
@@ -229,7 +256,7 @@ impl Default for RawRooms {
 }
 
 /// `log.*`
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawLog {
     /// `json` or `pretty`.
@@ -265,6 +292,12 @@ impl RawDuration {
 impl fmt::Debug for RawDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl Serialize for RawDuration {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
     }
 }
 

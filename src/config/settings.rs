@@ -66,14 +66,34 @@ pub enum ConfigSource {
     Defaults,
 }
 
-/// The HTTP server.
+/// The HTTP server: the public listener, the admin listener, and the limits of both.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpSettings {
-    /// Address to bind.
+    /// Address of the public API (`/v1/*`, `/healthz`, `/readyz`).
     pub listen: SocketAddr,
     /// Largest accepted request body in bytes (> 0).
     pub body_limit_bytes: usize,
+    /// Address of the admin listener (`/admin/*`, `/metrics`).
+    pub admin_listen: SocketAddr,
+    /// Bearer token of the admin routes; `None` leaves them open (loopback only).
+    pub admin_token: Option<Secret>,
+    /// A request not answered in this time gets 503 `request_timeout`.
+    pub request_timeout: Duration,
+    /// Most `/v1/*` requests handled at once (load shedding beyond it).
+    pub max_in_flight: usize,
+    /// Most open connections per listener.
+    pub max_connections: usize,
+    /// A connection silent this long (no request, or a stalled body) is closed; longer than
+    /// `request_timeout`.
+    pub idle_timeout: Duration,
+    /// How long `/readyz` answers 503 before draining starts (may be zero).
+    pub shutdown_grace: Duration,
+    /// Longest wait for open requests at shutdown.
+    pub shutdown_timeout: Duration,
 }
+
+/// Largest accepted `http.max_in_flight` and `http.max_connections`.
+pub const MAX_HTTP_LIMIT: usize = 1_000_000;
 
 /// The database.
 #[derive(Debug, Clone, PartialEq, Eq)]

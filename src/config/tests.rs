@@ -98,7 +98,7 @@ fn missing_default_file_falls_back_to_defaults_with_env_applied() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("config.yaml");
     let env = [("ROOM_SERVICE__HTTP__BODY_LIMIT_BYTES".to_owned(), "1024".to_owned())];
-    let s = super::load_from(&path, true, env).expect("defaults are valid");
+    let (s, _) = super::load_from(&path, true, env).expect("defaults are valid");
     assert_eq!(s.source, ConfigSource::Defaults);
     assert_eq!(s.http.body_limit_bytes, 1024);
     assert_eq!(s.http.listen.to_string(), "127.0.0.1:8080");

@@ -193,3 +193,67 @@ fn absurdly_long_durations_fail_naming_the_key() {
         Some(Duration::from_secs(365 * 86400))
     );
 }
+
+#[test]
+fn http_edge_keys_have_their_defaults_and_limits() {
+    let s = ok("");
+    assert_eq!(s.http.admin_listen.to_string(), "127.0.0.1:9091");
+    assert_eq!(s.http.admin_token, None);
+    assert_eq!(s.http.request_timeout, Duration::from_secs(10));
+    assert_eq!(s.http.idle_timeout, Duration::from_secs(30));
+    assert_eq!(s.http.shutdown_grace, Duration::ZERO);
+    assert_eq!(s.http.shutdown_timeout, Duration::from_secs(10));
+    assert_eq!((s.http.max_in_flight, s.http.max_connections), (512, 768));
+    fails_on("http: {max_in_flight: 0}\n", &[], "http.max_in_flight");
+    fails_on("http: {max_connections: -5}\n", &[], "http.max_connections");
+    fails_on("http: {request_timeout: \"0s\"}\n", &[], "http.request_timeout");
+    fails_on("http: {shutdown_timeout: \"soon\"}\n", &[], "http.shutdown_timeout");
+    fails_on("http: {admin_listen: \"nowhere\"}\n", &[], "http.admin_listen");
+    fails_on("http: {admin_listen: \"127.0.0.1:8080\"}\n", &[], "http.admin_listen");
+    let message =
+        fails_on("http: {request_timeout: \"30s\", idle_timeout: \"30s\"}\n", &[], "http.idle_timeout");
+    assert!(message.contains("http.request_timeout"), "{message}");
+}
+
+#[test]
+fn a_non_loopback_admin_listener_needs_a_token() {
+    let message = fails_on("http: {admin_listen: \"0.0.0.0:9091\"}\n", &[], "http.admin_listen");
+    assert!(message.contains("http.admin_token"), "{message}");
+    fails_on("http: {admin_listen: \"[::]:9091\"}\n", &[], "http.admin_listen");
+    // A whitespace-only token is no token.
+    fails_on(
+        "http: {admin_listen: \"0.0.0.0:9091\"}\n",
+        &[("ROOM_SERVICE__HTTP__ADMIN_TOKEN", "  ")],
+        "http.admin_listen",
+    );
+    let s = load_yaml(
+        "http: {admin_listen: \"0.0.0.0:9091\"}\n",
+        &[("ROOM_SERVICE__HTTP__ADMIN_TOKEN", "s3cret")],
+    )
+    .expect("a token allows any address");
+    assert_eq!(s.http.admin_token.as_ref().map(crate::secret::Secret::expose), Some("s3cret"));
+    assert!(!format!("{s:?}").contains("s3cret"), "Debug shows the token");
+}
+
+#[test]
+fn config_check_renders_every_key_with_secrets_redacted() {
+    let mut file = tempfile::NamedTempFile::new().expect("temp file");
+    std::io::Write::write_all(&mut file, b"database: {url: \"mysql://room:pw-in-url@db:3306/rooms\"}\n")
+        .unwrap();
+    let (settings, yaml) = super::check_with_env(
+        file.path(),
+        vec![
+            ("ROOM_SERVICE__HTTP__ADMIN_TOKEN".to_owned(), "tok-secret".to_owned()),
+            ("ROOM_SERVICE__TENCENT_IM__SECRET_KEY".to_owned(), "im-secret".to_owned()),
+        ],
+    )
+    .expect("valid");
+    assert_eq!(settings.database.backend(), Backend::MySql);
+    for secret in ["pw-in-url", "tok-secret", "im-secret"] {
+        assert!(!yaml.contains(secret), "{secret} printed:\n{yaml}");
+    }
+    assert!(yaml.contains("mysql://room:***@db:3306/rooms"), "{yaml}");
+    assert!(yaml.contains("admin_token: <redacted>"), "{yaml}");
+    assert!(yaml.contains("max_commit_batch: 64"), "{yaml}");
+    assert!(yaml.contains(&format!("node_id: {}", settings.node_id)), "{yaml}");
+}

@@ -17,8 +17,8 @@ use super::rules::{
 use super::settings::{
     Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
     DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, ImRateLimitSettings,
-    LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, OutboxWorkerSettings,
-    PresenceSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
+    LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HTTP_LIMIT, MAX_IN_FLIGHT,
+    OutboxWorkerSettings, PresenceSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
 };
 use crate::secret::Secret;
 
@@ -63,7 +63,51 @@ fn http(p: &mut Problems, raw: RawHttp) -> HttpSettings {
     if raw.body_limit_bytes == 0 {
         p.add("http.body_limit_bytes", "must be greater than zero");
     }
-    HttpSettings { listen, body_limit_bytes: raw.body_limit_bytes }
+    let admin_listen = raw.admin_listen.trim().parse::<SocketAddr>().unwrap_or_else(|e| {
+        p.add("http.admin_listen", format!("{:?} is not an ip:port address ({e})", raw.admin_listen));
+        SocketAddr::from(([127, 0, 0, 1], 9091))
+    });
+    let admin_token = Secret::new(raw.admin_token.expose().trim());
+    let admin_token = (!admin_token.is_empty()).then_some(admin_token);
+    if admin_token.is_none() && !admin_listen.ip().is_loopback() {
+        p.add(
+            "http.admin_listen",
+            format!(
+                "{admin_listen} is not a loopback address: set http.admin_token \
+                 (ROOM_SERVICE__HTTP__ADMIN_TOKEN) or listen on 127.0.0.1"
+            ),
+        );
+    }
+    if admin_listen == listen && listen.port() != 0 {
+        p.add("http.admin_listen", "must differ from http.listen");
+    }
+    let mut limit = |key: &str, value: i64| match usize::try_from(value) {
+        Ok(n) if (1..=MAX_HTTP_LIMIT).contains(&n) => n,
+        _ => {
+            p.add(key, format!("{value} is not between 1 and {MAX_HTTP_LIMIT}"));
+            1
+        }
+    };
+    let max_in_flight = limit("http.max_in_flight", raw.max_in_flight);
+    let max_connections = limit("http.max_connections", raw.max_connections);
+    let request_timeout = p.positive("http.request_timeout", &raw.request_timeout, Duration::from_secs(10));
+    let idle_timeout = p.positive("http.idle_timeout", &raw.idle_timeout, Duration::from_secs(30));
+    if idle_timeout <= request_timeout {
+        // A request being handled may leave the connection silent until its answer.
+        p.add("http.idle_timeout", "must be longer than http.request_timeout");
+    }
+    HttpSettings {
+        listen,
+        body_limit_bytes: raw.body_limit_bytes,
+        admin_listen,
+        admin_token,
+        request_timeout,
+        max_in_flight,
+        max_connections,
+        idle_timeout,
+        shutdown_grace: p.or_default("http.shutdown_grace", &raw.shutdown_grace, Duration::ZERO),
+        shutdown_timeout: p.positive("http.shutdown_timeout", &raw.shutdown_timeout, Duration::from_secs(10)),
+    }
 }
 
 fn database(p: &mut Problems, raw: RawDatabase) -> DatabaseSettings {

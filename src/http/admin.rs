@@ -1,4 +1,5 @@
-//! Outbox admin routes (`/admin/outbox...`): stats, the paged listing, and requeue.
+//! Outbox admin routes (`/admin/outbox...`, admin listener only): stats, the paged listing,
+//! one row, and requeue (audited in the log like the CLI's).
 
 use std::collections::HashMap;
 
@@ -114,4 +115,22 @@ pub async fn requeue(
         OpsError::NotRequeueable(_) => ApiError::invalid("status", e),
         OpsError::Store(e) => crate::room::RoomError::from(e).into(),
     })
+}
+
+/// `GET /admin/outbox/{event_id}`: one row, envelope included; 404 `event_not_found`.
+pub async fn show(
+    State(state): State<AppState>,
+    axum::extract::Path(event_id): axum::extract::Path<String>,
+) -> Result<axum::Json<OutboxRow>, ApiError> {
+    if event_id.is_empty() || event_id.len() > 64 {
+        return Err(ApiError::invalid("event_id", format!("{event_id:?} is not an event id")));
+    }
+    match state.repo.find_outbox(&event_id).await.map_err(crate::room::RoomError::from)? {
+        Some(row) => Ok(axum::Json(row)),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "event_not_found",
+            format!("no outbox row has event id {event_id}"),
+        )),
+    }
 }

@@ -1,7 +1,17 @@
-//! The HTTP API (axum): room commands, room snapshots, health, readiness, metrics and the
-//! outbox admin routes. [`router`] is a pure builder, tested with `oneshot`.
+//! The HTTP API (axum) on two listeners:
+//!
+//! - the public one ([`public_router`]): room commands and snapshots (`/v1/*`), `/healthz`,
+//!   `/readyz`. `/v1/*` sits behind the edge ([`edge`]): a request timeout and load shedding;
+//! - the admin one ([`admin_router`]): the outbox admin routes and `/metrics`, behind an
+//!   optional bearer token ([`auth`]).
+//!
+//! Both answer unknown routes and methods with the JSON error body, and turn a panicking
+//! handler into a 500 JSON answer while the process keeps serving. The routers are pure
+//! builders, tested with `oneshot`; [`server`] serves them.
 
 pub mod admin;
+pub mod auth;
+pub mod edge;
 pub mod error;
 pub mod extract;
 pub mod metrics;
@@ -9,35 +19,54 @@ pub mod rooms;
 pub mod server;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::config::HttpSettings;
 use crate::room::RoomService;
+use crate::secret::Secret;
 use crate::store::SharedRepository;
 pub use error::ApiError;
 
-/// Serving or draining; shared by the HTTP handlers and the app lifecycle.
+/// Where the service is in its life: serving, leaving (readiness off, commands still served:
+/// the load balancer moves traffic away), or draining (new commands refused).
 #[derive(Debug, Clone, Default)]
 pub struct Lifecycle {
-    draining: Arc<AtomicBool>,
+    phase: Arc<AtomicU8>,
 }
 
+const SERVING: u8 = 0;
+const LEAVING: u8 = 1;
+const DRAINING: u8 = 2;
+
 impl Lifecycle {
-    /// Marks the service draining: `/readyz` and new commands answer 503.
-    pub fn start_draining(&self) {
-        self.draining.store(true, Ordering::SeqCst);
+    /// Readiness turns 503; commands are still served (`http.shutdown_grace`).
+    pub fn start_leaving(&self) {
+        self.phase.fetch_max(LEAVING, Ordering::SeqCst);
     }
 
-    /// True once shutdown began.
+    /// `/readyz` and new commands answer 503.
+    pub fn start_draining(&self) {
+        self.phase.fetch_max(DRAINING, Ordering::SeqCst);
+    }
+
+    /// True while `/readyz` should answer 200.
+    pub fn is_ready(&self) -> bool {
+        self.phase.load(Ordering::SeqCst) == SERVING
+    }
+
+    /// True once new commands are refused.
     pub fn is_draining(&self) -> bool {
-        self.draining.load(Ordering::SeqCst)
+        self.phase.load(Ordering::SeqCst) >= DRAINING
     }
 }
 
@@ -48,15 +77,43 @@ pub struct AppState {
     pub rooms: RoomService,
     /// The repository (readiness, admin reads).
     pub repo: SharedRepository,
-    /// Serving or draining.
+    /// Serving, leaving or draining.
     pub lifecycle: Lifecycle,
     /// Renders `/metrics`; `None` when no recorder is installed.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
-/// Builds the router; `body_limit` bounds every request body (413 above it).
-pub fn router(state: AppState, body_limit: usize) -> Router {
-    Router::new()
+/// The limits of the public router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublicOptions {
+    /// Largest request body (413 above it).
+    pub body_limit: usize,
+    /// A `/v1/*` request not answered in this time gets 503 `request_timeout`.
+    pub request_timeout: Duration,
+    /// Most `/v1/*` requests handled at once; beyond it, 503 `overloaded` at once.
+    pub max_in_flight: usize,
+}
+
+impl From<&HttpSettings> for PublicOptions {
+    fn from(http: &HttpSettings) -> Self {
+        Self {
+            body_limit: http.body_limit_bytes,
+            request_timeout: http.request_timeout,
+            max_in_flight: http.max_in_flight,
+        }
+    }
+}
+
+impl Default for PublicOptions {
+    /// The defaults of `http.*`.
+    fn default() -> Self {
+        Self { body_limit: 65_536, request_timeout: Duration::from_secs(10), max_in_flight: 512 }
+    }
+}
+
+/// The public listener's router: `/v1/*` behind the edge, plus `/healthz` and `/readyz`.
+pub fn public_router(state: AppState, options: PublicOptions) -> Router {
+    let v1 = Router::new()
         .route("/v1/rooms", post(rooms::create))
         .route("/v1/rooms/{room_id}", get(rooms::get))
         .route("/v1/rooms/{room_id}/join", post(rooms::join))
@@ -65,19 +122,51 @@ pub fn router(state: AppState, body_limit: usize) -> Router {
         .route("/v1/rooms/{room_id}/close", post(rooms::close))
         .route("/v1/rooms/{room_id}/heartbeat", post(rooms::heartbeat))
         .route("/v1/rooms/{room_id}/members", get(rooms::members))
+        .route_layer(edge::layer(options.request_timeout, options.max_in_flight));
+    let health = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz));
+    outer_layers(with_fallbacks(v1.merge(health)), options.body_limit).with_state(state)
+}
+
+/// The admin listener's router: the outbox admin routes and `/metrics`; with a `token`, every
+/// request (unknown routes included) needs `Authorization: Bearer <token>`.
+pub fn admin_router(state: AppState, token: Option<Secret>) -> Router {
+    let router = Router::new()
         .route("/admin/outbox/stats", get(admin::stats))
         .route("/admin/outbox", get(admin::list))
         .route("/admin/outbox/requeue", post(admin::requeue))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(render_metrics))
+        .route("/admin/outbox/{event_id}", get(admin::show))
+        .route("/metrics", get(render_metrics));
+    let router = with_fallbacks(router);
+    let router = match token {
+        // Inside the request id and the trace span: a refused request is logged with its id.
+        Some(token) => {
+            router.layer(axum::middleware::from_fn_with_state(auth::BearerToken::new(token), auth::require))
+        }
+        None => router,
+    };
+    outer_layers(router, ADMIN_BODY_LIMIT).with_state(state)
+}
+
+/// Largest admin request body: a requeue naming the most event ids fits.
+const ADMIN_BODY_LIMIT: usize = 1 << 20;
+
+/// Request metrics by matched route, and JSON answers for unknown routes and methods.
+fn with_fallbacks<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
+    router
         .route_layer(axum::middleware::from_fn(metrics::track))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+/// What both routers wrap everything in: the body limit, panics caught into a 500 JSON
+/// answer, request ids, and one span per request.
+fn outer_layers<S: Clone + Send + Sync + 'static>(router: Router<S>, body_limit: usize) -> Router<S> {
+    router
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(CatchPanicLayer::custom(edge::panic_response))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .with_state(state)
 }
 
 /// One span per request, carrying its `x-request-id` (set just outside by the request-id
@@ -92,7 +181,7 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
-    if state.lifecycle.is_draining() {
+    if !state.lifecycle.is_ready() {
         return Err(ApiError::draining());
     }
     state.repo.ping().await.map_err(crate::room::RoomError::from)?;
@@ -108,4 +197,46 @@ async fn render_metrics(State(state): State<AppState>) -> Response {
 
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+async fn method_not_allowed(method: axum::http::Method) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on this route"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    async fn call(router: &Router, path: &str) -> (StatusCode, serde_json::Value) {
+        let response = router.clone().oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 4096).await.unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+    }
+
+    async fn boom() -> &'static str {
+        panic!("bug in a handler")
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_json_and_the_router_keeps_serving() {
+        let routes = Router::new()
+            .route("/boom", get(boom))
+            .route("/fine", get(|| async { axum::Json(serde_json::json!({"ok": true})) }));
+        let router: Router = outer_layers(with_fallbacks(routes), 1024);
+        let (status, body) = call(&router, "/boom").await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(body["error"]["code"], "internal");
+        assert!(!body.to_string().contains("bug in a handler"), "the panic text is logged, not answered");
+        let (status, body) = call(&router, "/fine").await;
+        assert_eq!((status, body["ok"].as_bool()), (StatusCode::OK, Some(true)));
+    }
 }

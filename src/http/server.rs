@@ -1,56 +1,160 @@
-//! The HTTP accept loop. `axum::serve` leaves hyper's header-read timeout off, so a client
-//! that trickles its headers (slowloris) could hold a connection forever; this loop serves the
-//! same router through hyper-util with a header-read timeout and a graceful shutdown.
+//! The HTTP accept loop, bounded in every direction a client could hold it open.
+//!
+//! `axum::serve` leaves all of this to the caller, so the router is served through hyper's
+//! HTTP/1.1 connection builder with:
+//! - a header-read timeout (a client trickling its headers is cut off);
+//! - an idle timeout on the socket (`http.idle_timeout`): a read that waits longer than that
+//!   (nothing sent after connecting, between two requests, or in the middle of a body) or a
+//!   write the client does not drain ends the connection;
+//! - a cap on open connections (`http.max_connections`): beyond it, a new connection gets a
+//!   canned `503 overloaded` and is closed, well before the process runs out of file
+//!   descriptors and stops accepting anything (health checks included);
+//! - HTTP/1.1 only: an HTTP/2 preface is refused (the connection is closed) rather than
+//!   negotiated;
+//! - a bounded graceful shutdown (`http.shutdown_timeout`): open requests get that long to
+//!   finish, then every remaining connection is dropped so the stop order can go on.
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_io_timeout::TimeoutStream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::HttpSettings;
+use crate::telemetry::names;
 
 /// How long a client may take to send its request headers.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves `router` on `listener` until `shutdown` completes, then stops accepting and waits
-/// for the requests in flight to finish (graceful shutdown).
+/// The body of the answer to a connection over `max_connections`.
+const OVERLOADED_BODY: &str =
+    r#"{"error":{"code":"overloaded","message":"too many open connections; retry shortly"}}"#;
+
+/// Bound on writing the 503 to a refused connection.
+const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How one listener serves its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// `public` or `admin`: the `listener` label of the connection metrics and log lines.
+    pub listener: &'static str,
+    /// How long a client may take to send its request headers.
+    pub header_read_timeout: Duration,
+    /// A read or write on the socket that waits this long ends the connection.
+    pub idle_timeout: Duration,
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// Longest wait for open connections at shutdown.
+    pub shutdown_timeout: Duration,
+}
+
+impl ServeOptions {
+    /// The options of `listener` from `http.*`.
+    pub fn new(listener: &'static str, http: &HttpSettings) -> Self {
+        Self {
+            listener,
+            header_read_timeout: HEADER_READ_TIMEOUT.min(http.idle_timeout),
+            idle_timeout: http.idle_timeout,
+            max_connections: http.max_connections,
+            shutdown_timeout: http.shutdown_timeout,
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then stops accepting, lets open
+/// requests finish for at most `options.shutdown_timeout`, and drops what is left.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    header_read_timeout: Duration,
+    options: ServeOptions,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(options.header_read_timeout);
+    let slots = Arc::new(Semaphore::new(options.max_connections));
     let graceful = GracefulShutdown::new();
+    let connections = TaskTracker::new();
+    let abort = CancellationToken::new();
+    let open = metrics::gauge!(names::HTTP_CONNECTIONS, names::LABEL_LISTENER => options.listener);
+    let refused =
+        metrics::counter!(names::HTTP_CONNECTIONS_REFUSED_TOTAL, names::LABEL_LISTENER => options.listener);
+    // Exported from the start: the first refusal must show as an increase.
+    refused.increment(0);
+    open.increment(0.0);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        tokio::select! {
+        let stream = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => {
-                    let _ = stream.set_nodelay(true);
-                    let service = TowerToHyperService::new(router.clone());
-                    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    let connection = graceful.watch(connection.into_owned());
-                    tokio::spawn(async move {
-                        if let Err(error) = connection.await {
-                            tracing::debug!(%error, "HTTP connection ended with an error");
-                        }
-                    });
-                }
+                Ok((stream, _peer)) => stream,
                 Err(error) => {
                     // Out of file descriptors and the like: back off, keep serving.
-                    tracing::warn!(%error, "Failed to accept an HTTP connection");
+                    tracing::warn!(%error, listener = options.listener, "Failed to accept an HTTP connection");
                     tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
                 }
             },
-        }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            refused.increment(1);
+            connections.spawn(refuse(stream));
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let mut stream = TimeoutStream::new(stream);
+        stream.set_read_timeout(Some(options.idle_timeout));
+        stream.set_write_timeout(Some(options.idle_timeout));
+        let service = TowerToHyperService::new(router.clone());
+        let connection = builder.serve_connection(TokioIo::new(Box::pin(stream)), service);
+        let connection = graceful.watch(connection);
+        let (abort, open) = (abort.clone(), open.clone());
+        open.increment(1.0);
+        connections.spawn(async move {
+            tokio::select! {
+                ended = connection => if let Err(error) = ended {
+                    tracing::debug!(%error, "HTTP connection ended with an error");
+                },
+                () = abort.cancelled() => {}
+            }
+            open.decrement(1.0);
+            drop(slot);
+        });
     }
     drop(listener);
-    graceful.shutdown().await;
+    connections.close();
+    if tokio::time::timeout(options.shutdown_timeout, graceful.shutdown()).await.is_err() {
+        tracing::warn!(
+            listener = options.listener,
+            open = options.max_connections - slots.available_permits(),
+            timeout = ?options.shutdown_timeout,
+            "Open HTTP connections did not finish in http.shutdown_timeout; dropping them"
+        );
+    }
+    abort.cancel();
+    connections.wait().await;
     Ok(())
+}
+
+/// Answers a connection over the limit with a 503 and closes it.
+async fn refuse(mut stream: TcpStream) {
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n\
+         retry-after: 1\r\ncontent-length: {}\r\n\r\n{OVERLOADED_BODY}",
+        OVERLOADED_BODY.len()
+    );
+    let _ = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, async {
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
 }

@@ -136,8 +136,28 @@ pub async fn connect(
     max_connections: u32,
     run_migrations: bool,
 ) -> Result<SharedRepository, StoreError> {
+    open(url, max_connections, Some(run_migrations)).await
+}
+
+/// Opens the existing database at `url` for an operator tool: never migrates, and never
+/// creates a SQLite file.
+pub async fn connect_existing(url: &str, max_connections: u32) -> Result<SharedRepository, StoreError> {
+    open(url, max_connections, None).await
+}
+
+/// `run_migrations: None` opens an existing database as it is.
+async fn open(
+    url: &str,
+    max_connections: u32,
+    migrations: Option<bool>,
+) -> Result<SharedRepository, StoreError> {
+    let run_migrations = migrations == Some(true);
     if url.starts_with("sqlite:") {
-        let repo = SqliteRepository::connect(url, max_connections).await?;
+        let repo = if migrations.is_some() {
+            SqliteRepository::connect(url, max_connections).await?
+        } else {
+            SqliteRepository::connect_existing(url, max_connections).await?
+        };
         if run_migrations {
             repo.migrate().await?;
         }

@@ -10,6 +10,13 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogFormat, LogSettings};
 
+/// Target of audit log lines (who changed which outbox rows): shown at `info` even when an
+/// operator command keeps everything else at `warn`.
+pub const AUDIT_TARGET: &str = "audit";
+
+/// The log filter of operator commands (`outbox ...`, `migrate`): warnings, and audit lines.
+pub const TOOL_LOG_LEVEL: &str = "warn,audit=info";
+
 /// Installs the global tracing subscriber: `RUST_LOG` when set, else `log.level`; JSON lines
 /// with span fields flattened, or pretty output for humans. A second call does nothing.
 pub fn init_logging(settings: &LogSettings) {

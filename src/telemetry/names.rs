@@ -33,6 +33,17 @@ pub const COMMAND_LATENCY_SECONDS: &str = "room_command_latency_seconds";
 pub const HTTP_REQUESTS_TOTAL: &str = "http_requests_total";
 /// Histogram (seconds): HTTP request duration, by `method`, `route`, `status`.
 pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
+/// Counter: `/v1/*` requests refused with 503 `overloaded` (`http.max_in_flight` reached).
+pub const HTTP_REQUESTS_SHED_TOTAL: &str = "room_http_requests_shed_total";
+/// Counter: `/v1/*` requests answered 503 `request_timeout` (`http.request_timeout`).
+pub const HTTP_REQUEST_TIMEOUTS_TOTAL: &str = "room_http_request_timeouts_total";
+/// Counter: request handlers that panicked (answered 500; the process kept serving).
+pub const HTTP_PANICS_TOTAL: &str = "room_http_panics_total";
+/// Gauge: open HTTP connections, by `listener` (`public`, `admin`).
+pub const HTTP_CONNECTIONS: &str = "room_http_connections";
+/// Counter: connections refused with a 503 because `http.max_connections` were open, by
+/// `listener`.
+pub const HTTP_CONNECTIONS_REFUSED_TOTAL: &str = "room_http_connections_refused_total";
 
 /// Counter: outbox rows parked as `failed`, by event type and reason.
 pub const OUTBOX_PARKED_TOTAL: &str = "room_outbox_parked_total";
@@ -40,7 +51,7 @@ pub const OUTBOX_PARKED_TOTAL: &str = "room_outbox_parked_total";
 pub const OUTBOX_PUBLISH_PAUSED: &str = "room_outbox_publish_paused";
 
 /// Every metric name above, for tests that compare against dashboards and alert rules.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 19] = [
     PUBLISH_SUCCESS_TOTAL,
     PUBLISH_FAILURE_TOTAL,
     PUBLISH_LATENCY_SECONDS,
@@ -55,6 +66,11 @@ pub const ALL: [&str; 14] = [
     COMMAND_LATENCY_SECONDS,
     HTTP_REQUESTS_TOTAL,
     HTTP_REQUEST_DURATION_SECONDS,
+    HTTP_REQUESTS_SHED_TOTAL,
+    HTTP_REQUEST_TIMEOUTS_TOTAL,
+    HTTP_PANICS_TOTAL,
+    HTTP_CONNECTIONS,
+    HTTP_CONNECTIONS_REFUSED_TOTAL,
 ];
 
 /// The histograms among [`ALL`]; each gets [`LATENCY_BUCKETS`].
@@ -79,6 +95,8 @@ pub const LABEL_METHOD: &str = "method";
 pub const LABEL_ROUTE: &str = "route";
 /// Label key: why a row was parked, or why publishing is paused (bounded set).
 pub const LABEL_REASON: &str = "reason";
+/// Label key: which HTTP listener (`public`, `admin`).
+pub const LABEL_LISTENER: &str = "listener";
 
 /// Histogram buckets in seconds, from 1 ms to 10 s (covers a 3 s publish timeout and slow
 /// commands).
@@ -146,11 +164,34 @@ pub fn describe_all() {
         Unit::Seconds,
         "HTTP request duration, by method, route and status"
     );
+    describe_counter!(
+        HTTP_REQUESTS_SHED_TOTAL,
+        Unit::Count,
+        "Requests refused with 503 overloaded because http.max_in_flight were in flight"
+    );
+    describe_counter!(
+        HTTP_REQUEST_TIMEOUTS_TOTAL,
+        Unit::Count,
+        "Requests answered 503 request_timeout after http.request_timeout"
+    );
+    describe_counter!(HTTP_PANICS_TOTAL, Unit::Count, "Request handlers that panicked (answered 500)");
+    describe_gauge!(HTTP_CONNECTIONS, Unit::Count, "Open HTTP connections, by listener");
+    describe_counter!(
+        HTTP_CONNECTIONS_REFUSED_TOTAL,
+        Unit::Count,
+        "Connections refused because http.max_connections were open, by listener"
+    );
 }
 
 /// The counters without labels: exported at 0 from startup by [`init_unlabelled_counters`].
-pub const UNLABELLED_COUNTERS: [&str; 3] =
-    [OUTBOX_CLAIMED_TOTAL, OUTBOX_LEASE_LOST_TOTAL, OUTBOX_PURGED_ROWS_TOTAL];
+pub const UNLABELLED_COUNTERS: [&str; 6] = [
+    OUTBOX_CLAIMED_TOTAL,
+    OUTBOX_LEASE_LOST_TOTAL,
+    OUTBOX_PURGED_ROWS_TOTAL,
+    HTTP_REQUESTS_SHED_TOTAL,
+    HTTP_REQUEST_TIMEOUTS_TOTAL,
+    HTTP_PANICS_TOTAL,
+];
 
 /// Exports every counter of [`UNLABELLED_COUNTERS`] at 0 right away: a counter that first
 /// appears at 1 shows no `increase()` in Prometheus, so the first lost lease would never reach
@@ -193,14 +234,11 @@ mod tests {
             .collect();
         counters.sort_by(|a, b| a.0.cmp(&b.0));
         let zero = || metrics_util::debugging::DebugValue::Counter(0);
-        assert_eq!(
-            counters,
-            vec![
-                (OUTBOX_CLAIMED_TOTAL.to_owned(), zero()),
-                (OUTBOX_LEASE_LOST_TOTAL.to_owned(), zero()),
-                (OUTBOX_PURGED_ROWS_TOTAL.to_owned(), zero()),
-            ]
-        );
+        let mut expected: Vec<_> =
+            UNLABELLED_COUNTERS.iter().map(|name| ((*name).to_owned(), zero())).collect();
+        expected.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(counters, expected);
+        assert!(expected.iter().any(|(name, _)| name == OUTBOX_LEASE_LOST_TOTAL));
     }
 
     #[test]
@@ -214,7 +252,8 @@ mod tests {
     fn describe_all_gives_every_metric_a_unit_and_help_text() {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        let gauges = [OUTBOX_ROWS, OUTBOX_OLDEST_PENDING_AGE_SECONDS, OUTBOX_PUBLISH_PAUSED];
+        let gauges =
+            [OUTBOX_ROWS, OUTBOX_OLDEST_PENDING_AGE_SECONDS, OUTBOX_PUBLISH_PAUSED, HTTP_CONNECTIONS];
         metrics::with_local_recorder(&recorder, || {
             describe_all();
             for name in ALL {

@@ -14,6 +14,7 @@ fn spawn(db_url: &str, port: u16) -> Child {
         .args(["--config", "config/config.yaml", "serve"])
         .env("ROOM_SERVICE__DATABASE__URL", db_url)
         .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{port}"))
+        .env("ROOM_SERVICE__HTTP__ADMIN_LISTEN", "127.0.0.1:0")
         .env("ROOM_SERVICE__LOG__LEVEL", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -28,24 +28,24 @@ async fn requeue_over_http_by_ids_and_by_status_and_bad_input_changes_nothing() 
         (json!({"status": "delivered"}), "status"),
         (json!({"status": "nope"}), "status"),
     ] {
-        let (status, answer) = app.post("/admin/outbox/requeue", body.clone()).await;
+        let (status, answer) = app.admin_post("/admin/outbox/requeue", body.clone()).await;
         assert_eq!(status, 400, "{body}: {answer}");
         assert!(answer["error"]["message"].as_str().unwrap().starts_with(field), "{body}: {answer}");
     }
     let (status, answer) =
-        app.post("/admin/outbox/requeue", json!({"event_ids": ["e-failed", "ghost"]})).await;
+        app.admin_post("/admin/outbox/requeue", json!({"event_ids": ["e-failed", "ghost"]})).await;
     assert_eq!((status, answer["error"]["code"].as_str()), (404, Some("event_not_found")), "{answer}");
     assert_eq!(statuses(&db).await, before, "nothing changed");
 
     let (status, answer) =
-        app.post("/admin/outbox/requeue", json!({"event_ids": ["e-failed", "e-done"]})).await;
+        app.admin_post("/admin/outbox/requeue", json!({"event_ids": ["e-failed", "e-done"]})).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["requeued"][0]["event_id"], "e-failed", "{answer}");
     assert_eq!(answer["skipped"][0]["event_id"], "e-done", "{answer}");
     let row = db.outbox_row("e-failed").await;
     assert_eq!((row.status.as_str(), row.retry_count), ("pending", 0), "a fresh attempt budget");
 
-    let (status, answer) = app.post("/admin/outbox/requeue", json!({"status": "failed"})).await;
+    let (status, answer) = app.admin_post("/admin/outbox/requeue", json!({"status": "failed"})).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["requeued"].as_array().unwrap().len(), 1, "{answer}");
     assert_eq!(db.outbox_row("e-failed-2").await.status, "pending");

@@ -6,6 +6,7 @@
 mod api;
 mod cli;
 mod retention;
+mod tool;
 
 use crate::support::TestDb;
 

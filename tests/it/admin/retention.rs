@@ -149,7 +149,7 @@ async fn the_app_runs_retention_beside_the_outbox_worker_only_when_configured() 
     let app = TestApp::start(settings(db.url(), None, &on)).await;
     wait_until_gone(&db, "d5").await;
     assert_eq!(event_ids(&db).await, ["p", "r", "f", "dl", "recent"]);
-    let (status, metrics) = app.get("/metrics").await;
+    let (status, metrics) = app.admin_get("/metrics").await;
     assert_eq!(status, 200);
     let metrics = metrics.as_str().unwrap_or_default().to_owned();
     let purged: f64 = metrics

@@ -1,5 +1,7 @@
 //! The HTTP API end to end over real loopback HTTP, on SQLite files and on MariaDB.
 
+mod connections;
+mod edge;
 mod fences;
 mod robustness;
 
@@ -180,7 +182,7 @@ async fn health_readiness_and_metrics_answer() {
     assert_eq!(app.get("/healthz").await.0, 200);
     assert_eq!(app.get("/readyz").await.0, 200);
     create_room(&app, "r1").await;
-    let (status, metrics) = app.get("/metrics").await;
+    let (status, metrics) = app.admin_get("/metrics").await;
     assert_eq!(status, 200);
     let text = metrics.as_str().unwrap();
     for series in [
@@ -194,11 +196,11 @@ async fn health_readiness_and_metrics_answer() {
         assert!(text.contains(series), "{series} missing from /metrics:\n{text}");
     }
     app.settle().await; // the delivery mark of RoomCreated is batched
-    let (status, stats) = app.get("/admin/outbox/stats").await;
+    let (status, stats) = app.admin_get("/admin/outbox/stats").await;
     assert_eq!((status, stats["pending"].clone()), (200, json!(0)));
-    let (status, body) = app.get("/admin/outbox?limit=0").await;
+    let (status, body) = app.admin_get("/admin/outbox?limit=0").await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_argument")));
-    let (status, page) = app.get("/admin/outbox?status=delivered&limit=10").await;
+    let (status, page) = app.admin_get("/admin/outbox?status=delivered&limit=10").await;
     assert_eq!(status, 200);
     assert_eq!(page["rows"].as_array().unwrap().len(), 1);
     app.stop().await;

@@ -59,7 +59,7 @@ async fn a_configuration_code_pauses_publishing_without_spending_attempts_and_re
     im.inject(Fault::ErrorCode(60002), 4);
     let event_id = join(&app, "r1", "u1").await;
     eventually("the pause gauge is up", Duration::from_secs(10), || async {
-        let (_, metrics) = app.get("/metrics").await;
+        let (_, metrics) = app.admin_get("/metrics").await;
         metrics
             .as_str()
             .unwrap_or_default()
@@ -74,7 +74,7 @@ async fn a_configuration_code_pauses_publishing_without_spending_attempts_and_re
     assert_eq!(row.retry_count, 0, "a configuration error spends no attempt: {row:?}");
     assert_eq!(im.stats().calls, 5);
     eventually("the pause gauge is down", Duration::from_secs(5), || async {
-        let (_, metrics) = app.get("/metrics").await;
+        let (_, metrics) = app.admin_get("/metrics").await;
         metrics
             .as_str()
             .unwrap_or_default()

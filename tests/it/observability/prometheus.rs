@@ -105,7 +105,7 @@ async fn a_real_prometheus_scraping_the_service_answers_the_dashboard_queries_an
     let app = start(&db, &im).await;
     healthy_traffic(&app, "prom").await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let prometheus = Prometheus::start(&binary, dir.path(), &app.app.addr.to_string()).await;
+    let prometheus = Prometheus::start(&binary, dir.path(), &app.app.admin_addr.to_string()).await;
 
     let exported = scrape(&app).await;
     let queries: Vec<_> = dashboard_queries()

@@ -32,7 +32,7 @@ pub async fn start(db: &TestDb, im: &FakeIm) -> TestApp {
 
 /// Scrapes `/metrics`.
 pub async fn scrape(app: &TestApp) -> Exposition {
-    let response = app.http.get(format!("{}/metrics", app.base)).send().await.expect("GET /metrics");
+    let response = app.http.get(format!("{}/metrics", app.admin_base)).send().await.expect("GET /metrics");
     assert_eq!(response.status().as_u16(), 200);
     Exposition::parse(&response.text().await.expect("metrics body"))
 }

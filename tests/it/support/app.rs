@@ -33,6 +33,7 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
     let mut vars = vec![
         ("database.url".to_owned(), db_url.to_owned()),
         ("http.listen".to_owned(), "127.0.0.1:0".to_owned()),
+        ("http.admin_listen".to_owned(), "127.0.0.1:0".to_owned()),
         ("outbox_worker.enabled".to_owned(), "false".to_owned()),
         ("presence.enabled".to_owned(), "false".to_owned()),
         ("outbox_worker.publish_timeout".to_owned(), "1s".to_owned()),
@@ -75,8 +76,10 @@ pub fn publisher(settings: &Settings) -> Publisher {
 pub struct TestApp {
     /// The service.
     pub app: RunningApp,
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` of the public listener.
     pub base: String,
+    /// `http://127.0.0.1:PORT` of the admin listener (`/admin/*`, `/metrics`).
+    pub admin_base: String,
     /// Client.
     pub http: reqwest::Client,
     /// The settings it was started with.
@@ -89,7 +92,8 @@ impl TestApp {
         let publisher = publisher(&settings);
         let app = app::start(settings.clone(), publisher).await.expect("start app");
         let base = format!("http://{}", app.addr);
-        TestApp { app, base, http: reqwest::Client::new(), settings }
+        let admin_base = format!("http://{}", app.admin_addr);
+        TestApp { app, base, admin_base, http: reqwest::Client::new(), settings }
     }
 
     /// POSTs JSON; returns status and body.
@@ -99,12 +103,26 @@ impl TestApp {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
-    /// GETs; returns status and body (JSON, or a string).
+    /// GETs from the public listener; returns status and body (JSON, or a string).
     pub async fn get(&self, path: &str) -> (u16, Value) {
-        let response = self.http.get(format!("{}{path}", self.base)).send().await.expect("get");
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        read(self.http.get(format!("{}{path}", self.base))).await
+    }
+
+    /// GETs from the admin listener (with the configured token, if any).
+    pub async fn admin_get(&self, path: &str) -> (u16, Value) {
+        read(self.admin(self.http.get(format!("{}{path}", self.admin_base)))).await
+    }
+
+    /// POSTs JSON to the admin listener (with the configured token, if any).
+    pub async fn admin_post(&self, path: &str, body: Value) -> (u16, Value) {
+        read(self.admin(self.http.post(format!("{}{path}", self.admin_base)).json(&body))).await
+    }
+
+    fn admin(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.settings.http.admin_token {
+            Some(token) => request.bearer_auth(token.expose()),
+            None => request,
+        }
     }
 
     /// Waits until the delivery marks of every command answered so far are written: the
@@ -117,4 +135,12 @@ impl TestApp {
     pub async fn stop(self) {
         self.app.stop().await.expect("clean stop");
     }
+}
+
+/// Sends `request`; returns the status and the body (JSON, or a string).
+async fn read(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
