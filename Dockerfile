@@ -20,7 +20,8 @@ COPY benches ./benches
 COPY src ./src
 COPY migrations ./migrations
 
-# The commit the binary reports; .git is not in the context, so pass it in:
+# The commit for a build script (build.rs, when there is one) to embed; .git is not in the
+# context, so it comes as a build argument, set for cargo below:
 #   docker build --build-arg ROOM_SERVICE_GIT_COMMIT="$(git rev-parse HEAD)" -t room-service .
 ARG ROOM_SERVICE_GIT_COMMIT=unknown
 
