@@ -13,6 +13,9 @@ scripts/check-dashboards.sh
 export ROOM_SERVICE_TEST_MYSQL_URL="${ROOM_SERVICE_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
 
 scripts/check-compose.sh
+# The Docker build context (no engine here): broken contexts must fail, the real one passes
+# cargo check --release in target/docker-context-check (minutes the first time, then seconds).
+scripts/check-docker-context.sh --self-test
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 # The benchmark harness in smoke mode (tiny sizes): proves it works, measures nothing.
