@@ -20,6 +20,28 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// Every key of the configuration as a dotted path (`http.listen`, ...) with its default
+/// value as YAML would show it, in file order: the one list the docs and the shipped files are
+/// checked against.
+#[cfg(test)]
+pub(crate) fn default_keys() -> Vec<(String, serde_json::Value)> {
+    fn walk(prefix: &str, value: serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, value) in map {
+                    let path = if prefix.is_empty() { key } else { format!("{prefix}.{key}") };
+                    walk(&path, value, out);
+                }
+            }
+            leaf => out.push((prefix.to_owned(), leaf)),
+        }
+    }
+    let mut keys = Vec::new();
+    // Serializing plain structs of strings and numbers cannot fail.
+    walk("", serde_json::to_value(RawConfig::default()).unwrap_or_default(), &mut keys);
+    keys
+}
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
