@@ -127,3 +127,63 @@ async fn the_fake_im_subcommand_serves_its_control_api() {
     child.wait().unwrap();
     assert_eq!(stats.expect("fake IM answered")["calls"], 0);
 }
+
+/// The operator's fd-exhaustion scenario: with the process limited to 256 open files, far more
+/// idle connections than that are opened. The cap (`http.max_connections`) refuses the excess
+/// with a 503 instead of running out of descriptors, the admin listener keeps answering, nothing
+/// logs "Too many open files", and the service answers again once the idle sockets go away.
+#[tokio::test]
+async fn idle_connections_beyond_the_cap_are_refused_before_the_fd_limit() {
+    use tokio::io::AsyncReadExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin_port) = (free_port(), free_port());
+    let log = std::fs::File::create(dir.path().join("log")).unwrap();
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -n 256 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_room-service")])
+        .args(["--config", "config/config.yaml", "serve"])
+        .env("ROOM_SERVICE__DATABASE__URL", format!("sqlite://{}/rooms.db?mode=rwc", dir.path().display()))
+        .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{port}"))
+        .env("ROOM_SERVICE__HTTP__ADMIN_LISTEN", format!("127.0.0.1:{admin_port}"))
+        .env("ROOM_SERVICE__HTTP__MAX_CONNECTIONS", "150")
+        .env("ROOM_SERVICE__LOG__LEVEL", "warn")
+        .stdout(Stdio::null())
+        .stderr(log.try_clone().unwrap())
+        .spawn()
+        .expect("spawn room-service");
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    wait_ready(&client, &base).await;
+
+    let mut idle = Vec::new();
+    for _ in 0..400 {
+        idle.push(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+    }
+    // The ones over the cap were answered 503 and closed.
+    let mut refused = 0;
+    for stream in &mut idle {
+        let mut buf = [0u8; 64];
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(20), stream.read(&mut buf)).await
+            && buf[..n].starts_with(b"HTTP/1.1 503")
+        {
+            refused += 1;
+        }
+    }
+    assert!(refused >= 200, "only {refused} of 400 connections over a cap of 150 were refused");
+    let metrics = client
+        .get(format!("http://127.0.0.1:{admin_port}/metrics"))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .expect("the admin listener answers while the public one is full");
+    let text = metrics.text().await.unwrap();
+    assert!(text.contains("room_http_connections_refused_total{listener=\"public\"}"), "{text}");
+
+    drop(idle);
+    let healthz = client.get(format!("{base}/healthz")).timeout(Duration::from_secs(2)).send().await;
+    assert_eq!(healthz.expect("healthz answers once the idle sockets are gone").status(), 200);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let logged = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    assert!(!logged.contains("Too many open files"), "{logged}");
+}
