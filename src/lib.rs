@@ -5,11 +5,13 @@
 //! [`store`] (one transaction: command log + outbox rows + snapshot) → [`publish`] (the shared
 //! stack) → best-effort mark delivered. The [`outbox`] worker re-publishes what the
 //! synchronous push missed, through the very same stack. [`app`] wires it all together;
-//! [`admin`] holds the operator commands and the retention purge.
+//! [`admin`] holds the operator commands and the retention purge; [`build`] tells what the
+//! binary was built from.
 #![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod app;
+pub mod build;
 pub mod config;
 pub mod domain;
 pub mod fake_im;

@@ -19,7 +19,7 @@ use tower::ServiceBuilder;
 
 /// Rooms of a live-streaming app, with every event pushed to Tencent Cloud IM.
 #[derive(Debug, Parser)]
-#[command(name = "room-service", version)]
+#[command(name = "room-service", version = room_service::build::long_version())]
 struct Cli {
     /// Config file (YAML); every key can be overridden by ROOM_SERVICE__SECTION__KEY.
     #[arg(long, global = true, default_value = config::DEFAULT_CONFIG_PATH)]

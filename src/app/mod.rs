@@ -117,7 +117,7 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
 
     let workers = CancellationToken::new();
     let tracker = TaskTracker::new();
-    tracker.spawn(run_metrics_upkeep(metrics, workers.clone()));
+    tracker.spawn(run_metrics_upkeep(metrics, repo.clone(), workers.clone()));
     if settings.presence.enabled {
         let p = &settings.presence;
         tracker.spawn(presence::run_presence_worker(
@@ -234,10 +234,12 @@ fn spawn_outbox_worker(
 
 async fn run_metrics_upkeep(
     handle: metrics_exporter_prometheus::PrometheusHandle,
+    repo: SharedRepository,
     cancel: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     while cancel.run_until_cancelled(tick.tick()).await.is_some() {
+        telemetry::sample_runtime(repo.as_ref());
         handle.run_upkeep();
     }
 }

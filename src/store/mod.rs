@@ -30,8 +30,8 @@ pub use mysql::MySqlRepository;
 pub use sqlite::SqliteRepository;
 pub use types::{
     Claim, CommitError, GiftTotalRow, LoggedCommand, Mark, MarkReport, MemberChanges, NewOutboxRow,
-    OutboxQuery, OutboxRow, OutboxStats, OutboxStatus, PublishResult, RoomCommit, RoomHead, SnapshotWrite,
-    StoreError, StoredCommand, StoredRoom,
+    OutboxQuery, OutboxRow, OutboxStats, OutboxStatus, PoolStats, PublishResult, RoomCommit, RoomHead,
+    SnapshotWrite, StoreError, StoredCommand, StoredRoom,
 };
 
 /// Which database a repository talks to.
@@ -124,6 +124,9 @@ pub trait Repository: AdminRepository + Send + Sync + std::fmt::Debug + 'static 
 
     /// Current status of the given events (for replayed command responses).
     async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError>;
+
+    /// Connections of the pool, in use and idle, and its upper bound (no round trip).
+    fn pool_stats(&self) -> PoolStats;
 
     /// Closes the pool; waits for connections in use to be returned.
     async fn close(&self);

@@ -211,6 +211,10 @@ impl Repository for MySqlRepository {
         Ok(parse_statuses(rows.iter().map(|r| (r.get(0), r.get(1)))))
     }
 
+    fn pool_stats(&self) -> PoolStats {
+        PoolStats::of(&self.pool)
+    }
+
     async fn close(&self) {
         self.pool.close().await;
     }

@@ -205,6 +205,10 @@ impl Repository for SqliteRepository {
         Ok(parse_statuses(rows.iter().map(|r| (r.get(0), r.get(1)))))
     }
 
+    fn pool_stats(&self) -> PoolStats {
+        PoolStats::of(&self.pool)
+    }
+
     async fn close(&self) {
         self.pool.close().await;
     }

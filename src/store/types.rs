@@ -192,6 +192,45 @@ pub enum CommitError {
     Store(#[from] StoreError),
 }
 
+/// Every database error of the store passes here: a connection acquisition that timed out
+/// (every connection in use for the whole acquire timeout) is counted in
+/// `room_db_pool_acquire_timeouts_total`.
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        if matches!(error, sqlx::Error::PoolTimedOut) {
+            crate::telemetry::pool::count_acquire_timeout();
+        }
+        StoreError::Database(error)
+    }
+}
+
+/// A sample of the connection pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Open connections, idle ones included.
+    pub size: u32,
+    /// Open connections not in use.
+    pub idle: u32,
+    /// The most connections the pool opens (`database.max_connections`).
+    pub max: u32,
+}
+
+impl PoolStats {
+    /// Open connections in use.
+    pub fn in_use(&self) -> u32 {
+        self.size.saturating_sub(self.idle)
+    }
+
+    /// Reads `pool` (no round trip: the pool's own counters).
+    pub fn of<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> PoolStats {
+        PoolStats {
+            size: pool.size(),
+            idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+            max: pool.options().get_max_connections(),
+        }
+    }
+}
+
 impl From<sqlx::Error> for CommitError {
     fn from(e: sqlx::Error) -> Self {
         CommitError::Store(e.into())
@@ -203,7 +242,7 @@ impl From<sqlx::Error> for CommitError {
 pub enum StoreError {
     /// The database could not be reached or refused the statement.
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(#[source] sqlx::Error),
     /// Migrations failed.
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),

@@ -1,14 +1,19 @@
-//! Telemetry: JSON (or pretty) logs, the Prometheus recorder, and the names of every metric
-//! the service exports (one place, so dashboards, alert rules and the code agree).
+//! Telemetry: JSON (or pretty) logs, the Prometheus recorder, the names of every metric the
+//! service exports (one place, so dashboards, alert rules and the code agree), and the operator
+//! signals sampled every few seconds (process, database pool) or set once (build info).
 
 pub mod names;
+pub mod pool;
+pub mod process;
 
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
+use crate::build;
 use crate::config::{LogFormat, LogSettings};
+use crate::store::Repository;
 
 /// Target of audit log lines (who changed which outbox rows): shown at `info` even when an
 /// operator command keeps everything else at `warn`.
@@ -33,8 +38,10 @@ pub fn init_logging(settings: &LogSettings) {
 }
 
 /// Installs the process-wide Prometheus recorder once (explicit buckets so every `_seconds`
-/// histogram renders as a histogram), exports the unlabelled counters at 0, and returns its
-/// handle. Later calls return the same handle. The caller runs [`PrometheusHandle::run_upkeep`] periodically.
+/// histogram renders as a histogram), exports the unlabelled counters at 0, the build info and
+/// a first sample of the process metrics, and returns its handle. Later calls return the same
+/// handle. The caller runs [`PrometheusHandle::run_upkeep`] and [`sample_runtime`]
+/// periodically.
 pub fn install_metrics() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
@@ -50,8 +57,23 @@ pub fn install_metrics() -> PrometheusHandle {
             if metrics::set_global_recorder(recorder).is_ok() {
                 names::describe_all();
                 names::init_unlabelled_counters();
+                record_build_info();
+                process::collect_process_metrics();
             }
             handle
         })
         .clone()
+}
+
+/// Sets `room_service_build_info{version, commit}` to 1.
+pub fn record_build_info() {
+    metrics::gauge!(names::BUILD_INFO, names::LABEL_VERSION => build::VERSION, names::LABEL_COMMIT => build::COMMIT)
+        .set(1.0);
+}
+
+/// Samples the signals that have no event of their own: the process metrics and the
+/// database pool gauges of `repo`. Cheap and synchronous; run it every few seconds.
+pub fn sample_runtime(repo: &dyn Repository) {
+    process::collect_process_metrics();
+    pool::record_pool_stats(repo.pool_stats());
 }

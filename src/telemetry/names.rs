@@ -2,8 +2,8 @@
 //!
 //! Code records metrics only through these constants; the Grafana dashboard and the Prometheus
 //! alert rules in `dashboards/` are checked against them. Label values are always bounded
-//! (`path`, `event_type`, `class`, `result`, `status`, `command`), never a room id, a user id
-//! or an error text. [`describe_all`] registers units and help texts once at startup, and
+//! (`path`, `event_type`, `class`, `result`, `status`, `command`, `state`; one `version` and
+//! `commit` per build), never a room id, a user id or an error text. [`describe_all`] registers units and help texts once at startup, and
 //! [`LATENCY_BUCKETS`] gives histograms real buckets (the Prometheus exporter renders summaries
 //! otherwise).
 
@@ -50,8 +50,50 @@ pub const OUTBOX_PARKED_TOTAL: &str = "room_outbox_parked_total";
 /// Gauge: 1 while the worker has stopped publishing, by reason (`configuration`).
 pub const OUTBOX_PUBLISH_PAUSED: &str = "room_outbox_publish_paused";
 
+/// Gauge: always 1, labelled with the `version` and `commit` the binary was built from
+/// (`crate::build`), so dashboards can show what runs where.
+pub const BUILD_INFO: &str = "room_service_build_info";
+
+/// Gauge: database pool connections by `state` (`idle` | `in_use`).
+pub const DB_POOL_CONNECTIONS: &str = "room_db_pool_connections";
+/// Gauge: the most connections the pool opens (`database.max_connections`).
+pub const DB_POOL_MAX_CONNECTIONS: &str = "room_db_pool_max_connections";
+/// Counter: connection acquisitions that waited the whole acquire timeout (5 s) and failed,
+/// every connection being in use.
+pub const DB_POOL_ACQUIRE_TIMEOUTS_TOTAL: &str = "room_db_pool_acquire_timeouts_total";
+
+/// Counter (seconds): user and system CPU time of the process (whole seconds; from
+/// `metrics-process`, like every `process_*` name, with the standard Prometheus names).
+pub const PROCESS_CPU_SECONDS_TOTAL: &str = "process_cpu_seconds_total";
+/// Gauge (bytes): resident memory (RSS).
+pub const PROCESS_RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
+/// Gauge (bytes): virtual memory size.
+pub const PROCESS_VIRTUAL_MEMORY_BYTES: &str = "process_virtual_memory_bytes";
+/// Gauge (bytes): the virtual memory limit (`ulimit -v`; 0 when unlimited).
+pub const PROCESS_VIRTUAL_MEMORY_MAX_BYTES: &str = "process_virtual_memory_max_bytes";
+/// Gauge: open file descriptors (sockets included).
+pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
+/// Gauge: the open file descriptor limit (`ulimit -n`; 0 when unlimited).
+pub const PROCESS_MAX_FDS: &str = "process_max_fds";
+/// Gauge: OS threads of the process.
+pub const PROCESS_THREADS: &str = "process_threads";
+/// Gauge (seconds): process start time, since the Unix epoch.
+pub const PROCESS_START_TIME_SECONDS: &str = "process_start_time_seconds";
+
+/// The `process_*` metrics `metrics-process` exports on Linux, sampled every 5 s.
+pub const PROCESS: [&str; 8] = [
+    PROCESS_CPU_SECONDS_TOTAL,
+    PROCESS_RESIDENT_MEMORY_BYTES,
+    PROCESS_VIRTUAL_MEMORY_BYTES,
+    PROCESS_VIRTUAL_MEMORY_MAX_BYTES,
+    PROCESS_OPEN_FDS,
+    PROCESS_MAX_FDS,
+    PROCESS_THREADS,
+    PROCESS_START_TIME_SECONDS,
+];
+
 /// Every metric name above, for tests that compare against dashboards and alert rules.
-pub const ALL: [&str; 19] = [
+pub const ALL: [&str; 31] = [
     PUBLISH_SUCCESS_TOTAL,
     PUBLISH_FAILURE_TOTAL,
     PUBLISH_LATENCY_SECONDS,
@@ -71,6 +113,18 @@ pub const ALL: [&str; 19] = [
     HTTP_PANICS_TOTAL,
     HTTP_CONNECTIONS,
     HTTP_CONNECTIONS_REFUSED_TOTAL,
+    BUILD_INFO,
+    DB_POOL_CONNECTIONS,
+    DB_POOL_MAX_CONNECTIONS,
+    DB_POOL_ACQUIRE_TIMEOUTS_TOTAL,
+    PROCESS_CPU_SECONDS_TOTAL,
+    PROCESS_RESIDENT_MEMORY_BYTES,
+    PROCESS_VIRTUAL_MEMORY_BYTES,
+    PROCESS_VIRTUAL_MEMORY_MAX_BYTES,
+    PROCESS_OPEN_FDS,
+    PROCESS_MAX_FDS,
+    PROCESS_THREADS,
+    PROCESS_START_TIME_SECONDS,
 ];
 
 /// The histograms among [`ALL`]; each gets [`LATENCY_BUCKETS`].
@@ -97,6 +151,12 @@ pub const LABEL_ROUTE: &str = "route";
 pub const LABEL_REASON: &str = "reason";
 /// Label key: which HTTP listener (`public`, `admin`).
 pub const LABEL_LISTENER: &str = "listener";
+/// Label key: a pool connection's state (`idle` | `in_use`).
+pub const LABEL_STATE: &str = "state";
+/// Label key: the crate version of the build.
+pub const LABEL_VERSION: &str = "version";
+/// Label key: the git commit of the build (12 characters, or `unknown`).
+pub const LABEL_COMMIT: &str = "commit";
 
 /// Histogram buckets in seconds, from 1 ms to 10 s (covers a 3 s publish timeout and slow
 /// commands).
@@ -181,13 +241,52 @@ pub fn describe_all() {
         Unit::Count,
         "Connections refused because http.max_connections were open, by listener"
     );
+    describe_gauge!(
+        BUILD_INFO,
+        Unit::Count,
+        "Always 1, labelled with the version and git commit of the build"
+    );
+    describe_gauge!(DB_POOL_CONNECTIONS, Unit::Count, "Database pool connections by state (idle, in_use)");
+    describe_gauge!(DB_POOL_MAX_CONNECTIONS, Unit::Count, "Most connections the database pool opens");
+    describe_counter!(
+        DB_POOL_ACQUIRE_TIMEOUTS_TOTAL,
+        Unit::Count,
+        "Database connection acquisitions that timed out, every connection being in use"
+    );
+    describe_process();
+}
+
+/// The `process_*` help texts (those of `metrics-process`, whose own `describe` is not used so
+/// that every name is described here).
+fn describe_process() {
+    describe_counter!(
+        PROCESS_CPU_SECONDS_TOTAL,
+        Unit::Seconds,
+        "Total user and system CPU time spent in seconds"
+    );
+    describe_gauge!(PROCESS_RESIDENT_MEMORY_BYTES, Unit::Bytes, "Resident memory size in bytes");
+    describe_gauge!(PROCESS_VIRTUAL_MEMORY_BYTES, Unit::Bytes, "Virtual memory size in bytes");
+    describe_gauge!(
+        PROCESS_VIRTUAL_MEMORY_MAX_BYTES,
+        Unit::Bytes,
+        "Maximum amount of virtual memory available in bytes (0: unlimited)"
+    );
+    describe_gauge!(PROCESS_OPEN_FDS, Unit::Count, "Number of open file descriptors");
+    describe_gauge!(PROCESS_MAX_FDS, Unit::Count, "Maximum number of open file descriptors (0: unlimited)");
+    describe_gauge!(PROCESS_THREADS, Unit::Count, "Number of OS threads in the process");
+    describe_gauge!(
+        PROCESS_START_TIME_SECONDS,
+        Unit::Seconds,
+        "Start time of the process since unix epoch in seconds"
+    );
 }
 
 /// The counters without labels: exported at 0 from startup by [`init_unlabelled_counters`].
-pub const UNLABELLED_COUNTERS: [&str; 6] = [
+pub const UNLABELLED_COUNTERS: [&str; 7] = [
     OUTBOX_CLAIMED_TOTAL,
     OUTBOX_LEASE_LOST_TOTAL,
     OUTBOX_PURGED_ROWS_TOTAL,
+    DB_POOL_ACQUIRE_TIMEOUTS_TOTAL,
     HTTP_REQUESTS_SHED_TOTAL,
     HTTP_REQUEST_TIMEOUTS_TOTAL,
     HTTP_PANICS_TOTAL,
@@ -252,8 +351,16 @@ mod tests {
     fn describe_all_gives_every_metric_a_unit_and_help_text() {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        let gauges =
-            [OUTBOX_ROWS, OUTBOX_OLDEST_PENDING_AGE_SECONDS, OUTBOX_PUBLISH_PAUSED, HTTP_CONNECTIONS];
+        let mut gauges = vec![
+            OUTBOX_ROWS,
+            OUTBOX_OLDEST_PENDING_AGE_SECONDS,
+            OUTBOX_PUBLISH_PAUSED,
+            BUILD_INFO,
+            DB_POOL_CONNECTIONS,
+            DB_POOL_MAX_CONNECTIONS,
+            HTTP_CONNECTIONS,
+        ];
+        gauges.extend(PROCESS.iter().filter(|name| **name != PROCESS_CPU_SECONDS_TOTAL));
         metrics::with_local_recorder(&recorder, || {
             describe_all();
             for name in ALL {
@@ -271,8 +378,10 @@ mod tests {
         for (key, unit, help, _) in described {
             let name = key.key().name();
             assert!(unit.is_some() && help.is_some(), "{name} is not described");
-            let seconds = name.ends_with("_seconds");
+            let seconds = name.ends_with("_seconds") || name.ends_with("_seconds_total");
             assert_eq!(unit == Some(Unit::Seconds), seconds, "{name}");
+            let bytes = name.ends_with("_bytes");
+            assert_eq!(unit == Some(Unit::Bytes), bytes, "{name}");
         }
     }
 }

@@ -142,5 +142,9 @@ fn completions_and_version() {
     );
     let output = run(dir.path(), &["--version"], &[]);
     let version = String::from_utf8_lossy(&output.stdout);
-    assert!(version.starts_with(&format!("room-service {}", env!("CARGO_PKG_VERSION"))), "{version}");
+    assert!(
+        version.starts_with(&format!("room-service {} (commit ", env!("CARGO_PKG_VERSION"))),
+        "{version}"
+    );
+    assert!(!version.contains("(commit unknown)"), "built in a git checkout: {version}");
 }

@@ -1,5 +1,6 @@
 //! The files in `dashboards/` on their own: Grafana JSON structure, provisioning, alert rule
-//! metadata, and the thresholds the dashboard draws matching the ones the alerts fire on.
+//! metadata (each alert's runbook section in `docs/RUNBOOK.md` included), and the thresholds the
+//! dashboard draws matching the ones the alerts fire on.
 
 use std::collections::BTreeSet;
 
@@ -9,6 +10,8 @@ use super::{alert_rules, dashboard, panels};
 
 const DATASOURCE_VARIABLE: &str = "DS_PROMETHEUS";
 const DASHBOARDS_MOUNT: &str = "/var/lib/grafana/dashboards";
+/// The runbook every alert's `runbook_url` points into.
+const RUNBOOK: &str = "docs/RUNBOOK.md";
 
 fn yaml(path: &str) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
@@ -113,6 +116,9 @@ fn the_alerts_hold_for_their_durations_with_a_severity_a_summary_and_a_descripti
             ("RoomOutboxStalled", Some("10m")),
             ("RoomOutboxRowsParked", None),
             ("RoomOutboxPublishPaused", Some("2m")),
+            ("RoomServiceTargetDown", Some("2m")),
+            ("RoomServiceTargetsAbsent", Some("5m")),
+            ("RoomDbPoolAcquireTimeouts", None),
         ]
     );
     let names: BTreeSet<_> = rules.iter().map(|r| r.alert.as_str()).collect();
@@ -146,5 +152,65 @@ fn grafana_provisioning_loads_the_prometheus_datasource_and_the_mounted_dashboar
     if let Ok(compose) = std::fs::read_to_string("docker-compose.yml") {
         let mount = format!("./dashboards/room-service.json:{DASHBOARDS_MOUNT}/");
         assert!(compose.contains(&mount), "docker-compose.yml does not mount {mount}");
+    }
+}
+
+/// The anchor GitHub gives a Markdown heading: lower case, spaces to `-`, every other
+/// character but letters, digits, `-` and `_` dropped.
+fn github_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of the headings of a Markdown text (fenced code left out), a repeated anchor
+/// getting GitHub's `-1`, `-2`, ... suffix.
+fn heading_anchors(markdown: &str) -> BTreeSet<String> {
+    let mut anchors = BTreeSet::new();
+    let mut in_fence = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        let Some(heading) = line.strip_prefix('#').filter(|_| !in_fence) else { continue };
+        let base = github_anchor(heading.trim_start_matches('#'));
+        let mut anchor = base.clone();
+        let mut n = 0;
+        while !anchors.insert(anchor.clone()) {
+            n += 1;
+            anchor = format!("{base}-{n}");
+        }
+    }
+    anchors
+}
+
+#[test]
+fn heading_anchors_follow_github() {
+    let anchors = heading_anchors(
+        "# Runbook\n## RoomOutboxRowsParked\n```sh\n# not a heading\n```\n## Before you start\n## Before you start\n",
+    );
+    let expected = ["runbook", "roomoutboxrowsparked", "before-you-start", "before-you-start-1"];
+    assert_eq!(anchors, expected.iter().map(|a| a.to_string()).collect());
+}
+
+#[test]
+fn every_alert_links_its_runbook_section_by_name() {
+    let runbook = std::fs::read_to_string(RUNBOOK).unwrap_or_else(|e| panic!("read {RUNBOOK}: {e}"));
+    let anchors = heading_anchors(&runbook);
+    for rule in alert_rules() {
+        let alert = &rule.alert;
+        let url = rule.annotations.get("runbook_url").unwrap_or_else(|| panic!("{alert}: no runbook_url"));
+        let (path, anchor) = url.split_once('#').unwrap_or_else(|| panic!("{alert}: {url} has no #anchor"));
+        assert_eq!(path, RUNBOOK, "{alert}: the runbook_url leaves the repository's runbook");
+        assert_eq!(anchor, alert.to_lowercase(), "{alert}: the anchor is the alert name in lower case");
+        assert!(anchors.contains(anchor), "{alert}: {RUNBOOK} has no heading with anchor #{anchor}");
     }
 }
