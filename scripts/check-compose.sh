@@ -20,4 +20,18 @@ else
 fi
 
 "${compose[@]}" -f docker-compose.yml config -q
-echo "check-compose: docker-compose.yml is valid (${compose[*]})"
+# Every published port is bound to loopback, and the admin listener (9091) is never published.
+"${compose[@]}" -f docker-compose.yml config | python3 -c '
+import sys, yaml
+bad = []
+for name, service in (yaml.safe_load(sys.stdin).get("services") or {}).items():
+    for port in service.get("ports") or []:
+        text = port if isinstance(port, str) else "{}:{}:{}".format(port.get("host_ip", ""), port.get("published", ""), port.get("target", ""))
+        if not text.startswith("127.0.0.1:"):
+            bad.append(f"{name}: {text} is not bound to 127.0.0.1")
+        if str(text).rsplit(":", 1)[-1].split("/")[0] == "9091":
+            bad.append(f"{name}: {text} publishes the admin listener")
+if bad:
+    sys.exit("check-compose: " + "; ".join(bad))
+'
+echo "check-compose: docker-compose.yml is valid (${compose[*]}); published ports are loopback-only"
