@@ -25,15 +25,19 @@ pub enum IdError {
     },
 }
 
+/// Checks `value` against one id rule. The alphabet is checked before the length: both
+/// alphabets are ASCII, so a string that passes it has as many bytes as characters and
+/// "at most `max` characters" is true of it (a 30-character non-ASCII string is a bad
+/// character, not "too long" because it has 90 bytes).
 fn check(value: &str, max: usize, ok: fn(u8) -> bool, allowed: &'static str) -> Result<(), IdError> {
     if value.is_empty() {
         return Err(IdError::Empty);
     }
-    if value.len() > max {
-        return Err(IdError::TooLong { max });
-    }
     if !value.bytes().all(ok) {
         return Err(IdError::BadChar { allowed });
+    }
+    if value.len() > max {
+        return Err(IdError::TooLong { max });
     }
     Ok(())
 }
@@ -137,5 +141,140 @@ mod tests {
     fn serde_validates() {
         assert!(serde_json::from_str::<RoomId>("\"ok\"").is_ok());
         assert!(serde_json::from_str::<RoomId>("\"not ok\"").is_err());
+    }
+
+    #[test]
+    fn a_long_string_of_bad_chars_is_a_bad_char_not_too_long() {
+        // 30 characters, 90 bytes: "at most 64 characters" would be wrong.
+        assert!(matches!(RoomId::parse("房".repeat(30)), Err(IdError::BadChar { .. })));
+        assert!(matches!(CommandId::parse("é".repeat(100)), Err(IdError::BadChar { .. })));
+    }
+}
+
+/// Property tests: every id type accepts exactly the documented rule, from `parse` and from
+/// JSON alike, refuses every other JSON value, and round-trips what it accepts.
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+    use serde_json::Value;
+
+    use super::*;
+
+    /// The rule of room, user and gift ids, from the documentation: 1–64 characters of
+    /// `[A-Za-z0-9_.-]`.
+    fn is_name(s: &str) -> bool {
+        (1..=64).contains(&s.chars().count())
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    }
+
+    /// The rule of command ids: 1–128 printable ASCII characters.
+    fn is_command_id(s: &str) -> bool {
+        (1..=128).contains(&s.chars().count()) && s.chars().all(|c| (' '..='~').contains(&c))
+    }
+
+    /// Strings near and far from the rules: valid alphabets around both length limits, one
+    /// stray character in a valid id, CRLF, NUL and other controls, unicode, up to 10k chars.
+    fn any_string() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => "[A-Za-z0-9_.-]{0,70}",
+            3 => "[ -~]{0,135}",
+            2 => ("[A-Za-z0-9]{0,40}", any::<char>(), "[A-Za-z0-9]{0,40}").prop_map(|(a, c, b)| format!("{a}{c}{b}")),
+            1 => "[\\x00-\\x1f\\x7f]{1,8}",
+            1 => "[a-z]{0,5}(\\r\\n|\\x00|\\t)[a-z]{0,5}",
+            2 => any::<String>(),
+            1 => "\\PC{1,80}",
+            1 => (0..10_000usize, any::<char>()).prop_map(|(n, c)| c.to_string().repeat(n)),
+            1 => (0..10_000usize).prop_map(|n| "a".repeat(n)),
+        ]
+    }
+
+    /// Any JSON value: deep nesting, big and negative numbers, floats, strings, wrong types.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            any_string().prop_map(Value::from),
+        ];
+        leaf.prop_recursive(6, 64, 8, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..8).prop_map(Value::from),
+                proptest::collection::vec(("[a-z_]{1,10}", inner), 0..8)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// `parse`, `TryFrom`, `Deserialize` agree with `rule`; an accepted id round-trips through
+    /// `Display`, `as_str`, `String` and JSON unchanged; a refusal names the broken rule.
+    fn check<T>(
+        s: &str,
+        max: usize,
+        rule: fn(&str) -> bool,
+        parse: fn(String) -> Result<T, IdError>,
+    ) -> Result<(), TestCaseError>
+    where
+        T: Serialize + DeserializeOwned + PartialEq + fmt::Debug + fmt::Display + Clone + Into<String>,
+    {
+        let parsed = parse(s.to_owned());
+        let from_json = serde_json::from_value::<T>(Value::String(s.to_owned()));
+        let from_text = serde_json::from_str::<T>(&serde_json::to_string(s).unwrap());
+        prop_assert_eq!(parsed.is_ok(), rule(s), "parse({:?}) = {:?}", s, parsed);
+        prop_assert_eq!(from_json.is_ok(), rule(s), "from_value({:?})", s);
+        prop_assert_eq!(from_text.is_ok(), rule(s), "from_str({:?})", s);
+        match parsed {
+            Ok(id) => {
+                prop_assert_eq!(id.to_string(), s);
+                prop_assert_eq!(serde_json::to_value(&id).unwrap(), Value::String(s.to_owned()));
+                let text = serde_json::to_string(&id).unwrap();
+                prop_assert_eq!(&serde_json::from_str::<T>(&text).unwrap(), &id);
+                prop_assert_eq!(&from_json.unwrap(), &id);
+                prop_assert_eq!(id.into(), s.to_owned());
+            }
+            Err(IdError::Empty) => prop_assert!(s.is_empty()),
+            Err(IdError::TooLong { max: m }) => {
+                prop_assert_eq!(m, max);
+                prop_assert!(s.chars().count() > max, "{} characters called too long", s.chars().count());
+            }
+            Err(IdError::BadChar { .. }) => prop_assert!(!s.is_empty()),
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Room, user and gift ids accept exactly 1–64 characters of `[A-Za-z0-9_.-]`.
+        #[test]
+        fn names_accept_exactly_the_rule(s in any_string()) {
+            check(&s, 64, is_name, RoomId::parse)?;
+            check(&s, 64, is_name, UserId::parse)?;
+            check(&s, 64, is_name, GiftId::parse)?;
+        }
+
+        /// Command ids accept exactly 1–128 printable ASCII characters.
+        #[test]
+        fn command_ids_accept_exactly_the_rule(s in any_string()) {
+            check(&s, 128, is_command_id, CommandId::parse)?;
+        }
+
+        /// Only a JSON string can be an id: every other value is an error, never a panic.
+        #[test]
+        fn ids_decode_only_from_strings(value in any_json()) {
+            let is_string = value.is_string();
+            let text = value.to_string();
+            for ok in [
+                serde_json::from_value::<RoomId>(value.clone()).is_ok(),
+                serde_json::from_str::<UserId>(&text).is_ok(),
+                serde_json::from_value::<GiftId>(value.clone()).is_ok(),
+                serde_json::from_str::<CommandId>(&text).is_ok(),
+            ] {
+                prop_assert!(!ok || is_string, "{} decoded as an id", text);
+            }
+        }
     }
 }

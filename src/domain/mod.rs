@@ -9,6 +9,8 @@ mod command;
 mod error;
 mod event;
 mod ids;
+#[cfg(test)]
+mod proptests;
 mod state;
 
 pub use apply::{Applied, Change, apply, heartbeat};

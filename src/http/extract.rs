@@ -1,21 +1,76 @@
 //! Extractors that answer bad input with our JSON error body instead of axum's plain text.
 
+use std::fmt;
+
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use serde::de::DeserializeOwned;
+use serde::de::{Deserialize, DeserializeOwned, Deserializer, MapAccess, Visitor};
 
 use super::error::ApiError;
 use crate::domain::RoomId;
 
-/// `axum::Json` with [`ApiError`] rejections (400 naming the field, 413, 415).
+/// `axum::Json` with [`ApiError`] rejections (400 naming the field, 413, 415), taking the body
+/// as a JSON object only (see [`ObjectOnly`]).
 pub struct Json<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let axum::Json(value) = axum::Json::<T>::from_request(req, state).await?;
+        let axum::Json(ObjectOnly(value)) = axum::Json::<ObjectOnly<T>>::from_request(req, state).await?;
         Ok(Json(value))
+    }
+}
+
+/// A `T` decoded from a JSON object only. Serde's derived structs also accept a positional
+/// array (`["c1","bob"]` as a join body), a form the API does not have and whose errors cannot
+/// name a field; this wrapper refuses it ("invalid type: sequence, expected a JSON object")
+/// and keeps everything else, the field paths of errors included.
+pub struct ObjectOnly<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOnly<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        T::deserialize(MapOnly(deserializer)).map(ObjectOnly)
+    }
+}
+
+/// A deserializer that hands the visitor only maps.
+struct MapOnly<D>(D);
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for MapOnly<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_any(MapOnlyVisitor(visitor))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_struct(name, fields, MapOnlyVisitor(visitor))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+        unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
+}
+
+/// Passes a map on to the inner visitor; anything else is an invalid type.
+struct MapOnlyVisitor<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for MapOnlyVisitor<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.0.visit_map(map)
     }
 }
 

@@ -204,3 +204,7 @@ fn parse_members_query(params: &HashMap<String, String>) -> Result<(Option<UserI
     }
     Ok((after, limit))
 }
+
+#[cfg(test)]
+#[path = "rooms_proptests.rs"]
+mod proptests;
