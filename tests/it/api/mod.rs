@@ -1,6 +1,7 @@
 //! The HTTP API end to end over real loopback HTTP, on SQLite files and on MariaDB.
 
 mod connections;
+mod docs;
 mod edge;
 mod fences;
 mod robustness;
