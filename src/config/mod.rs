@@ -22,6 +22,8 @@ mod validate;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_docs;
+#[cfg(test)]
 mod tests_files;
 #[cfg(test)]
 mod tests_rules;

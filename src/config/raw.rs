@@ -22,7 +22,7 @@ where
 
 /// Every key of the configuration as a dotted path (`http.listen`, ...) with its default
 /// value as YAML would show it, in file order: the one list the docs and the shipped files are
-/// checked against.
+/// checked against. Secrets show their real default (serializing a [`Secret`] redacts it).
 #[cfg(test)]
 pub(crate) fn default_keys() -> Vec<(String, serde_json::Value)> {
     fn walk(prefix: &str, value: serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
@@ -36,9 +36,20 @@ pub(crate) fn default_keys() -> Vec<(String, serde_json::Value)> {
             leaf => out.push((prefix.to_owned(), leaf)),
         }
     }
+    let defaults = RawConfig::default();
+    let secrets = [
+        ("http.admin_token", &defaults.http.admin_token),
+        ("database.url", &defaults.database.url),
+        ("tencent_im.secret_key", &defaults.tencent_im.secret_key),
+    ];
     let mut keys = Vec::new();
     // Serializing plain structs of strings and numbers cannot fail.
-    walk("", serde_json::to_value(RawConfig::default()).unwrap_or_default(), &mut keys);
+    walk("", serde_json::to_value(&defaults).unwrap_or_default(), &mut keys);
+    for (key, value) in &mut keys {
+        if let Some((_, secret)) = secrets.iter().find(|(name, _)| name == key) {
+            *value = secret.expose().into();
+        }
+    }
     keys
 }
 

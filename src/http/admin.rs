@@ -27,7 +27,8 @@ pub async fn stats(State(state): State<AppState>) -> Result<axum::Json<OutboxSta
 pub struct OutboxPage {
     /// The rows, by ascending id.
     pub rows: Vec<OutboxRow>,
-    /// Pass as `after_id` for the next page; absent on the last page.
+    /// Pass as `after_id` for the next page; `null` when this page is shorter than `limit` (a
+    /// full last page is followed by an empty one).
     pub next_after_id: Option<i64>,
 }
 
@@ -106,7 +107,8 @@ pub async fn requeue(
             let status = status.parse::<OutboxStatus>().map_err(|e| ApiError::invalid("status", e))?;
             ops::requeue_status(repo, status).await
         }
-        _ => return Err(ApiError::invalid("event_ids", "give either event_ids or status")),
+        (Some(_), Some(_)) => return Err(ApiError::invalid("body", "give event_ids or status, not both")),
+        (None, None) => return Err(ApiError::invalid("body", "give event_ids (a list) or status")),
     };
     report.map(axum::Json).map_err(|e| match e {
         OpsError::UnknownEventIds(_) => {

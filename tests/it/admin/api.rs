@@ -22,9 +22,9 @@ async fn requeue_over_http_by_ids_and_by_status_and_bad_input_changes_nothing() 
     let app = TestApp::start(settings(db.url(), None, &[])).await;
     let before = statuses(&db).await;
     for (body, field) in [
-        (json!({}), "event_ids"),
+        (json!({}), "body"),
         (json!({"event_ids": []}), "event_ids"),
-        (json!({"event_ids": ["e-failed"], "status": "failed"}), "event_ids"),
+        (json!({"event_ids": ["e-failed"], "status": "failed"}), "body"),
         (json!({"status": "delivered"}), "status"),
         (json!({"status": "nope"}), "status"),
     ] {

@@ -2,6 +2,7 @@
 
 mod connections;
 mod decoding;
+mod docs;
 mod edge;
 mod fences;
 mod robustness;
