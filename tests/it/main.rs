@@ -4,6 +4,7 @@
 mod admin;
 mod api;
 mod delivery;
+mod hostile;
 mod im_e2e;
 mod im_peer;
 mod marker;
