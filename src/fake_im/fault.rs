@@ -17,20 +17,26 @@ pub enum Fault {
     Delay(Duration),
     /// Close the connection without writing any response.
     DropConnection,
+    /// Answer HTTP 200 with a body that is not JSON (a proxy's page).
+    NonJson,
+    /// Accept (and record) the message, then wait this long before answering: past the
+    /// caller's timeout this is the unknown outcome a retry must not turn into a second message.
+    AcceptThenDelay(Duration),
 }
 
 /// The JSON form of a fault injection, as posted to `POST /fake/faults`:
 /// `{"kind":"error_code","code":10002,"count":3}`, `{"kind":"http_502"}`,
-/// `{"kind":"delay","ms":4000}`, `{"kind":"drop_connection","count":2}`.
+/// `{"kind":"delay","ms":4000}`, `{"kind":"drop_connection","count":2}`, `{"kind":"non_json"}`,
+/// `{"kind":"accept_then_delay","ms":4000}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
-    /// `error_code`, `http_502`, `delay` or `drop_connection`.
+    /// `error_code`, `http_502`, `delay`, `drop_connection`, `non_json` or `accept_then_delay`.
     pub kind: FaultKind,
     /// The `ErrorCode`, for `error_code`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<i64>,
-    /// The delay in milliseconds, for `delay`.
+    /// The delay in milliseconds, for `delay` and `accept_then_delay`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ms: Option<u64>,
     /// How many of the next calls get this fault (default 1).
@@ -55,6 +61,10 @@ pub enum FaultKind {
     Delay,
     /// See [`Fault::DropConnection`].
     DropConnection,
+    /// See [`Fault::NonJson`].
+    NonJson,
+    /// See [`Fault::AcceptThenDelay`].
+    AcceptThenDelay,
 }
 
 impl FaultSpec {
@@ -65,6 +75,10 @@ impl FaultSpec {
             FaultKind::Http502 => Fault::Http502,
             FaultKind::Delay => Fault::Delay(Duration::from_millis(self.ms.ok_or("delay needs ms")?)),
             FaultKind::DropConnection => Fault::DropConnection,
+            FaultKind::NonJson => Fault::NonJson,
+            FaultKind::AcceptThenDelay => {
+                Fault::AcceptThenDelay(Duration::from_millis(self.ms.ok_or("accept_then_delay needs ms")?))
+            }
         };
         Ok((fault, self.count))
     }
@@ -130,5 +144,26 @@ mod tests {
         let spec: FaultSpec = serde_json::from_str(r#"{"kind":"error_code"}"#).unwrap();
         assert!(spec.into_fault().is_err());
         assert!(serde_json::from_str::<FaultSpec>(r#"{"kind":"melt"}"#).is_err());
+    }
+}
+
+#[cfg(test)]
+mod spec_tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<(Fault, u32), &'static str> {
+        serde_json::from_str::<FaultSpec>(json).expect("valid spec JSON").into_fault()
+    }
+
+    #[test]
+    fn every_kind_parses_and_incomplete_specs_are_refused() {
+        assert_eq!(parse(r#"{"kind":"non_json","count":2}"#), Ok((Fault::NonJson, 2)));
+        assert_eq!(
+            parse(r#"{"kind":"accept_then_delay","ms":700}"#),
+            Ok((Fault::AcceptThenDelay(Duration::from_millis(700)), 1))
+        );
+        assert_eq!(parse(r#"{"kind":"drop_connection"}"#), Ok((Fault::DropConnection, 1)));
+        assert_eq!(parse(r#"{"kind":"accept_then_delay"}"#), Err("accept_then_delay needs ms"));
+        assert_eq!(parse(r#"{"kind":"error_code"}"#), Err("error_code needs code"));
     }
 }

@@ -39,11 +39,17 @@ pub(crate) async fn send_group_msg(
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    let mut answer_after = None;
     match fault {
+        Some(Fault::AcceptThenDelay(delay)) => answer_after = Some(delay),
         Some(Fault::ErrorCode(code)) => return refuse(&state, (code, "injected fault")),
         Some(Fault::Http502) => {
             let html = "<html><body><h1>502 Bad Gateway</h1></body></html>";
             return (StatusCode::BAD_GATEWAY, [(header::CONTENT_TYPE, "text/html")], html).into_response();
+        }
+        Some(Fault::NonJson) => {
+            return (StatusCode::OK, [(header::CONTENT_TYPE, "text/html")], "<html>OK</html>")
+                .into_response();
         }
         Some(Fault::Delay(delay)) => tokio::time::sleep(delay).await,
         Some(Fault::DropConnection) => {
@@ -78,6 +84,9 @@ pub(crate) async fn send_group_msg(
             Answer { msg_drop_reason: Some("MsgFreqCtrl".into()), ..Answer::ok(msg_time, 0) }
         }
     };
+    if let Some(delay) = answer_after {
+        tokio::time::sleep(delay).await;
+    }
     Json(answer).into_response()
 }
 

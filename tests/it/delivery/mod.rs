@@ -6,6 +6,7 @@
 //! Tencent's (190 vs 200, 35 vs 40).
 
 mod crash;
+mod im_faults;
 mod limits;
 mod policy;
 
