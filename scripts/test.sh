@@ -9,6 +9,14 @@ scripts/ensure-mariadb.sh
 # The independent Tencent IM peer (tests/peer) checks usersigs with Tencent's official package.
 python3 -c "import TLSSigAPIv2" 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore tls-sig-api-v2==1.1
+# The clock-skew fault row runs nodes under faketime (Debian's faketime package).
+if ! command -v faketime >/dev/null 2>&1; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "faketime is not installed and this is not root: install Debian's faketime package" >&2
+        exit 1
+    fi
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null
+fi
 scripts/check-dashboards.sh
 export ROOM_SERVICE_TEST_MYSQL_URL="${ROOM_SERVICE_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
 

@@ -1,14 +1,14 @@
 //! SIGKILL in the middle of a drain: the rows a killed worker had sent but not yet marked are
 //! sent again after its lease — no more than IM accepted in its last mark interval.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use room_service::domain::EventType;
 use room_service::fake_im::{FakeIm, FakeImOptions};
 
-use super::{eventually, undelivered};
-use crate::outbox::harness::{ADMIN, APP, Db, KEY, PREFIX};
+use super::{Node, eventually, undelivered};
+use crate::outbox::harness::{ADMIN, APP, Db, KEY};
 use crate::support::TestDb;
 
 /// The marks of a batch are written at least this often (the worker's promise), plus the time
@@ -16,28 +16,7 @@ use crate::support::TestDb;
 const MARK_WINDOW: Duration = Duration::from_millis(250 + 250);
 
 fn spawn(db_url: &str, im: &FakeIm) -> Child {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    Command::new(env!("CARGO_BIN_EXE_room-service"))
-        .args(["--config", "config/config.yaml", "serve"])
-        .env("ROOM_SERVICE__DATABASE__URL", db_url)
-        .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{port}"))
-        .env("ROOM_SERVICE__HTTP__ADMIN_LISTEN", "127.0.0.1:0")
-        .env("ROOM_SERVICE__LOG__LEVEL", "warn")
-        .env("ROOM_SERVICE__PRESENCE__ENABLED", "false")
-        .env("ROOM_SERVICE__TENCENT_IM__ENABLED", "true")
-        .env("ROOM_SERVICE__TENCENT_IM__BASE_URL", im.base_url())
-        .env("ROOM_SERVICE__TENCENT_IM__SDK_APP_ID", APP.to_string())
-        .env("ROOM_SERVICE__TENCENT_IM__SECRET_KEY", KEY)
-        .env("ROOM_SERVICE__TENCENT_IM__ADMIN_IDENTIFIER", ADMIN)
-        .env("ROOM_SERVICE__TENCENT_IM__GROUP_ID_PREFIX", PREFIX)
-        .env("ROOM_SERVICE__OUTBOX_WORKER__POLL_INTERVAL", "50ms")
-        .env("ROOM_SERVICE__OUTBOX_WORKER__PUBLISH_TIMEOUT", "1s")
-        .env("ROOM_SERVICE__IM_RATE_LIMIT__GLOBAL_PER_SEC", "400")
-        .env("ROOM_SERVICE__IM_RATE_LIMIT__PER_GROUP_PER_SEC", "40")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn room-service")
+    Node::new(db_url, im).spawn()
 }
 
 #[tokio::test]

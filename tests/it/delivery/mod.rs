@@ -5,6 +5,7 @@
 //! keep the runs short on two cores; the margins between our limiter and the fake's stay
 //! Tencent's (190 vs 200, 35 vs 40).
 
+mod clock;
 mod crash;
 mod im_faults;
 mod limits;
@@ -18,6 +19,87 @@ use serde_json::{Value, json};
 
 use crate::support::TestDb;
 use crate::support::app::{SDK_APP_ID, SECRET_KEY, TestApp, settings};
+
+/// The real binary as one node of the fault rows: its worker polling every 50 ms against
+/// `im`, optionally run under a wrapper command (`faketime -f +10m`).
+pub(crate) struct Node {
+    db_url: String,
+    im_base_url: String,
+    /// Command and arguments the binary runs under.
+    pub wrapper: Vec<String>,
+    /// The public listener's port.
+    pub port: u16,
+    /// The admin listener's port.
+    pub admin_port: u16,
+    /// `node_id`.
+    pub node_id: String,
+}
+
+impl Node {
+    pub(crate) fn new(db_url: &str, im: &FakeIm) -> Self {
+        Self {
+            db_url: db_url.to_owned(),
+            im_base_url: im.base_url(),
+            wrapper: Vec::new(),
+            port: free_port(),
+            admin_port: free_port(),
+            node_id: "node".into(),
+        }
+    }
+
+    pub(crate) fn spawn(&self) -> std::process::Child {
+        use crate::outbox::harness::{ADMIN, APP, KEY, PREFIX};
+        let binary = env!("CARGO_BIN_EXE_room-service");
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = std::process::Command::new(program);
+                c.args(args).arg(binary);
+                c
+            }
+            None => std::process::Command::new(binary),
+        };
+        command
+            .args(["--config", "config/config.yaml", "serve"])
+            .env("ROOM_SERVICE__DATABASE__URL", &self.db_url)
+            .env("ROOM_SERVICE__NODE_ID", &self.node_id)
+            .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{}", self.port))
+            .env("ROOM_SERVICE__HTTP__ADMIN_LISTEN", format!("127.0.0.1:{}", self.admin_port))
+            .env("ROOM_SERVICE__LOG__LEVEL", "warn")
+            .env("ROOM_SERVICE__PRESENCE__ENABLED", "false")
+            .env("ROOM_SERVICE__TENCENT_IM__ENABLED", "true")
+            .env("ROOM_SERVICE__TENCENT_IM__BASE_URL", &self.im_base_url)
+            .env("ROOM_SERVICE__TENCENT_IM__SDK_APP_ID", APP.to_string())
+            .env("ROOM_SERVICE__TENCENT_IM__SECRET_KEY", KEY)
+            .env("ROOM_SERVICE__TENCENT_IM__ADMIN_IDENTIFIER", ADMIN)
+            .env("ROOM_SERVICE__TENCENT_IM__GROUP_ID_PREFIX", PREFIX)
+            .env("ROOM_SERVICE__OUTBOX_WORKER__POLL_INTERVAL", "50ms")
+            .env("ROOM_SERVICE__OUTBOX_WORKER__PUBLISH_TIMEOUT", "1s")
+            .env("ROOM_SERVICE__IM_RATE_LIMIT__GLOBAL_PER_SEC", "400")
+            .env("ROOM_SERVICE__IM_RATE_LIMIT__PER_GROUP_PER_SEC", "40")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn room-service")
+    }
+
+    /// The node's `/metrics` text (empty while it does not answer).
+    pub(crate) async fn metrics(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.admin_port);
+        match reqwest::get(url).await {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The value of an unlabelled series in a `/metrics` text.
+pub(crate) fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
 
 /// A fake IM with these limits (`None`: unlimited).
 async fn fake_with_limits(global: Option<u32>, per_group: Option<u32>) -> FakeIm {
