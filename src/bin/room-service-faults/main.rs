@@ -51,6 +51,40 @@ const ROWS: [(u8, &str, Runner); 4] = [
     (7, "SIGTERM and SIGKILL of the service", |c| Box::pin(rows::restarts::term_and_kill(c))),
 ];
 
+/// Runs the rows asked for (all when `wanted` is empty), in order; a row that cannot run is
+/// a row that breaks its promises.
+async fn run_rows(ctx: &Ctx<'_>, wanted: &[u8]) -> Vec<RowResult> {
+    let mut results = Vec::new();
+    for (id, what, run) in ROWS {
+        if !wanted.is_empty() && !wanted.contains(&id) {
+            continue;
+        }
+        eprintln!("row {id} ({what})...");
+        let row_started = Instant::now();
+        let result = match run(ctx).await {
+            Ok(result) => result,
+            Err(error) => RowResult::error(id, what, &error, row_started.elapsed()),
+        };
+        eprintln!("row {id} done in {}", support::secs(row_started.elapsed()));
+        results.push(result);
+    }
+    results
+}
+
+/// Completes on SIGTERM or SIGINT (a CI timeout, Ctrl-C), naming it; never when the
+/// handlers cannot be installed.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -66,20 +100,15 @@ async fn main() -> anyhow::Result<()> {
     let template = mariadb::Template::install(&scratch.path().join("template"))?;
     eprintln!("mariadb-install-db: {}", support::secs(template.install_time));
     let ctx = Ctx { template: &template, root: scratch.path(), smoke: args.smoke };
-    let mut results = Vec::new();
-    for (id, what, run) in ROWS {
-        if !args.rows.is_empty() && !args.rows.contains(&id) {
-            continue;
+    let results = tokio::select! {
+        results = run_rows(&ctx, &args.rows) => results,
+        signal = interrupted() => {
+            // The rows' processes were killed when their future was dropped, above.
+            eprintln!("{signal}: stopped, every MariaDB and service of the run killed");
+            drop(scratch);
+            std::process::exit(130);
         }
-        eprintln!("row {id} ({what})...");
-        let row_started = Instant::now();
-        let result = match run(&ctx).await {
-            Ok(result) => result,
-            Err(error) => RowResult::error(id, what, &error, row_started.elapsed()),
-        };
-        eprintln!("row {id} done in {}", support::secs(row_started.elapsed()));
-        results.push(result);
-    }
+    };
     println!(
         "room-service-faults{}: {} cores, mariadb-install-db {} (once per run, copied per row)\n",
         if args.smoke { " --smoke" } else { "" },

@@ -34,6 +34,18 @@ const SERVER_OPTIONS: [&str; 8] = [
     "--innodb-buffer-pool-dump-at-shutdown=OFF",
 ];
 
+/// `name` from `PATH`, else from `/usr/sbin` or `/usr/bin` (`mariadbd` lives in `/usr/sbin`,
+/// which a non-login `PATH` may lack); `name` itself when found nowhere (the spawn then fails
+/// naming it).
+fn program(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
 /// An initialised, never started data directory (system tables, passwordless `root`).
 #[derive(Debug)]
 pub struct Template {
@@ -47,7 +59,7 @@ impl Template {
     pub fn install(dir: &Path) -> anyhow::Result<Self> {
         let started = Instant::now();
         let log = dir.with_extension("install.log");
-        let output = Command::new("mariadb-install-db")
+        let output = Command::new(program("mariadb-install-db"))
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.display()))
             .args(["--auth-root-authentication-method=normal", "--skip-test-db", "--user=root"])
@@ -111,7 +123,7 @@ impl MariaDb {
         let started = Instant::now();
         let dir = &self.datadir;
         let log = dir.join("error.log");
-        let child = Command::new("mariadbd")
+        let child = Command::new(program("mariadbd"))
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.display()))
             .arg(format!("--port={}", self.port))
