@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use room_service::fake_im::EventSends;
 use sqlx::AssertSqlSafe;
 use sqlx::mysql::MySqlPoolOptions;
 
@@ -83,6 +84,8 @@ pub async fn frozen_worker(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
     })
     .await;
     let thawed_ms = db_now_ms(&pool).await?;
+    // b has delivered every held row by now: whatever IM takes of them later comes from a.
+    let before_thaw = rig.im.sends_by_event();
     a.thaw()?;
     let takeover = takeover?;
     row.recovery = Some(takeover);
@@ -99,14 +102,18 @@ pub async fn frozen_worker(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
     let lease_lost = a.metric("room_outbox_lease_lost_total").await?;
     pool.close().await;
     let sends = rig.im.sends_by_event();
+    let received =
+        |by: &HashMap<String, EventSends>, event_id: &str| by.get(event_id).map(|s| s.received).unwrap_or(0);
     let held_sends: HashMap<u32, usize> = held.iter().fold(HashMap::new(), |mut by, (_, event_id)| {
-        *by.entry(sends.get(event_id).map(|s| s.received).unwrap_or(0)).or_default() += 1;
+        *by.entry(received(&sends, event_id)).or_default() += 1;
         by
     });
+    let resent_after_thaw =
+        held.iter().filter(|(_, e)| received(&sends, e) > received(&before_thaw, e)).count();
     row.notes.push(format!(
         "a held {} claimed rows when frozen; b had delivered them all {} later (lease 10 s); \
          stale marks accepted: {stale}; marks of a refused by the fence (room_outbox_lease_lost_total on a): {lease_lost}; \
-         held rows by times IM took them: {:?}",
+         held rows by times IM took them: {:?}; of them sent again by a after the thaw: {resent_after_thaw}",
         held.len(),
         secs(takeover),
         sorted(held_sends)
