@@ -46,6 +46,8 @@ pub struct LoadReport {
     pub ack_times: Vec<Instant>,
     /// Answers by HTTP status (every attempt).
     pub statuses: BTreeMap<u16, u64>,
+    /// 503 answers by `error.code` (`unavailable`, `request_timeout`, `draining`, ...).
+    pub unavailable: BTreeMap<String, u64>,
     /// Attempts that failed without an answer (connection refused or reset).
     pub transport_errors: u64,
     /// Attempts that ran into the client timeout: requests that hung.
@@ -67,6 +69,9 @@ impl LoadReport {
         self.ack_times.extend(other.ack_times);
         for (status, n) in other.statuses {
             *self.statuses.entry(status).or_default() += n;
+        }
+        for (code, n) in other.unavailable {
+            *self.unavailable.entry(code).or_default() += n;
         }
         self.transport_errors += other.transport_errors;
         self.hung += other.hung;
@@ -263,7 +268,10 @@ impl Client {
                             self.acked(command_id, &text);
                             return Fate::Acked;
                         }
-                        503 => true,
+                        503 => {
+                            *self.report.unavailable.entry(error_code(&text)).or_default() += 1;
+                            true
+                        }
                         409 if error_code(&text) == "version_conflict" => false,
                         _ => {
                             self.report.unexpected_count += 1;

@@ -195,11 +195,12 @@ pub fn notes(rows: &[RowResult]) -> String {
         }
         if let Some(c) = &r.check {
             out.push_str(&format!(
-                "- row {}: {} commands logged, {} outbox rows, drained {} after the load; {} transport errors, {} commands given up\n",
+                "- row {}: {} commands logged, {} outbox rows, drained {} after the load; 503s by code {:?}; {} transport errors, {} commands given up\n",
                 r.id,
                 c.logged_commands,
                 c.outbox_rows,
                 secs(c.drain),
+                r.load.unavailable,
                 r.load.transport_errors,
                 r.load.given_up
             ));

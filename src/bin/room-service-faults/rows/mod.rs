@@ -28,8 +28,10 @@ use crate::support::rss_mb;
 /// (10 s) and the workers' stop (publish timeout + 5 s), which overlap.
 pub const TERM_BOUND: Duration = Duration::from_secs(20);
 
-/// The documented bound of an answer: `http.request_timeout` (10 s), plus a margin.
-pub const ANSWER_BOUND: Duration = Duration::from_millis(11_000);
+/// The documented bound of an answer: `http.request_timeout` (10 s; a frozen database makes
+/// the edge answer 503 `request_timeout` right at it), plus 2 s for scheduling on a busy
+/// 2-core machine. The clients' own timeout (15 s) is what a hang is.
+pub const ANSWER_BOUND: Duration = Duration::from_secs(12);
 
 /// What every row gets.
 #[derive(Debug)]
