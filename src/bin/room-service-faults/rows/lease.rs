@@ -92,7 +92,15 @@ pub async fn frozen_worker(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
     // a runs on: its in-flight publishes end, its queued rows go out, its marks are fenced.
     tokio::time::sleep(ctx.pick(Duration::from_secs(4), Duration::from_secs(2))).await;
     report.merge(to_b.finish(ctx.give_up_grace()).await);
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // a marks every row it held once, each mark refused by the fence and counted: wait until
+    // it has (it drains at its slow rate), so the stale check below sees all of them.
+    let marked = wait_until("a has marked every row it held", Duration::from_secs(30), || async {
+        a.metric("room_outbox_lease_lost_total").await.is_ok_and(|n| n >= held.len() as f64)
+    })
+    .await;
+    if let Err(error) = marked {
+        row.notes.push(format!("{error} (the stale check covers the marks made so far)"));
+    }
 
     let stale_sql = format!(
         "SELECT COUNT(*) FROM room_outbox WHERE id IN ({}) AND (status <> 'delivered' OR updated_at_ms > {thawed_ms})",
