@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: starts what the tests need (MariaDB), then formatting, lints and
 # every test (unit tests, and the integration binary against real MariaDB, real SQLite files
-# and the fake Tencent IM over loopback HTTP).
+# and the fake Tencent IM over loopback HTTP), then the fault matrix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,3 +32,9 @@ cargo run --locked --bin room-service-bench -- --smoke
 cargo test --locked --bench stack
 # Every test; a hung test must fail the run well inside CI's limit, not eat it.
 timeout 1200 cargo test --lib --bins --tests --locked
+# The fault matrix (docs/RELIABILITY.md), full sizes, about 2 minutes: private MariaDB servers
+# killed and frozen, services frozen, terminated and killed under load; exits non-zero when
+# anything acknowledged is lost or a promise is broken. It spawns the room-service binary, so
+# both are built first (cargo run builds only the harness).
+cargo build --locked --bin room-service --bin room-service-faults
+timeout 600 cargo run --locked --bin room-service-faults

@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use fault::{Fault, FaultKind, FaultSpec};
-pub use state::{FakeStats, RecordedMessage};
+pub use state::{EventSends, FakeStats, RecordedMessage};
 
 use crate::publish::tencent::wire::SEND_GROUP_MSG_PATH;
 use state::FakeState;
@@ -158,6 +158,13 @@ impl FakeIm {
     /// Sets the latency of every later call.
     pub fn set_latency(&self, latency: Duration) {
         self.state.set_latency(latency);
+    }
+
+    /// How often each `event_id` was sent since start or the last [`FakeIm::clear`]: every
+    /// `send_group_msg` call that carried it (accepted, deduplicated, faulted or refused) and
+    /// those IM took ([`EventSends`]).
+    pub fn sends_by_event(&self) -> std::collections::HashMap<String, EventSends> {
+        self.state.sends_by_event()
     }
 
     /// When each `send_group_msg` call arrived (whatever its answer), oldest first.

@@ -34,7 +34,7 @@ pub(crate) async fn send_group_msg(
     extensions: Extensions,
     body: Bytes,
 ) -> Response {
-    let fault = state.begin_call();
+    let fault = state.begin_call(event_id_of(&body).as_deref());
     let latency = state.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -88,6 +88,14 @@ pub(crate) async fn send_group_msg(
         tokio::time::sleep(delay).await;
     }
     Json(answer).into_response()
+}
+
+/// The `event_id` a call carries in its `CloudCustomData`, read before anything else is
+/// checked, so that faulted and refused calls count as sends of their event too.
+fn event_id_of(body: &[u8]) -> Option<String> {
+    let doc: Value = serde_json::from_slice(body).ok()?;
+    let custom = doc.get("CloudCustomData")?.as_str()?;
+    serde_json::from_str::<CloudCustomData>(custom).ok().map(|c| c.event_id)
 }
 
 fn refuse(state: &FakeState, (code, info): Refusal) -> Response {

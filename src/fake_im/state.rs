@@ -1,5 +1,5 @@
 //! What the fake IM server remembers: recorded messages, the `(GroupId, Random)` dedup window,
-//! the per-group and global rate windows, queued faults and counters. All of it sits behind
+//! the per-group and global rate windows, queued faults, counters and sends per event. All of it sits behind
 //! one short-held mutex; nothing awaits while holding it.
 
 use std::collections::{HashMap, VecDeque};
@@ -64,6 +64,18 @@ pub struct FakeStats {
     pub faults_pending: u64,
 }
 
+/// How often one `event_id` was sent: every `send_group_msg` call that carried it in its
+/// `CloudCustomData`, and those of them IM took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventSends {
+    /// Every call that carried the event, whatever its answer (accepted, answered as a
+    /// duplicate, served an injected fault, refused, dropped over the per-group limit).
+    pub calls: u32,
+    /// The calls IM took: the one recorded plus the repeats answered OK as duplicates. Above 1,
+    /// the event reached IM more than once (clients would see it again after 5 minutes).
+    pub received: u32,
+}
+
 /// A message that passed validation, about to be deduped, rate-limited and recorded.
 #[derive(Clone, Debug)]
 pub(crate) struct Candidate {
@@ -98,6 +110,8 @@ struct Book {
     stats: FakeStats,
     /// When each call arrived, oldest first (at most [`CALL_LOG`]).
     call_times: VecDeque<Instant>,
+    /// Sends per `event_id`.
+    sends: HashMap<String, EventSends>,
 }
 
 /// Calls whose arrival time is kept.
@@ -109,6 +123,15 @@ pub(crate) struct FakeState {
     pub(crate) options: FakeImOptions,
     latency: Mutex<Duration>,
     book: Mutex<Book>,
+}
+
+impl Book {
+    /// Counts a call IM took (recorded, or answered as a duplicate) for its event.
+    fn count_received(&mut self, event_id: Option<&str>) {
+        if let Some(event_id) = event_id {
+            self.sends.entry(event_id.to_owned()).or_default().received += 1;
+        }
+    }
 }
 
 /// Takes a slot in a sliding one-second window, or says the window is full.
@@ -142,10 +165,14 @@ impl FakeState {
         *self.latency.lock().unwrap_or_else(|e| e.into_inner()) = latency;
     }
 
-    /// Counts a call and hands out the fault it must be served, if any.
-    pub(crate) fn begin_call(&self) -> Option<Fault> {
+    /// Counts a call (and a send of `event_id`, when the body carried one) and hands out the
+    /// fault it must be served, if any.
+    pub(crate) fn begin_call(&self, event_id: Option<&str>) -> Option<Fault> {
         let mut book = self.book();
         book.stats.calls += 1;
+        if let Some(event_id) = event_id {
+            book.sends.entry(event_id.to_owned()).or_default().calls += 1;
+        }
         if book.call_times.len() == CALL_LOG {
             book.call_times.pop_front();
         }
@@ -188,6 +215,7 @@ impl FakeState {
         let key = (c.group.clone(), c.random);
         if let Some(msg_seq) = book.seen.get(&key).copied() {
             book.stats.duplicates += 1;
+            book.count_received(c.event_id.as_deref());
             return Admission::Duplicate { msg_seq };
         }
         let limit = self.options.per_group_limit_per_sec;
@@ -202,6 +230,7 @@ impl FakeState {
         book.seen.insert(key.clone(), msg_seq);
         book.seen_order.push_back((now, key));
         book.stats.accepted += 1;
+        book.count_received(c.event_id.as_deref());
         book.messages.push(RecordedMessage {
             group: c.group,
             random: c.random,
@@ -220,6 +249,11 @@ impl FakeState {
     pub(crate) fn messages(&self, group: Option<&str>) -> Vec<RecordedMessage> {
         let book = self.book();
         book.messages.iter().filter(|m| group.is_none_or(|g| m.group == g)).cloned().collect()
+    }
+
+    /// Sends per `event_id` since start or the last clear.
+    pub(crate) fn sends_by_event(&self) -> HashMap<String, EventSends> {
+        self.book().sends.clone()
     }
 
     pub(crate) fn call_times(&self) -> Vec<Instant> {

@@ -72,3 +72,24 @@ async fn clear_forgets_everything_but_latency() {
     assert_eq!(s.latency(), Duration::from_millis(5));
     assert!(matches!(s.admit(Instant::now(), 0, candidate("g", 1)), Admission::Recorded { .. }));
 }
+
+#[tokio::test(start_paused = true)]
+async fn sends_count_every_call_and_what_im_took() {
+    let s = state(Some(1), None);
+    let t0 = Instant::now();
+    assert_eq!(s.begin_call(Some("e7")), None);
+    assert!(matches!(s.admit(t0, 0, candidate("g", 7)), Admission::Recorded { .. }));
+    s.begin_call(Some("e7"));
+    assert!(matches!(s.admit(t0, 0, candidate("g", 7)), Admission::Duplicate { .. }));
+    // Dropped over the per-group limit: a call, not received.
+    s.begin_call(Some("e8"));
+    assert_eq!(s.admit(t0, 0, candidate("g", 8)), Admission::Dropped);
+    // A faulted call never reaches admit.
+    s.inject(Fault::Http502, 1);
+    assert_eq!(s.begin_call(Some("e8")), Some(Fault::Http502));
+    s.begin_call(None);
+    let sends = s.sends_by_event();
+    assert_eq!(sends["e7"], EventSends { calls: 2, received: 2 });
+    assert_eq!(sends["e8"], EventSends { calls: 2, received: 0 });
+    assert_eq!(sends.len(), 2);
+}

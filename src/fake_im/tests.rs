@@ -113,6 +113,42 @@ async fn http_502_and_dropped_connection_faults() {
 }
 
 #[tokio::test]
+async fn sends_are_counted_per_event_whatever_the_answer() {
+    let fake = FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await;
+    fake.inject(Fault::Http502, 1);
+    fake.inject(Fault::ErrorCode(10002), 1);
+    // Two faulted calls, then the event is recorded, then a repeat is answered as a duplicate.
+    for _ in 0..4 {
+        send_any(&fake, &body("g", 5)).await;
+    }
+    // Refused calls count too (a bad usersig), and another event is counted apart.
+    send(&fake, APP, ADMIN, "garbage", &body("g", 5)).await;
+    let mut other = body("g", 6);
+    other["CloudCustomData"] = "{\"event_id\":\"e2\"}".into();
+    send(&fake, APP, ADMIN, &good_sig(), &other).await;
+    // A call without an event id is counted nowhere.
+    let mut bare = body("g", 7);
+    bare.as_object_mut().unwrap().remove("CloudCustomData");
+    send(&fake, APP, ADMIN, &good_sig(), &bare).await;
+    let sends = fake.sends_by_event();
+    assert_eq!(sends.len(), 2, "{sends:?}");
+    assert_eq!(sends["e1"], EventSends { calls: 5, received: 2 });
+    assert_eq!(sends["e2"], EventSends { calls: 1, received: 1 });
+    fake.clear();
+    assert!(fake.sends_by_event().is_empty());
+}
+
+/// Sends `body` with a good usersig, whatever the HTTP answer.
+async fn send_any(fake: &FakeIm, body: &serde_json::Value) {
+    let url = format!(
+        "{}{SEND_GROUP_MSG_PATH}?sdkappid={APP}&identifier={ADMIN}&usersig={}&random=1&contenttype=json",
+        fake.base_url(),
+        good_sig()
+    );
+    reqwest::Client::new().post(url).json(body).send().await.unwrap();
+}
+
+#[tokio::test]
 async fn shutdown_stops_serving() {
     let fake = FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await;
     let base = fake.base_url();

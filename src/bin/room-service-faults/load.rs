@@ -1,0 +1,412 @@
+//! The load: `clients` concurrent clients, each on rooms of its own (create, then joins,
+//! gifts and leaves with unique command ids `{tag}-{client}-{n}`), one command at a time.
+//!
+//! Every request has a client timeout: one that runs into it *hung*, a broken promise. A 503,
+//! a transport error or a timeout is retried with the same command id (and the same body)
+//! after a short backoff, on the next target when there are several, until the command is
+//! acknowledged (2xx) or the give-up time passes; 409 `version_conflict` is retried the same
+//! way, as documented. Any other answer is recorded as unexpected: a harness bug or a broken
+//! contract. The clients record which command ids were acknowledged and the event ids their
+//! answers listed, answers by status and the slowest answer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Wait before retrying a refused or failed attempt.
+const BACKOFF: Duration = Duration::from_millis(150);
+
+/// How the load runs.
+#[derive(Debug, Clone)]
+pub struct LoadPlan {
+    /// Prefix of room and command ids (unique per load in a row).
+    pub tag: String,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Rooms per client, used in turn (keeps each room well under the per-group IM rate).
+    pub rooms_per_client: usize,
+    /// Pause between two commands of a client.
+    pub pace: Duration,
+    /// Bound on one request: beyond it the request hung.
+    pub client_timeout: Duration,
+    /// Base URLs of the instances; client `i` starts on target `i % len`.
+    pub targets: Vec<String>,
+}
+
+/// What the load saw.
+#[derive(Debug, Default, Clone)]
+pub struct LoadReport {
+    /// Acknowledged command ids and the event ids their answers listed.
+    pub acked: HashMap<String, Vec<String>>,
+    /// When each acknowledgement arrived.
+    pub ack_times: Vec<Instant>,
+    /// Answers by HTTP status (every attempt).
+    pub statuses: BTreeMap<u16, u64>,
+    /// 503 answers by `error.code` (`unavailable`, `request_timeout`, `draining`, ...).
+    pub unavailable: BTreeMap<String, u64>,
+    /// Attempts that failed without an answer (connection refused or reset).
+    pub transport_errors: u64,
+    /// Attempts that ran into the client timeout: requests that hung.
+    pub hung: u64,
+    /// The slowest attempt that got an answer or a transport error.
+    pub max_latency: Duration,
+    /// Commands still unacknowledged at the give-up time.
+    pub given_up: u64,
+    /// Answers no client expects (status, code, command), at most a few kept.
+    pub unexpected: Vec<String>,
+    /// How many unexpected answers in all.
+    pub unexpected_count: u64,
+}
+
+impl LoadReport {
+    /// Adds `other` (a later phase of the same row) to this one.
+    pub fn merge(&mut self, other: LoadReport) {
+        self.acked.extend(other.acked);
+        self.ack_times.extend(other.ack_times);
+        for (status, n) in other.statuses {
+            *self.statuses.entry(status).or_default() += n;
+        }
+        for (code, n) in other.unavailable {
+            *self.unavailable.entry(code).or_default() += n;
+        }
+        self.transport_errors += other.transport_errors;
+        self.hung += other.hung;
+        self.max_latency = self.max_latency.max(other.max_latency);
+        self.given_up += other.given_up;
+        self.unexpected_count += other.unexpected_count;
+        self.unexpected.extend(other.unexpected);
+        self.unexpected.truncate(5);
+    }
+
+    /// Answers with this status.
+    pub fn count(&self, status: u16) -> u64 {
+        self.statuses.get(&status).copied().unwrap_or(0)
+    }
+
+    /// 5xx answers other than 503.
+    pub fn other_5xx(&self) -> u64 {
+        self.statuses.iter().filter(|(s, _)| (500..600).contains(*s) && **s != 503).map(|(_, n)| n).sum()
+    }
+
+    /// The first acknowledgement at or after `t`.
+    pub fn first_ack_after(&self, t: Instant) -> Option<Instant> {
+        self.ack_times.iter().copied().filter(|a| *a >= t).min()
+    }
+
+    /// The longest time without any acknowledgement between `from` and `to`.
+    pub fn longest_ack_gap(&self, from: Instant, to: Instant) -> Duration {
+        let mut times: Vec<Instant> =
+            self.ack_times.iter().copied().filter(|t| *t >= from && *t <= to).collect();
+        times.sort_unstable();
+        let mut previous = from;
+        let mut gap = Duration::ZERO;
+        for t in times.into_iter().chain([to]) {
+            gap = gap.max(t.saturating_duration_since(previous));
+            previous = t;
+        }
+        gap
+    }
+}
+
+/// A running load.
+#[derive(Debug)]
+pub struct Load {
+    stop: CancellationToken,
+    give_up: Arc<Mutex<Option<Instant>>>,
+    clients: JoinSet<LoadReport>,
+}
+
+impl Load {
+    /// Starts the clients.
+    pub fn start(plan: &LoadPlan) -> anyhow::Result<Load> {
+        anyhow::ensure!(!plan.targets.is_empty(), "a load needs a target");
+        let http =
+            reqwest::Client::builder().timeout(plan.client_timeout).pool_max_idle_per_host(4).build()?;
+        let stop = CancellationToken::new();
+        let give_up = Arc::new(Mutex::new(None));
+        let mut clients = JoinSet::new();
+        for index in 0..plan.clients {
+            let client = Client {
+                plan: plan.clone(),
+                index,
+                http: http.clone(),
+                stop: stop.clone(),
+                give_up: give_up.clone(),
+                target: index % plan.targets.len(),
+                report: LoadReport::default(),
+            };
+            clients.spawn(client.run());
+        }
+        Ok(Load { stop, give_up, clients })
+    }
+
+    /// Stops issuing new commands, lets the commands under way retry until `grace` has
+    /// passed, and returns what all clients saw.
+    pub async fn finish(mut self, grace: Duration) -> LoadReport {
+        *self.give_up.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + grace);
+        self.stop.cancel();
+        let mut report = LoadReport::default();
+        while let Some(joined) = self.clients.join_next().await {
+            match joined {
+                Ok(part) => report.merge(part),
+                Err(error) => {
+                    report.unexpected_count += 1;
+                    report.unexpected.push(format!("a load client ended abnormally: {error}"));
+                }
+            }
+        }
+        report
+    }
+}
+
+/// One room of a client and who is in it.
+#[derive(Debug)]
+struct Room {
+    id: String,
+    created: bool,
+    members: Vec<String>,
+    /// Commands acknowledged in this room.
+    commands: usize,
+}
+
+/// One client's loop.
+struct Client {
+    plan: LoadPlan,
+    index: usize,
+    http: reqwest::Client,
+    stop: CancellationToken,
+    give_up: Arc<Mutex<Option<Instant>>>,
+    target: usize,
+    report: LoadReport,
+}
+
+/// What happened to one command.
+enum Fate {
+    Acked,
+    Abandoned,
+    Refused,
+}
+
+impl Client {
+    async fn run(mut self) -> LoadReport {
+        let tag = self.plan.tag.clone();
+        let mut rooms: Vec<Room> = (0..self.plan.rooms_per_client.max(1))
+            .map(|k| Room {
+                id: format!("{tag}c{}r{k}", self.index),
+                created: false,
+                members: Vec::new(),
+                commands: 0,
+            })
+            .collect();
+        let mut n = 0usize;
+        while !self.stop.is_cancelled() {
+            let room_index = n % rooms.len();
+            let room = &rooms[room_index];
+            let command_id = format!("{tag}-{}-{n}", self.index);
+            let (path, body, effect) = next_command(room, &command_id, n);
+            match self.send(&path, &body, &command_id).await {
+                Fate::Acked => {
+                    let room = &mut rooms[room_index];
+                    room.commands += 1;
+                    match effect {
+                        Effect::Created => room.created = true,
+                        Effect::Joined(user) => room.members.push(user),
+                        Effect::Left(user) => room.members.retain(|m| *m != user),
+                        Effect::None => {}
+                    }
+                }
+                Fate::Abandoned => {
+                    self.report.given_up += 1;
+                    break;
+                }
+                Fate::Refused => break,
+            }
+            n += 1;
+            tokio::select! {
+                _ = self.stop.cancelled() => {}
+                _ = tokio::time::sleep(self.plan.pace) => {}
+            }
+        }
+        self.report
+    }
+
+    fn give_up_passed(&self) -> bool {
+        self.give_up.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|t| Instant::now() >= t)
+    }
+
+    /// Sends one command until it is acknowledged, refused, or the give-up time passes.
+    async fn send(&mut self, path: &str, body: &Value, command_id: &str) -> Fate {
+        loop {
+            if self.give_up_passed() {
+                return Fate::Abandoned;
+            }
+            let url = format!("{}{path}", self.plan.targets[self.target]);
+            let started = Instant::now();
+            let answer = self.http.post(&url).json(body).send().await;
+            let took = started.elapsed();
+            let retry_elsewhere = match answer {
+                Err(error) if error.is_timeout() => {
+                    self.report.hung += 1;
+                    true
+                }
+                Err(_) => {
+                    self.report.max_latency = self.report.max_latency.max(took);
+                    self.report.transport_errors += 1;
+                    true
+                }
+                Ok(response) => {
+                    self.report.max_latency = self.report.max_latency.max(took);
+                    let status = response.status().as_u16();
+                    *self.report.statuses.entry(status).or_default() += 1;
+                    let text = response.text().await.unwrap_or_default();
+                    match status {
+                        200..=299 => {
+                            self.acked(command_id, &text);
+                            return Fate::Acked;
+                        }
+                        503 => {
+                            *self.report.unavailable.entry(error_code(&text)).or_default() += 1;
+                            true
+                        }
+                        409 if error_code(&text) == "version_conflict" => false,
+                        _ => {
+                            self.report.unexpected_count += 1;
+                            if self.report.unexpected.len() < 5 {
+                                let code = error_code(&text);
+                                self.report
+                                    .unexpected
+                                    .push(format!("{status} {code} for {command_id} ({path})"));
+                            }
+                            // A 5xx other than 503 is counted by the row; any other answer
+                            // means the harness and the service disagree: stop this client.
+                            if status >= 500 {
+                                true
+                            } else {
+                                return Fate::Refused;
+                            }
+                        }
+                    }
+                }
+            };
+            if retry_elsewhere {
+                self.target = (self.target + 1) % self.plan.targets.len();
+            }
+            tokio::time::sleep(BACKOFF).await;
+        }
+    }
+
+    /// Records an acknowledgement and the event ids it listed.
+    fn acked(&mut self, command_id: &str, text: &str) {
+        let events = serde_json::from_str::<Value>(text)
+            .ok()
+            .and_then(|v| v.get("events").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| e.get("event_id").and_then(Value::as_str).map(str::to_owned))
+            .collect();
+        self.report.acked.insert(command_id.to_owned(), events);
+        self.report.ack_times.push(Instant::now());
+    }
+}
+
+/// The `error.code` of an error body.
+fn error_code(text: &str) -> String {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| v.pointer("/error/code").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// What an acknowledged command changes in the client's view of its room.
+enum Effect {
+    Created,
+    Joined(String),
+    Left(String),
+    None,
+}
+
+/// The next command for `room`: create it, then keep two to six members in it, joining,
+/// sending gifts and leaving in turn.
+fn next_command(room: &Room, command_id: &str, n: usize) -> (String, Value, Effect) {
+    let id = &room.id;
+    if !room.created {
+        let body = json!({"command_id": command_id, "room_id": id, "owner_id": "owner", "title": "faults"});
+        return ("/v1/rooms".into(), body, Effect::Created);
+    }
+    let member = |k: usize| room.members[k % room.members.len()].clone();
+    let choice = if room.members.len() < 2 {
+        0
+    } else if room.members.len() >= 6 {
+        3
+    } else {
+        match room.commands % 4 {
+            // Nobody leaves a room of two: it gets a gift instead.
+            3 if room.members.len() <= 2 => 1,
+            choice => choice,
+        }
+    };
+    match choice {
+        0 => {
+            let user = format!("u{n}");
+            let body = json!({"command_id": command_id, "user_id": user});
+            (format!("/v1/rooms/{id}/join"), body, Effect::Joined(user))
+        }
+        1 | 2 => {
+            let body = json!({
+                "command_id": command_id, "sender_id": member(n), "receiver_id": "owner",
+                "gift_id": "rose", "count": 1 + n % 3, "unit_value": 10,
+            });
+            (format!("/v1/rooms/{id}/gifts"), body, Effect::None)
+        }
+        _ => {
+            let user = member(n / 4);
+            let body = json!({"command_id": command_id, "user_id": user});
+            (format!("/v1/rooms/{id}/leave"), body, Effect::Left(user))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rooms_are_created_first_then_keep_two_to_six_members() {
+        let mut room = Room { id: "r".into(), created: false, members: Vec::new(), commands: 0 };
+        for n in 0..200 {
+            let (path, body, effect) = next_command(&room, &format!("c{n}"), n);
+            assert_eq!(body["command_id"], format!("c{n}"));
+            if n == 0 {
+                assert_eq!(path, "/v1/rooms");
+            }
+            if path.ends_with("/gifts") {
+                assert!(room.members.contains(&body["sender_id"].as_str().unwrap().to_owned()));
+            }
+            if path.ends_with("/leave") {
+                assert!(room.members.len() > 2, "{n}: {:?}", room.members);
+            }
+            room.commands += 1;
+            match effect {
+                Effect::Created => room.created = true,
+                Effect::Joined(user) => room.members.push(user),
+                Effect::Left(user) => room.members.retain(|m| *m != user),
+                Effect::None => {}
+            }
+            assert!(room.members.len() <= 6);
+        }
+    }
+
+    #[test]
+    fn ack_gaps_and_recovery_are_read_from_ack_times() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let report = LoadReport { ack_times: vec![at(100), at(900), at(1000)], ..LoadReport::default() };
+        assert_eq!(report.longest_ack_gap(t0, at(1200)), Duration::from_millis(800));
+        assert_eq!(report.first_ack_after(at(500)), Some(at(900)));
+        assert_eq!(report.first_ack_after(at(1100)), None);
+    }
+}
