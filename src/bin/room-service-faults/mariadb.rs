@@ -34,6 +34,15 @@ const SERVER_OPTIONS: [&str; 8] = [
     "--innodb-buffer-pool-dump-at-shutdown=OFF",
 ];
 
+/// A temporary directory of the server's own, beside its data directory. Never the default
+/// `/tmp`: a starting `mariadbd` deletes every `#sql*` file in its tmpdir, which would pull the
+/// temporary tables from under the shared MariaDB the other tests use.
+fn private_tmpdir(datadir: &Path) -> anyhow::Result<PathBuf> {
+    let dir = datadir.with_extension("tmp");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
 /// `name` from `PATH`, else from `/usr/sbin` or `/usr/bin` (`mariadbd` lives in `/usr/sbin`,
 /// which a non-login `PATH` may lack); `name` itself when found nowhere (the spawn then fails
 /// naming it).
@@ -62,6 +71,7 @@ impl Template {
         let output = Command::new(program("mariadb-install-db"))
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.display()))
+            .arg(format!("--tmpdir={}", private_tmpdir(dir)?.display()))
             .args(["--auth-root-authentication-method=normal", "--skip-test-db", "--user=root"])
             .args(["--innodb-log-file-size=8M", "--innodb-buffer-pool-size=64M"])
             .stdin(Stdio::null())
@@ -126,6 +136,7 @@ impl MariaDb {
         let child = Command::new(program("mariadbd"))
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.display()))
+            .arg(format!("--tmpdir={}", private_tmpdir(dir)?.display()))
             .arg(format!("--port={}", self.port))
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--socket={}", dir.join("sock").display()))
