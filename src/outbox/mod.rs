@@ -76,6 +76,9 @@ pub struct BatchReport {
     pub undecodable: u64,
     /// Rows not published because the worker was cancelled, handed back claimable at once.
     pub released: u64,
+    /// Rows not published because their claim's lease might end first (the worker was paused
+    /// past it), handed back claimable at once (a no-op when the lease was lost).
+    pub stale: u64,
 }
 
 impl OutboxWorker {

@@ -69,16 +69,28 @@ impl Engine {
             *left = left.saturating_sub(n);
             if *left == 0 {
                 self.claims.remove(worker_id);
+                self.leases.remove(worker_id);
             }
         }
     }
 
     /// Extends the lease of every live claim (rows may wait long for permits).
-    pub(in crate::outbox) async fn renew(&self) {
+    /// A renewal that finds none of the claim's rows means the lease was lost: its queued rows
+    /// are not published.
+    pub(in crate::outbox) async fn renew(&mut self) {
         let lease = self.worker.options.lease();
         for worker_id in self.claims.keys() {
-            if let Err(error) = self.worker.repo.renew_lease(worker_id, lease).await {
-                tracing::warn!(worker = WORKER_NAME, node_id = %self.worker.node_id, worker_id = %worker_id, %error, "Could not renew an outbox lease");
+            let asked = tokio::time::Instant::now();
+            match self.worker.repo.renew_lease(worker_id, lease).await {
+                Ok(0) => {
+                    self.leases.insert(worker_id.clone(), asked);
+                }
+                Ok(_) => {
+                    self.leases.insert(worker_id.clone(), asked + lease);
+                }
+                Err(error) => {
+                    tracing::warn!(worker = WORKER_NAME, node_id = %self.worker.node_id, worker_id = %worker_id, %error, "Could not renew an outbox lease");
+                }
             }
         }
     }

@@ -59,6 +59,11 @@ pub(super) struct Engine {
     worker: OutboxWorker,
     /// Rows each live claim still holds (queued, in flight, or waiting to be marked).
     claims: HashMap<String, usize>,
+    /// When each live claim's lease ends at the latest, on this process's monotonic clock:
+    /// measured from before the claim (or renewal) was asked for, so never later than the
+    /// database's `lock_until`. A process frozen past it (SIGSTOP, a long pause) learns on
+    /// waking that its rows may be someone else's, and publishes none of the queued ones.
+    leases: HashMap<String, Instant>,
     queues: HashMap<String, VecDeque<Held>>,
     /// Rooms with queued rows and nothing in flight, in arrival order.
     ready: VecDeque<String>,
@@ -74,6 +79,7 @@ impl Engine {
         Self {
             worker,
             claims: HashMap::new(),
+            leases: HashMap::new(),
             queues: HashMap::new(),
             ready: VecDeque::new(),
             busy: HashSet::new(),
@@ -112,10 +118,12 @@ impl Engine {
         let worker_id = self.worker.fresh_worker_id();
         let options = &self.worker.options;
         let claim = Claim { worker_id: worker_id.clone(), limit: options.batch_size, lease: options.lease() };
+        let asked = Instant::now();
         let mut rows = self.worker.repo.claim_outbox(&claim).await?;
         if rows.is_empty() {
             return Ok(0);
         }
+        self.leases.insert(worker_id.clone(), asked + claim.lease);
         // Rooms in the order their rows fell due (rows the sync path released come first, ahead
         // of an old backlog), each room's rows in id order.
         let mut rank: HashMap<String, usize> = HashMap::new();
@@ -153,6 +161,14 @@ impl Engine {
             }
         }
         Ok(claimed)
+    }
+
+    /// True when the claim's lease still runs for at least one publish timeout (always, while
+    /// renewals every third of the lease succeed).
+    fn lease_outlasts_a_publish(&self, worker_id: &str) -> bool {
+        self.leases
+            .get(worker_id)
+            .is_some_and(|end| Instant::now() + self.worker.options.publish_timeout < *end)
     }
 
     /// Most rows one room holds in memory: two seconds of its rate limit.
@@ -214,6 +230,15 @@ impl Engine {
             if queue.is_empty() {
                 // Forget drained rooms: the map holds only rooms with rows waiting.
                 self.queues.remove(&room);
+            }
+            if !self.lease_outlasts_a_publish(&held.worker_id) {
+                // The lease may end before the publish does (or has ended: this process was
+                // frozen past it): another worker may own the row now. Hand it back instead of
+                // sending it a second time; the fenced mark changes nothing if the lease is gone.
+                self.report.stale += 1;
+                self.marks.push((held, Mark::Defer { after: Duration::ZERO }));
+                self.ready.push_back(room);
+                continue;
             }
             self.busy.insert(room);
             let worker = self.worker.clone();
