@@ -6,6 +6,7 @@
 //! Tencent's (190 vs 200, 35 vs 40).
 
 mod clock;
+mod connection_cuts;
 mod crash;
 mod im_faults;
 mod limits;
