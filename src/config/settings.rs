@@ -26,7 +26,7 @@ pub const MAX_IN_FLIGHT: usize = 64;
 
 /// Default `outbox_worker.stats_interval`.
 pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(5);
-/// Shortest claim lease. A lease is renewed every third of it while its claim holds rows, so it
+/// Shortest claim lease. A lease is renewed every quarter of it while its claim holds rows, so it
 /// only needs to outlast one publish (`publish_timeout`) and a renewal; rows of a crashed
 /// worker return after it.
 pub const MIN_LEASE: Duration = Duration::from_secs(10);

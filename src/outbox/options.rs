@@ -84,7 +84,7 @@ impl OutboxWorkerOptions {
         }
     }
 
-    /// The lease a claim takes, renewed every third of it while the claim still holds rows (a
+    /// The lease a claim takes, renewed every quarter of it while the claim still holds rows (a
     /// row may wait long for rate-limit permits): three publish timeouts, at least
     /// [`MIN_LEASE`] — rows of a crashed worker return that soon.
     pub fn lease(&self) -> Duration {

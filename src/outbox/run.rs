@@ -16,7 +16,7 @@ impl OutboxWorker {
     /// to the low-water mark (so the next batch is claimed while the tail of the current one is
     /// still in flight): at once after a full batch, otherwise on the next `poll_interval` tick
     /// or when woken ([`Self::waker`]). Results are marked at least every 250 ms; the leases
-    /// of rows still held are renewed every third of a lease. While publishing is paused after
+    /// of rows still held are renewed every quarter of a lease. While publishing is paused after
     /// a configuration error nothing is claimed.
     ///
     /// On cancel no new batch is claimed; the publishes in flight finish (each bounded by
@@ -38,7 +38,7 @@ impl OutboxWorker {
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut flush = interval(MARK_INTERVAL);
         flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut renew = interval(options.lease() / 3);
+        let mut renew = interval(options.lease() / 4);
         renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let low_water = (options.batch_size / 2).max(options.max_in_flight);
         // Claim when due: at start, after a full batch, on a tick or a wake, and when the next

@@ -75,14 +75,14 @@ impl Engine {
     }
 
     /// Extends the lease of every live claim (rows may wait long for permits).
-    /// A renewal that finds none of the claim's rows means the lease was lost: its queued rows
-    /// are not published.
+    /// A renewal that finds fewer of the claim's rows than it holds means the lease was lost
+    /// (for some rows, taken back by another worker): its queued rows are not published.
     pub(in crate::outbox) async fn renew(&mut self) {
         let lease = self.worker.options.lease();
-        for worker_id in self.claims.keys() {
+        for (worker_id, held) in &self.claims {
             let asked = tokio::time::Instant::now();
             match self.worker.repo.renew_lease(worker_id, lease).await {
-                Ok(0) => {
+                Ok(renewed) if renewed < *held as u64 => {
                     self.leases.insert(worker_id.clone(), asked);
                 }
                 Ok(_) => {

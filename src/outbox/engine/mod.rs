@@ -6,7 +6,7 @@
 //! claim (when the rows held fall to the low-water mark) ─▶ head check ─▶ room queues
 //!   ─▶ publish tasks (each room in order; the stack waits for rate-limit permits)
 //!   ─▶ marks buffer ─(every 250 ms, and before each claim)─▶ finish_claimed per claim
-//!   lease renewal every lease/3 for every claim still holding rows
+//!   lease renewal every lease/4 for every claim still holding rows
 //! ```
 //!
 //! Per-room order: a claimed row is published only behind every earlier undelivered row of its
@@ -164,7 +164,7 @@ impl Engine {
     }
 
     /// True when the claim's lease still runs for at least one publish timeout (always, while
-    /// renewals every third of the lease succeed).
+    /// renewals every quarter of the lease succeed, and with one of them failing).
     fn lease_outlasts_a_publish(&self, worker_id: &str) -> bool {
         self.leases
             .get(worker_id)
@@ -225,20 +225,24 @@ impl Engine {
     pub(super) fn start(&mut self) {
         while self.busy.len() < self.worker.options.max_in_flight.max(1) {
             let Some(room) = self.ready.pop_front() else { return };
+            let Some(head) = self.queues.get(&room).and_then(VecDeque::front) else { continue };
+            if !self.lease_outlasts_a_publish(&head.worker_id) {
+                // The lease may end before the publish does (or has ended: this process was
+                // frozen past it): another worker may own the row now. Hand it back instead of
+                // sending it a second time (the fenced mark changes nothing if the lease is
+                // gone), and the room's later rows with it, whatever claim they came in: none
+                // of them may overtake it.
+                let handed_back = self.queues.remove(&room).unwrap_or_default();
+                self.report.stale += handed_back.len() as u64;
+                self.marks
+                    .extend(handed_back.into_iter().map(|h| (h, Mark::Defer { after: Duration::ZERO })));
+                continue;
+            }
             let Some(queue) = self.queues.get_mut(&room) else { continue };
             let Some(held) = queue.pop_front() else { continue };
             if queue.is_empty() {
                 // Forget drained rooms: the map holds only rooms with rows waiting.
                 self.queues.remove(&room);
-            }
-            if !self.lease_outlasts_a_publish(&held.worker_id) {
-                // The lease may end before the publish does (or has ended: this process was
-                // frozen past it): another worker may own the row now. Hand it back instead of
-                // sending it a second time; the fenced mark changes nothing if the lease is gone.
-                self.report.stale += 1;
-                self.marks.push((held, Mark::Defer { after: Duration::ZERO }));
-                self.ready.push_back(room);
-                continue;
             }
             self.busy.insert(room);
             let worker = self.worker.clone();
@@ -368,7 +372,7 @@ pub(super) async fn run_once(
     let mut engine = Engine::new(worker.clone());
     engine.claim().await?;
     let mut flush = tokio::time::interval(MARK_INTERVAL);
-    let mut renew = tokio::time::interval(worker.options.lease() / 3);
+    let mut renew = tokio::time::interval(worker.options.lease() / 4);
     let mut cancelled = false;
     loop {
         engine.start();
