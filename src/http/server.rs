@@ -76,7 +76,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(options.header_read_timeout);
+    // Half-close: hyper then does not read the socket while a handler runs (it would, to
+    // detect a hang-up), so the idle timeout below never cuts a request being answered, and a
+    // command whose client left still commits and answers into the void.
+    builder.timer(TokioTimer::new()).header_read_timeout(options.header_read_timeout).half_close(true);
     let slots = Arc::new(Semaphore::new(options.max_connections));
     let graceful = GracefulShutdown::new();
     let connections = TaskTracker::new();
@@ -113,8 +116,8 @@ pub async fn serve(
         let service = TowerToHyperService::new(router.clone());
         let connection = builder.serve_connection(TokioIo::new(Box::pin(stream)), service);
         let connection = graceful.watch(connection);
-        let (abort, open) = (abort.clone(), open.clone());
-        open.increment(1.0);
+        let abort = abort.clone();
+        let open = OpenConnection::new(open.clone(), slot);
         connections.spawn(async move {
             tokio::select! {
                 ended = connection => if let Err(error) = ended {
@@ -122,8 +125,7 @@ pub async fn serve(
                 },
                 () = abort.cancelled() => {}
             }
-            open.decrement(1.0);
-            drop(slot);
+            drop(open);
         });
     }
     drop(listener);
@@ -139,6 +141,26 @@ pub async fn serve(
     abort.cancel();
     connections.wait().await;
     Ok(())
+}
+
+/// One open connection: counted in the gauge and holding a slot of `max_connections` until it
+/// is dropped, however its task ends (a panic included).
+struct OpenConnection {
+    gauge: metrics::Gauge,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl OpenConnection {
+    fn new(gauge: metrics::Gauge, slot: tokio::sync::OwnedSemaphorePermit) -> Self {
+        gauge.increment(1.0);
+        Self { gauge, _slot: slot }
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.gauge.decrement(1.0);
+    }
 }
 
 /// Answers a connection over the limit with a 503 and closes it, right away: the answer fits

@@ -161,3 +161,14 @@ async fn shutdown_waits_for_open_requests_at_most_the_shutdown_timeout() {
     closed_within(&mut stalled, Duration::from_secs(1)).await;
     assert!(slow.await.unwrap().is_err(), "the slow request was dropped, not answered");
 }
+
+#[tokio::test]
+async fn a_request_answered_after_longer_than_the_idle_timeout_still_gets_its_answer() {
+    // The idle timeout (400 ms) counts silence while waiting for a request, not the time a
+    // handler takes (2 s here): the socket is not read while a request is being answered.
+    let server = start(options()).await;
+    let body = reqwest::get(format!("http://{}/slow", server.addr)).await.unwrap().text().await.unwrap();
+    assert_eq!(body, "slow");
+    server.stop.cancel();
+    server.task.await.unwrap().unwrap();
+}
