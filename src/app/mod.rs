@@ -148,8 +148,12 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
 
     let shutdown = CancellationToken::new();
     let grace = http_settings.shutdown_grace;
+    // Both listeners shut down together once the workers stopped (metrics stay scrapeable
+    // while draining), so a stop takes at most one http.shutdown_timeout.
+    let stop_http = CancellationToken::new();
     let stop_workers = {
         let shutdown = shutdown.clone();
+        let stop_http = stop_http.clone();
         let lifecycle = lifecycle.clone();
         let tracker = tracker.clone();
         async move {
@@ -165,10 +169,9 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
             if tokio::time::timeout(publish_timeout + WORKER_STOP_MARGIN, tracker.wait()).await.is_err() {
                 tracing::warn!("Workers did not stop in time; shutting down HTTP meanwhile");
             }
+            stop_http.cancel();
         }
     };
-    // The admin listener stops with the public one (metrics stay scrapeable while draining).
-    let stop_http = CancellationToken::new();
     let admin_server = http::server::serve(
         admin_listener,
         admin,
@@ -179,11 +182,7 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
     let server_repo = repo.clone();
     let server_rooms = rooms.clone();
     let server = tokio::spawn(async move {
-        let public_server = async {
-            let served = http::server::serve(listener, public, public_options, stop_workers).await;
-            stop_http.cancel();
-            served
-        };
+        let public_server = http::server::serve(listener, public, public_options, stop_workers);
         let (public_served, admin_served) = tokio::join!(public_server, admin_server);
         // Every worker has stopped (each step of theirs is bounded) before the pool closes: a
         // worker still marking rows must not find the pool gone.
