@@ -97,6 +97,8 @@ pub fn check_with_env(
         .map_err(|e| ConfigError::Unreadable { origin: None, message: e.to_string() })?;
     value["node_id"] = settings.node_id.clone().into();
     value["database"]["url"] = settings.database.redacted_url().into();
+    // As in force: a blank token is no token.
+    value["http"]["admin_token"] = if settings.http.admin_token.is_some() { "<redacted>" } else { "" }.into();
     let yaml = serde_saphyr::to_string(&value)
         .map_err(|e| ConfigError::Unreadable { origin: None, message: e.to_string() })?;
     Ok((settings, yaml))
