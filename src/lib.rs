@@ -21,4 +21,6 @@ pub mod publish;
 pub mod room;
 pub mod secret;
 pub mod store;
+#[cfg(test)]
+mod strategies;
 pub mod telemetry;

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::{CloseBody, CreateRoomBody, GiftBody, HeartbeatBody, MemberBody};
 use crate::http::extract::ObjectOnly;
+use crate::strategies::{any_json, any_string};
 
 /// What a field accepts.
 #[derive(Debug, Clone, Copy)]
@@ -145,37 +146,6 @@ fn check<T: Fields>(fields: &[(&str, Kind)], object: &Map<String, Value>) -> Res
         }
     }
     Ok(())
-}
-
-/// Strings near and far from the id rules, CRLF, NUL, unicode, up to 10k characters.
-fn any_string() -> impl Strategy<Value = String> {
-    prop_oneof![
-        4 => "[A-Za-z0-9_.-]{1,66}",
-        2 => "[ -~]{0,130}",
-        1 => "[a-z]{0,5}(\\r\\n|\\x00|\\t| )[a-z]{0,5}",
-        2 => any::<String>(),
-        1 => (0..10_000usize, any::<char>()).prop_map(|(n, c)| c.to_string().repeat(n)),
-    ]
-}
-
-/// Any JSON value: nested arrays and objects, big, negative and float numbers, strings.
-fn any_json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(Value::from),
-        prop_oneof![Just(1.0), Just(-0.0), Just(1.5), Just(4_294_967_296.0)].prop_map(Value::from),
-        any_string().prop_map(Value::from),
-    ];
-    leaf.prop_recursive(5, 48, 6, |inner| {
-        prop_oneof![
-            proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
-            proptest::collection::vec(("[a-z_]{1,10}", inner), 0..6)
-                .prop_map(|fields| Value::Object(fields.into_iter().collect())),
-        ]
-    })
 }
 
 /// A value that a field of `kind` often accepts, or anything at all.
