@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use crate::support::free_port;
 
 fn spawn(db_url: &str, port: u16) -> Child {
     Command::new(env!("CARGO_BIN_EXE_room-service"))

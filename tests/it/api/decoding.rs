@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::support::TestDb;
-use crate::support::app::{publisher, settings};
+use crate::support::app::router_state;
 
 /// How many requests the property sends.
 const CASES: u32 = 256;
@@ -272,20 +272,12 @@ async fn check(
 
 #[test]
 fn arbitrary_requests_get_a_2xx_or_a_4xx_json_error_never_a_5xx() {
-    use room_service::http::{AppState, Lifecycle, PublicOptions, public_router};
-    use room_service::room::{RoomOptions, RoomService, system_clock};
+    use room_service::http::{PublicOptions, public_router};
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (app, _db) = runtime.block_on(async {
         let db = TestDb::sqlite().await;
-        let rooms = RoomService::new(
-            db.repo.clone(),
-            publisher(&settings(db.url(), None, &[])),
-            RoomOptions::new(std::time::Duration::from_secs(1)),
-            system_clock(),
-        );
-        let state = AppState { rooms, repo: db.repo.clone(), lifecycle: Lifecycle::default(), metrics: None };
-        let app = public_router(state, PublicOptions::default());
+        let app = public_router(router_state(&db), PublicOptions::default());
         // Room r1 with members, so gifts and leaves reach the domain.
         let setup = [
             (
@@ -323,18 +315,10 @@ fn arbitrary_requests_get_a_2xx_or_a_4xx_json_error_never_a_5xx() {
 
 #[tokio::test]
 async fn a_positional_array_body_is_a_400_asking_for_an_object() {
-    use room_service::http::{AppState, Lifecycle, PublicOptions, public_router};
-    use room_service::room::{RoomOptions, RoomService, system_clock};
+    use room_service::http::{PublicOptions, public_router};
 
     let db = TestDb::sqlite().await;
-    let rooms = RoomService::new(
-        db.repo.clone(),
-        publisher(&settings(db.url(), None, &[])),
-        RoomOptions::new(std::time::Duration::from_secs(1)),
-        system_clock(),
-    );
-    let state = AppState { rooms, repo: db.repo.clone(), lifecycle: Lifecycle::default(), metrics: None };
-    let app = public_router(state, PublicOptions::default());
+    let app = public_router(router_state(&db), PublicOptions::default());
     // Serde's derived structs take `[command_id, room_id, owner_id, title]` as well.
     let request = Request::builder()
         .method("POST")

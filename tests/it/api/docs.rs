@@ -18,13 +18,12 @@ use std::path::Path;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request};
-use room_service::http::{AppState, Lifecycle, PublicOptions, admin_router, public_router};
-use room_service::room::{RoomOptions, RoomService, system_clock};
+use room_service::http::{PublicOptions, admin_router, public_router};
 use serde_json::Value;
 use tower::ServiceExt;
 
 use crate::support::TestDb;
-use crate::support::app::{publisher, settings};
+use crate::support::app::router_state;
 
 /// Which listener serves a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -231,13 +230,7 @@ async fn every_documented_route_reaches_a_handler_of_its_listener_only() {
     assert!(!documented.is_empty(), "docs/API.md documents no `### METHOD /path` route");
 
     let db = TestDb::sqlite().await;
-    let rooms = RoomService::new(
-        db.repo.clone(),
-        publisher(&settings(db.url(), None, &[])),
-        RoomOptions::new(std::time::Duration::from_secs(1)),
-        system_clock(),
-    );
-    let state = AppState { rooms, repo: db.repo.clone(), lifecycle: Lifecycle::default(), metrics: None };
+    let state = router_state(&db);
     let public = public_router(state.clone(), PublicOptions::default());
     let admin = admin_router(state, None);
 

@@ -99,20 +99,12 @@ async fn storage_outage_answers_503_changes_nothing_and_recovers() {
 
 #[tokio::test]
 async fn draining_answers_503_on_readyz_and_commands() {
-    use room_service::http::{AppState, Lifecycle, PublicOptions, public_router};
-    use room_service::room::{RoomOptions, RoomService, system_clock};
+    use room_service::http::{PublicOptions, public_router};
     use tower::ServiceExt;
 
     let db = TestDb::sqlite().await;
-    let publisher = crate::support::app::publisher(&settings(db.url(), None, &[]));
-    let rooms = RoomService::new(
-        db.repo.clone(),
-        publisher,
-        RoomOptions::new(std::time::Duration::from_secs(1)),
-        system_clock(),
-    );
-    let lifecycle = Lifecycle::default();
-    let state = AppState { rooms, repo: db.repo.clone(), lifecycle: lifecycle.clone(), metrics: None };
+    let state = crate::support::app::router_state(&db);
+    let lifecycle = state.lifecycle.clone();
     let app = public_router(state, PublicOptions::default());
     let request = |uri: &str, body: Option<Value>| {
         let builder = axum::http::Request::builder().uri(uri).header("content-type", "application/json");

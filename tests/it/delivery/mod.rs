@@ -18,8 +18,8 @@ use std::time::Duration;
 use room_service::fake_im::{FakeIm, FakeImOptions};
 use serde_json::{Value, json};
 
-use crate::support::TestDb;
 use crate::support::app::{SDK_APP_ID, SECRET_KEY, TestApp, settings};
+use crate::support::{TestDb, free_port};
 
 /// The real binary as one node of the fault rows: its worker polling every 50 ms against
 /// `im`, optionally run under a wrapper command (`faketime -f +10m`).
@@ -91,10 +91,6 @@ impl Node {
             Err(_) => String::new(),
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The value of an unlabelled series in a `/metrics` text.

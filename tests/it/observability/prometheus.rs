@@ -13,8 +13,8 @@ use tokio::process::{Child, Command};
 
 use super::traffic::{eventually, healthy_traffic, scrape, start};
 use super::{ALERTS, dashboard_queries, promql};
-use crate::support::TestDb;
 use crate::support::app::fake_im;
+use crate::support::{TestDb, free_port};
 
 /// The range Grafana would put in `$__rate_interval`, for 1 s scrapes.
 const RATE_INTERVAL: &str = "10s";
@@ -25,10 +25,6 @@ fn find_prometheus() -> Option<PathBuf> {
         .chain([PathBuf::from("/usr/bin")])
         .map(|d| d.join("prometheus"))
         .find(|p| p.is_file())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
 /// Percent-encodes a query parameter.

@@ -58,6 +58,23 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
     config::load_with_env(Path::new("config/config.yaml"), env).expect("test settings")
 }
 
+/// What the routers need over `db`: a room service publishing to the log sink (IM disabled),
+/// serving, no metrics recorder. For router tests driven with `oneshot`.
+pub fn router_state(db: &super::TestDb) -> room_service::http::AppState {
+    let rooms = room_service::room::RoomService::new(
+        db.repo.clone(),
+        publisher(&settings(db.url(), None, &[])),
+        room_service::room::RoomOptions::new(std::time::Duration::from_secs(1)),
+        room_service::room::system_clock(),
+    );
+    room_service::http::AppState {
+        rooms,
+        repo: db.repo.clone(),
+        lifecycle: Default::default(),
+        metrics: None,
+    }
+}
+
 /// The publish stack exactly as `main.rs` composes it.
 pub fn publisher(settings: &Settings) -> Publisher {
     let leaf = app::im_leaf(&settings.tencent_im).expect("im client");

@@ -7,3 +7,8 @@ pub mod app;
 pub mod db;
 
 pub use db::{TestDb, backends};
+
+/// A loopback port free right now (for a child process to bind).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
