@@ -173,6 +173,19 @@ struct Room {
     commands: usize,
 }
 
+impl Room {
+    /// Records an acknowledged command and what it did to the room.
+    fn acked(&mut self, effect: Effect) {
+        self.commands += 1;
+        match effect {
+            Effect::Created => self.created = true,
+            Effect::Joined(user) => self.members.push(user),
+            Effect::Left(user) => self.members.retain(|m| *m != user),
+            Effect::None => {}
+        }
+    }
+}
+
 /// One client's loop.
 struct Client {
     plan: LoadPlan,
@@ -209,16 +222,7 @@ impl Client {
             let command_id = format!("{tag}-{}-{n}", self.index);
             let (path, body, effect) = next_command(room, &command_id, n);
             match self.send(&path, &body, &command_id).await {
-                Fate::Acked => {
-                    let room = &mut rooms[room_index];
-                    room.commands += 1;
-                    match effect {
-                        Effect::Created => room.created = true,
-                        Effect::Joined(user) => room.members.push(user),
-                        Effect::Left(user) => room.members.retain(|m| *m != user),
-                        Effect::None => {}
-                    }
-                }
+                Fate::Acked => rooms[room_index].acked(effect),
                 Fate::Abandoned => {
                     self.report.given_up += 1;
                     break;
@@ -389,13 +393,7 @@ mod tests {
             if path.ends_with("/leave") {
                 assert!(room.members.len() > 2, "{n}: {:?}", room.members);
             }
-            room.commands += 1;
-            match effect {
-                Effect::Created => room.created = true,
-                Effect::Joined(user) => room.members.push(user),
-                Effect::Left(user) => room.members.retain(|m| *m != user),
-                Effect::None => {}
-            }
+            room.acked(effect);
             assert!(room.members.len() <= 6);
         }
     }
