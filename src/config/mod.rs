@@ -38,10 +38,11 @@ use serde_saphyr::figment::Yaml;
 
 pub use error::ConfigError;
 pub use settings::{
-    Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
+    Backend, ClusterSettings, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
     DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, ImRateLimitSettings,
     LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, MIN_LEASE, OutboxWorkerSettings,
-    PresenceSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, lease_for,
+    PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
+    WalletSettings, lease_for,
 };
 
 use error::Origins;

@@ -41,6 +41,7 @@ pub(crate) fn default_keys() -> Vec<(String, serde_json::Value)> {
         ("http.admin_token", &defaults.http.admin_token),
         ("database.url", &defaults.database.url),
         ("tencent_im.secret_key", &defaults.tencent_im.secret_key),
+        ("redis.url", &defaults.redis.url),
     ];
     let mut keys = Vec::new();
     // Serializing plain structs of strings and numbers cannot fail.
@@ -83,6 +84,67 @@ pub(crate) struct RawConfig {
     /// Logging.
     #[serde(deserialize_with = "null_as_default")]
     pub log: RawLog,
+    /// Many nodes on one database: shard leases, forwarding, the cluster-wide IM quota.
+    #[serde(deserialize_with = "null_as_default")]
+    pub cluster: RawCluster,
+    /// Redis: the shard directory and the cluster-wide IM rate limit.
+    #[serde(deserialize_with = "null_as_default")]
+    pub redis: RawRedis,
+    /// The wallet service gifts are paid from.
+    #[serde(deserialize_with = "null_as_default")]
+    pub wallet: RawWallet,
+}
+
+/// `cluster.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawCluster {
+    /// Share the rooms with other nodes through shard leases in the database.
+    pub enabled: bool,
+    /// This node's public API origin as the other nodes reach it (`http://host:port`).
+    pub advertise_url: String,
+    /// Nodes expected to run; without Redis each takes `global_per_sec / expected_nodes`.
+    pub expected_nodes: i64,
+    /// Lifetime of a shard lease on the database clock; renewed every 3/10 of it, and a node
+    /// that could not renew for 7/10 of it stops serving the shard.
+    pub lease_ttl: RawDuration,
+}
+
+impl Default for RawCluster {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            advertise_url: String::new(),
+            expected_nodes: 1,
+            lease_ttl: RawDuration::new("10s"),
+        }
+    }
+}
+
+/// `redis.*`
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawRedis {
+    /// `redis://[:password@]host:port[/db]`; empty: no Redis. May hold a password.
+    pub url: Secret,
+}
+
+/// `wallet.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawWallet {
+    /// Gifts debit the sender through the wallet service before they commit.
+    pub enabled: bool,
+    /// The wallet service's origin.
+    pub base_url: String,
+    /// Bound on one wallet call; a gift whose debit times out answers 503.
+    pub timeout: RawDuration,
+}
+
+impl Default for RawWallet {
+    fn default() -> Self {
+        Self { enabled: false, base_url: String::new(), timeout: RawDuration::new("2s") }
+    }
 }
 
 /// `http.*`

@@ -53,6 +53,12 @@ pub struct Settings {
     pub presence: PresenceSettings,
     /// Logging.
     pub log: LogSettings,
+    /// Many nodes on one database.
+    pub cluster: ClusterSettings,
+    /// Redis (`None`: not configured).
+    pub redis: Option<RedisSettings>,
+    /// The wallet gifts are paid from.
+    pub wallet: WalletSettings,
     /// Where the values came from, for the first log line after startup.
     pub source: ConfigSource,
 }
@@ -276,4 +282,47 @@ pub struct LogSettings {
     pub format: LogFormat,
     /// An `EnvFilter` directive list (a level name such as `info` is one).
     pub level: String,
+}
+
+/// Many nodes sharing one database: each owns the rooms of the shards it leases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// False: this node owns every room (no lease traffic).
+    pub enabled: bool,
+    /// This node's public API origin for the other nodes (no trailing slash).
+    pub advertise_url: String,
+    /// Nodes expected to run (>= 1): the local share of the IM quota when Redis is away.
+    pub expected_nodes: u32,
+    /// Lifetime of a shard lease (database clock).
+    pub lease_ttl: Duration,
+}
+
+impl ClusterSettings {
+    /// How often held leases are renewed (and shards rebalanced): 3/10 of the TTL.
+    pub fn renew_every(&self) -> Duration {
+        self.lease_ttl * 3 / 10
+    }
+
+    /// A node that could not renew for this long stops serving the shard: 7/10 of the TTL.
+    pub fn self_fence_after(&self) -> Duration {
+        self.lease_ttl * 7 / 10
+    }
+}
+
+/// Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisSettings {
+    /// Connection URL; may hold a password.
+    pub url: Secret,
+}
+
+/// The wallet service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalletSettings {
+    /// Gifts debit their sender before they commit.
+    pub enabled: bool,
+    /// Origin of the wallet service (no trailing slash).
+    pub base_url: String,
+    /// Bound on one wallet call.
+    pub timeout: Duration,
 }

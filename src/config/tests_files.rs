@@ -72,8 +72,19 @@ fn tencent_example_points_at_tencent_and_needs_the_secret_from_env() {
 
 #[test]
 fn every_shipped_file_sets_and_documents_every_key() {
-    let sections =
-        ["http", "database", "tencent_im", "im_rate_limit", "outbox_worker", "rooms", "presence", "log"];
+    let sections = [
+        "http",
+        "database",
+        "tencent_im",
+        "im_rate_limit",
+        "outbox_worker",
+        "rooms",
+        "presence",
+        "log",
+        "cluster",
+        "redis",
+        "wallet",
+    ];
     for name in ["config.yaml", "config.docker.yaml", "config.tencent.example.yaml"] {
         let text = std::fs::read_to_string(shipped(name)).expect("shipped file is readable");
         let lines: Vec<&str> = text.lines().collect();

@@ -257,3 +257,44 @@ fn config_check_renders_every_key_with_secrets_redacted() {
     assert!(yaml.contains("max_commit_batch: 64"), "{yaml}");
     assert!(yaml.contains(&format!("node_id: {}", settings.node_id)), "{yaml}");
 }
+
+const MYSQL: &str = "database: {url: \"mysql://root@127.0.0.1:3306/test\"}\n";
+
+#[test]
+fn cluster_needs_a_shared_mysql_database_and_an_advertised_url() {
+    fails_on("cluster: {enabled: true, advertise_url: \"http://127.0.0.1:8080\"}\n", &[], "cluster.enabled");
+    fails_on(&format!("{MYSQL}cluster: {{enabled: true}}\n"), &[], "cluster.advertise_url");
+    fails_on(
+        &format!("{MYSQL}cluster: {{enabled: true, advertise_url: \"tcp://x\"}}\n"),
+        &[],
+        "cluster.advertise_url",
+    );
+    fails_on("cluster: {expected_nodes: 0}\n", &[], "cluster.expected_nodes");
+    fails_on("cluster: {lease_ttl: \"10m\"}\n", &[], "cluster.lease_ttl");
+    let s = ok(&format!(
+        "{MYSQL}cluster: {{enabled: true, advertise_url: \"http://10.0.0.5:8080/\", expected_nodes: 3}}\n"
+    ));
+    assert!(s.cluster.enabled);
+    assert_eq!(s.cluster.advertise_url, "http://10.0.0.5:8080");
+    assert_eq!(s.cluster.expected_nodes, 3);
+    assert_eq!(s.cluster.renew_every(), Duration::from_secs(3));
+    assert_eq!(s.cluster.self_fence_after(), Duration::from_secs(7));
+}
+
+#[test]
+fn redis_url_is_checked_and_never_echoed() {
+    let message = fails_on("redis: {url: \"http://:hunter2@cache:6379\"}\n", &[], "redis.url");
+    assert!(!message.contains("hunter2"), "{message}");
+    assert!(ok("").redis.is_none());
+    let s = load_yaml("", &[("ROOM_SERVICE__REDIS__URL", "redis://:pw@127.0.0.1:6379/0")]).expect("valid");
+    assert_eq!(s.redis.map(|r| r.url.expose().to_owned()).as_deref(), Some("redis://:pw@127.0.0.1:6379/0"));
+}
+
+#[test]
+fn an_enabled_wallet_needs_its_url() {
+    fails_on("wallet: {enabled: true}\n", &[], "wallet.base_url");
+    fails_on("wallet: {timeout: \"0s\"}\n", &[], "wallet.timeout");
+    let s = ok("wallet: {enabled: true, base_url: \"http://127.0.0.1:7000/\", timeout: \"500ms\"}\n");
+    assert_eq!(s.wallet.base_url, "http://127.0.0.1:7000");
+    assert_eq!(s.wallet.timeout, Duration::from_millis(500));
+}

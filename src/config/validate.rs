@@ -7,18 +7,19 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use super::raw::{
-    RawConfig, RawDatabase, RawDuration, RawHttp, RawImRateLimit, RawLog, RawOutboxWorker, RawPresence,
-    RawRooms, RawTencentIm,
+    RawCluster, RawConfig, RawDatabase, RawDuration, RawHttp, RawImRateLimit, RawLog, RawOutboxWorker,
+    RawPresence, RawRedis, RawRooms, RawTencentIm, RawWallet,
 };
 use super::rules::{
     MIN_RETENTION, MIN_USERSIG_TTL, Parsed, Problems, check_base_url, check_log_level, is_valid_node_id,
     parse_duration, sanitize_node_id,
 };
 use super::settings::{
-    Backend, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
+    Backend, ClusterSettings, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
     DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, ImRateLimitSettings,
     LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HTTP_LIMIT, MAX_IN_FLIGHT,
-    OutboxWorkerSettings, PresenceSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
+    OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings,
+    TencentImSettings, WalletSettings,
 };
 use crate::secret::Secret;
 
@@ -47,8 +48,18 @@ pub(crate) fn validate(
         rooms: rooms(&mut p, raw.rooms),
         presence: presence(&mut p, raw.presence),
         log: log(&mut p, raw.log),
+        cluster: ClusterSettings {
+            enabled: false,
+            advertise_url: String::new(),
+            expected_nodes: 1,
+            lease_ttl: Duration::from_secs(10),
+        },
+        redis: redis(&mut p, raw.redis),
+        wallet: wallet(&mut p, raw.wallet),
         source,
     };
+    let backend = settings.database.backend();
+    let settings = Settings { cluster: cluster(&mut p, raw.cluster, backend), ..settings };
     match ConfigError::from_list(p.0) {
         Some(error) => Err(error),
         None => Ok(settings),
@@ -319,4 +330,68 @@ fn log(p: &mut Problems, raw: RawLog) -> LogSettings {
         p.add("log.level", reason);
     }
     LogSettings { format, level }
+}
+
+/// Shortest and longest `cluster.lease_ttl`.
+const LEASE_TTL_RANGE: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(300));
+
+/// A cluster shares one MySQL/MariaDB database (SQLite is one process's file) and tells the
+/// other nodes where it listens.
+fn cluster(p: &mut Problems, raw: RawCluster, backend: Backend) -> ClusterSettings {
+    let lease_ttl = p.positive("cluster.lease_ttl", &raw.lease_ttl, Duration::from_secs(10));
+    if !(LEASE_TTL_RANGE.0..=LEASE_TTL_RANGE.1).contains(&lease_ttl) {
+        p.add("cluster.lease_ttl", "must be between 1s and 5m");
+    }
+    let expected_nodes = match u32::try_from(raw.expected_nodes) {
+        Ok(n) if (1..=1024).contains(&n) => n,
+        _ => {
+            p.add("cluster.expected_nodes", format!("{} is not between 1 and 1024", raw.expected_nodes));
+            1
+        }
+    };
+    let mut advertise_url = raw.advertise_url.trim().to_owned();
+    if raw.enabled {
+        if backend != Backend::MySql {
+            p.add(
+                "cluster.enabled",
+                "needs a MySQL/MariaDB database.url: the nodes of a cluster share one database",
+            );
+        }
+        if advertise_url.is_empty() {
+            p.add(
+                "cluster.advertise_url",
+                "must be this node's public API origin (http://host:port) when cluster.enabled",
+            );
+        } else {
+            match check_base_url(&advertise_url) {
+                Ok(url) => advertise_url = url,
+                Err(reason) => p.add("cluster.advertise_url", reason),
+            }
+        }
+    }
+    ClusterSettings { enabled: raw.enabled, advertise_url, expected_nodes, lease_ttl }
+}
+
+fn redis(p: &mut Problems, raw: RawRedis) -> Option<RedisSettings> {
+    // The value never goes into a message: it may carry a password.
+    let url = Secret::new(raw.url.expose().trim());
+    if url.is_empty() {
+        return None;
+    }
+    if !["redis://", "rediss://", "unix://", "redis+unix://"].iter().any(|s| url.expose().starts_with(s)) {
+        p.add("redis.url", "must start with redis://, rediss:// or unix://");
+    }
+    Some(RedisSettings { url })
+}
+
+fn wallet(p: &mut Problems, raw: RawWallet) -> WalletSettings {
+    let timeout = p.positive("wallet.timeout", &raw.timeout, Duration::from_secs(2));
+    let mut base_url = raw.base_url.trim().to_owned();
+    if raw.enabled {
+        match check_base_url(&base_url) {
+            Ok(url) => base_url = url,
+            Err(reason) => p.add("wallet.base_url", reason),
+        }
+    }
+    WalletSettings { enabled: raw.enabled, base_url, timeout }
 }
