@@ -18,6 +18,7 @@ pub mod fake_im;
 pub mod http;
 pub mod outbox;
 pub mod publish;
+pub mod redis_conn;
 pub mod room;
 pub mod secret;
 pub mod store;
