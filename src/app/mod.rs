@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use tower::util::Either;
 
 use crate::admin::{RetentionOptions, run_retention};
+use crate::cluster::Ownership;
 use crate::config::{Settings, TencentImSettings};
 use crate::http::server::ServeOptions;
 use crate::http::{self, AppState, Lifecycle, PublicOptions};
@@ -94,6 +95,7 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
             .enabled
             .then(|| MAX_GROUP_ID_BYTES.saturating_sub(settings.tencent_im.group_id_prefix.len())),
         worker_wake: Some(worker_wake.clone()),
+        ownership: Ownership::Single,
     };
     let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
     let http_settings = &settings.http;

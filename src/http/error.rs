@@ -39,6 +39,25 @@ impl ApiError {
             "service is shutting down; retry on another instance",
         )
     }
+
+    /// 503 `not_owner`: the room's shard is moving between nodes; a retry is routed to its
+    /// new owner.
+    pub fn not_owner() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_owner",
+            "the room is moving between nodes; retry the request as it is",
+        )
+    }
+
+    /// 503 `owner_unavailable`: the node serving the room did not answer.
+    pub fn owner_unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "owner_unavailable",
+            "the node serving this room did not answer; retry the request as it is",
+        )
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -62,6 +81,7 @@ impl From<RoomError> for ApiError {
                     "storage is unavailable; retry",
                 )
             }
+            RoomError::NotOwner => ApiError::not_owner(),
             RoomError::Corrupt(detail) => {
                 tracing::error!(%detail, "Stored data is corrupt");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "stored data could not be read")

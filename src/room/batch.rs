@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::error::RoomError;
 use super::outcome::{CommandResponse, LoggedEvent, LoggedOutcome};
 use super::pipeline::StillHolds;
+use crate::cluster::shard_of;
 use crate::domain::{
     self, Applied, Change, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomState,
     SenderTotal, UserId,
@@ -69,13 +70,15 @@ pub(super) struct Plan {
 }
 
 /// Applies `items` in order to `state` (the room as committed at its version) and gathers
-/// one commit. `claim_after`: the outbox rows are not claimable by the worker before it.
+/// one commit. `claim_after`: the outbox rows are not claimable by the worker before it;
+/// `fence`: the shard lease epoch the commit is fenced on.
 pub(super) fn plan(
     room_id: &RoomId,
     state: Option<&RoomState>,
     items: &[Queued],
     now_ms: i64,
     claim_after: Duration,
+    fence: Option<u64>,
 ) -> Plan {
     let expected_version = state.map_or(0, |s| s.version);
     let mut state = state.cloned();
@@ -149,6 +152,8 @@ pub(super) fn plan(
             })
             .collect(),
         publish_timeout: claim_after,
+        shard: shard_of(room_id.as_str()),
+        fence,
     });
     Plan { commit, decisions, state }
 }

@@ -6,7 +6,7 @@
 //! and dropped again when idle.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Mutex as AsyncMutex;
@@ -33,6 +33,9 @@ pub(super) struct Cell {
     /// next may go too. False until checked against the database (a fresh cell does not know
     /// what earlier processes left undelivered) and after any event was left pending.
     pub(super) sync_clear: AtomicBool,
+    /// The shard lease epoch the state was loaded under (0 without a cluster): under another
+    /// epoch the room may have been changed by another owner in between, so it reloads.
+    pub(super) epoch: AtomicU64,
 }
 
 #[derive(Debug, Default)]

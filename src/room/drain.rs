@@ -59,12 +59,16 @@ impl RoomService {
         let mut reloaded = false;
         let claim_after = self.inner.options.publish_timeout + SYNC_CLAIM_MARGIN;
         while !items.is_empty() {
+            let fence = match self.fence(room_id, cell, slot) {
+                Ok(fence) => fence,
+                Err(e) => return fail_all(answers, items, e),
+            };
             let state = match self.loaded(room_id, slot).await {
                 Ok(state) => state.clone(),
                 Err(e) => return fail_all(answers, items, e),
             };
             let cell_version = state.as_ref().map(|s| s.version);
-            let plan = plan(room_id, state.as_ref(), &items, (self.inner.clock)(), claim_after);
+            let plan = plan(room_id, state.as_ref(), &items, (self.inner.clock)(), claim_after, fence);
             let Some(commit) = &plan.commit else {
                 // Nothing to write: every command was refused (or skipped) on the cell's state,
                 // which another node may have moved on. Reload and decide again, once.
@@ -122,6 +126,13 @@ impl RoomService {
                         "room was changed concurrently by another node; retry the command".into(),
                     );
                     return fail_all(answers, items, conflict);
+                }
+                Err(CommitError::Fenced) => {
+                    // Another node took the shard over: nothing was written, and this cell's
+                    // state may be behind the new owner's.
+                    tracing::warn!(room_id = %room_id, "Shard lease lost; the command was not committed");
+                    unload(slot);
+                    return fail_all(answers, items, RoomError::NotOwner);
                 }
                 Err(CommitError::Store(e)) => {
                     // The commit may or may not have landed: the cell reloads on the next command.

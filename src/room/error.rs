@@ -24,6 +24,10 @@ pub enum RoomError {
     /// group commit gets the same error.
     #[error("storage unavailable")]
     Unavailable(#[source] Arc<StoreError>),
+    /// Another node owns the room's shard now (or none does, for a moment): retry; the
+    /// request is routed to the owner.
+    #[error("this node does not own the room now; retry")]
+    NotOwner,
     /// Stored data could not be read back (a snapshot or logged outcome that does not parse).
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),

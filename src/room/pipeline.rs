@@ -15,6 +15,7 @@ use super::cells::{Cell, Cells, Slot};
 use super::error::RoomError;
 use super::marker::{DeliveryMarker, MarkerStats};
 use super::outcome::{CommandResponse, fingerprint};
+use crate::cluster::Ownership;
 use crate::domain::{
     self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, SenderTotal, UserId,
 };
@@ -42,6 +43,9 @@ pub struct RoomOptions {
     pub max_room_id_bytes: Option<usize>,
     /// Notified when the synchronous path leaves events pending, so the worker claims them now.
     pub worker_wake: Option<Arc<Notify>>,
+    /// Which rooms this node may serve (every room without a cluster); commits are fenced on
+    /// the shard lease's epoch.
+    pub ownership: Ownership,
 }
 
 impl RoomOptions {
@@ -52,6 +56,7 @@ impl RoomOptions {
             max_commit_batch: DEFAULT_MAX_COMMIT_BATCH,
             max_room_id_bytes: None,
             worker_wake: None,
+            ownership: Ownership::Single,
         }
     }
 }
@@ -196,7 +201,7 @@ impl RoomService {
             Ok(_) => "not_applied",
             Err(RoomError::Domain(_)) => "rejected",
             Err(RoomError::CommandConflict(_) | RoomError::VersionConflict(_)) => "conflict",
-            Err(RoomError::Unavailable(_)) => "unavailable",
+            Err(RoomError::Unavailable(_) | RoomError::NotOwner) => "unavailable",
             Err(RoomError::Corrupt(_)) => "corrupt",
         };
         metrics::counter!(names::COMMANDS_TOTAL, names::LABEL_COMMAND => name, names::LABEL_RESULT => outcome)
@@ -210,6 +215,7 @@ impl RoomService {
     pub async fn heartbeat(&self, room_id: &RoomId, user_id: &UserId) -> Result<(), RoomError> {
         let cell = self.cell(room_id);
         let mut guard = cell.state.lock().await;
+        self.fence(room_id, &cell, &mut guard)?;
         let state = self.loaded(room_id, &mut guard).await?;
         let room = state.as_mut().ok_or(DomainError::RoomNotFound)?;
         domain::heartbeat(room, user_id, (self.inner.clock)())?;
@@ -235,6 +241,7 @@ impl RoomService {
     async fn room(&self, room_id: &RoomId) -> Result<RoomState, RoomError> {
         let cell = self.cell(room_id);
         let mut guard = cell.state.lock().await;
+        self.fence(room_id, &cell, &mut guard)?;
         let state = self.loaded(room_id, &mut guard).await?;
         Ok(state.as_ref().ok_or(DomainError::RoomNotFound)?.clone())
     }
@@ -269,6 +276,28 @@ impl RoomService {
     /// How many cells are in memory.
     pub fn cell_count(&self) -> usize {
         self.inner.cells.len()
+    }
+
+    /// The commit fence of the room while this node owns it (`None` without a cluster);
+    /// unloads a cell loaded under another epoch (the room may have moved on elsewhere).
+    pub(super) fn fence(
+        &self,
+        room_id: &RoomId,
+        cell: &Cell,
+        slot: &mut Slot,
+    ) -> Result<Option<u64>, RoomError> {
+        let fence = self.inner.options.ownership.fence(room_id.as_str()).map_err(|_| RoomError::NotOwner)?;
+        let epoch = fence.unwrap_or(0);
+        if cell.epoch.swap(epoch, Ordering::AcqRel) != epoch {
+            *slot = None;
+            cell.sync_clear.store(false, Ordering::Release);
+        }
+        Ok(fence)
+    }
+
+    /// True when this node may serve `room_id` now.
+    pub fn owns(&self, room_id: &RoomId) -> bool {
+        self.inner.options.ownership.owns(room_id.as_str())
     }
 
     /// Loads the cell's state from the database if it is not loaded yet.

@@ -4,8 +4,9 @@
 
 use sqlx::{Executor, FromRow, IntoArguments, Row, Transaction};
 
+use super::lease_sql;
 use super::room_sql;
-use super::rows::{GiftRow, MemberRow, RoomRow, VersionRow};
+use super::rows::{EpochRow, GiftRow, MemberRow, RoomRow, VersionRow};
 use super::sql::{self, Dialect};
 use super::types::{
     Claim, CommitError, GiftTotalRow, Mark, MarkReport, OutboxRow, PublishResult, RoomCommit, RoomHead,
@@ -26,18 +27,26 @@ pub(super) async fn commit_room<DB>(
 where
     DB: Dialect,
     for<'r> VersionRow: FromRow<'r, DB::Row>,
+    for<'r> EpochRow: FromRow<'r, DB::Row>,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
 {
     let room = c.room_id.as_str();
+    if let Some(epoch) = c.fence {
+        let mut fence = lease_sql::fence_epoch::<DB>(c.shard);
+        let stored = fence.build_query_as::<EpochRow>().fetch_optional(&mut *tx).await?;
+        if stored.map(|r| r.epoch) != Some(epoch as i64) {
+            return Err(CommitError::Fenced);
+        }
+    }
     if let Some(snapshot) = &c.snapshot {
         let written = if c.expected_version == 0 {
-            match room_sql::insert_snapshot::<DB>(room, snapshot).build().execute(&mut *tx).await {
+            match room_sql::insert_snapshot::<DB>(room, snapshot, c.fence).build().execute(&mut *tx).await {
                 Err(e) if is_unique_violation(&e) => 0,
                 other => DB::rows_affected(&other?),
             }
         } else {
-            let mut update = room_sql::update_snapshot::<DB>(room, c.expected_version, snapshot);
+            let mut update = room_sql::update_snapshot::<DB>(room, c.expected_version, snapshot, c.fence);
             DB::rows_affected(&update.build().execute(&mut *tx).await?)
         };
         if written != 1 {

@@ -9,6 +9,8 @@
 
 mod admin;
 mod flows;
+mod lease;
+mod lease_sql;
 mod mysql;
 mod mysql_admin;
 mod room_sql;
@@ -26,6 +28,7 @@ pub use admin::{
     AdminRepository, MAX_PURGE_BATCH, MAX_REQUEUE_BATCH, PURGE_LOCK_PREFIX, PurgeLock, REQUEUEABLE,
     RequeueTarget, RequeuedRow,
 };
+pub use lease::{ClusterNode, LeaseRepository, ShardLease};
 pub use mysql::MySqlRepository;
 pub use sqlite::SqliteRepository;
 pub use types::{
@@ -47,9 +50,10 @@ pub enum Backend {
 pub type SharedRepository = Arc<dyn Repository>;
 
 /// Everything the service stores. One conformance suite (`tests/it/store.rs`) runs unchanged
-/// against both implementations. The operator operations ([`AdminRepository`]) come with it.
+/// against both implementations. The operator operations ([`AdminRepository`]) and the shard leases
+/// ([`LeaseRepository`]) come with it.
 #[async_trait]
-pub trait Repository: AdminRepository + Send + Sync + std::fmt::Debug + 'static {
+pub trait Repository: AdminRepository + LeaseRepository + Send + Sync + std::fmt::Debug + 'static {
     /// Which database this is.
     fn backend(&self) -> Backend;
 

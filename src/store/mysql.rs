@@ -13,6 +13,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{Executor, MySql, Row};
 
 use super::flows;
+use super::lease_sql;
 use super::room_sql;
 use super::rows;
 use super::sql;
@@ -85,6 +86,8 @@ pub(crate) fn check_engine_version(version: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+lease_sql::impl_lease_repository!(MySqlRepository, MySql);
 
 #[async_trait]
 impl Repository for MySqlRepository {

@@ -8,9 +8,14 @@ use super::sql::{Dialect, millis, push_strs};
 use super::types::{GiftTotalRow, RoomCommit, SnapshotWrite};
 
 /// A new room's first snapshot; a unique violation means another writer created it first.
-pub(super) fn insert_snapshot<DB: Dialect>(room_id: &str, s: &SnapshotWrite) -> QueryBuilder<DB> {
+/// `epoch`: the shard lease it is written under (0 without a cluster).
+pub(super) fn insert_snapshot<DB: Dialect>(
+    room_id: &str,
+    s: &SnapshotWrite,
+    epoch: Option<u64>,
+) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
-        "INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) VALUES (",
+        "INSERT INTO room_snapshot (room_id, version, status, state, epoch, updated_at_ms) VALUES (",
     );
     DB::bind_str(&mut q, room_id);
     q.push(", ");
@@ -19,15 +24,19 @@ pub(super) fn insert_snapshot<DB: Dialect>(room_id: &str, s: &SnapshotWrite) -> 
     DB::bind_str(&mut q, s.status);
     q.push(", ");
     DB::bind_str(&mut q, &s.state);
+    q.push(", ");
+    DB::bind_i64(&mut q, epoch.unwrap_or(0) as i64);
     q.push(format!(", {})", DB::NOW_MS));
     q
 }
 
-/// The next snapshot, fenced: changes one row only if the stored version is `expected`.
+/// The next snapshot, fenced: changes one row only if the stored version is `expected` and,
+/// under a shard lease, it was not written under a newer `epoch` (which it then carries).
 pub(super) fn update_snapshot<DB: Dialect>(
     room_id: &str,
     expected: u64,
     s: &SnapshotWrite,
+    epoch: Option<u64>,
 ) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("UPDATE room_snapshot SET version = ");
     DB::bind_i64(&mut q, s.version as i64);
@@ -35,10 +44,18 @@ pub(super) fn update_snapshot<DB: Dialect>(
     DB::bind_str(&mut q, s.status);
     q.push(", state = ");
     DB::bind_str(&mut q, &s.state);
+    if let Some(epoch) = epoch {
+        q.push(", epoch = ");
+        DB::bind_i64(&mut q, epoch as i64);
+    }
     q.push(format!(", updated_at_ms = {} WHERE room_id = ", DB::NOW_MS));
     DB::bind_str(&mut q, room_id);
     q.push(" AND version = ");
     DB::bind_i64(&mut q, expected as i64);
+    if let Some(epoch) = epoch {
+        q.push(" AND epoch <= ");
+        DB::bind_i64(&mut q, epoch as i64);
+    }
     q
 }
 
@@ -132,8 +149,8 @@ pub(super) fn insert_command_log<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB
 pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(
-        "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, status, retry_count, lock_until_ms, \
-         created_at_ms, updated_at_ms) VALUES ",
+        "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, shard, status, retry_count, \
+         lock_until_ms, created_at_ms, updated_at_ms) VALUES ",
     );
     for (i, row) in c.outbox.iter().enumerate() {
         q.push(if i == 0 { "(" } else { ", (" });
@@ -141,7 +158,8 @@ pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
             DB::bind_str(&mut q, value);
             q.push(", ");
         }
-        q.push(format!("'pending', 0, {now} + "));
+        DB::bind_i64(&mut q, i64::from(c.shard));
+        q.push(format!(", 'pending', 0, {now} + "));
         DB::bind_i64(&mut q, millis(c.publish_timeout));
         q.push(format!(", {now}, {now})"));
     }

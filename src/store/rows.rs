@@ -9,6 +9,12 @@ pub(super) struct RoomRow {
     pub(super) state: String,
 }
 
+/// A shard's epoch, as read by the commit fence.
+#[derive(sqlx::FromRow)]
+pub(super) struct EpochRow {
+    pub(super) epoch: i64,
+}
+
 /// `room_member` as read by [`load_members`](super::room_sql::load_members).
 #[derive(sqlx::FromRow)]
 pub(super) struct MemberRow {

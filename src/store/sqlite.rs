@@ -14,6 +14,7 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite};
 
 use super::flows;
+use super::lease_sql;
 use super::room_sql;
 use super::rows;
 use super::sql;
@@ -77,6 +78,8 @@ impl SqliteRepository {
         Ok(())
     }
 }
+
+lease_sql::impl_lease_repository!(SqliteRepository, Sqlite);
 
 #[async_trait]
 impl Repository for SqliteRepository {

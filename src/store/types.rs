@@ -176,6 +176,11 @@ pub struct RoomCommit {
     pub gift_totals: Vec<GiftTotalRow>,
     /// The rows are not claimable by a worker before this much time has passed.
     pub publish_timeout: Duration,
+    /// The room's shard (stored on its outbox rows: an owner relays its own shards first).
+    pub shard: u16,
+    /// The epoch of the shard lease this node committed under (`None`: no cluster, no fence).
+    /// The commit fails with [`CommitError::Fenced`] when the shard's epoch is another.
+    pub fence: Option<u64>,
 }
 
 /// Why a command commit did not happen. Nothing was written in every case.
@@ -187,6 +192,9 @@ pub enum CommitError {
     /// Another writer committed this room's next version first.
     #[error("room version conflict")]
     VersionConflict,
+    /// The shard's lease was taken over (its epoch moved on): this node no longer owns it.
+    #[error("shard lease lost: another node owns the room now")]
+    Fenced,
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),

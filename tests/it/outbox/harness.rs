@@ -121,6 +121,8 @@ impl Db {
                 .map(|(event_id, event_type, envelope)| NewOutboxRow { event_id, event_type, envelope })
                 .collect(),
             publish_timeout,
+            shard: room_service::cluster::shard_of(room),
+            fence: None,
         };
         self.repo.commit_room(&commit).await.expect("commit command");
     }

@@ -44,6 +44,8 @@ pub fn commit(room_id: &str, command_id: &str, expected: u64, events: usize) -> 
         members: MemberChanges::default(),
         gift_totals: Vec::new(),
         publish_timeout: Duration::ZERO,
+        shard: room_service::cluster::shard_of(room_id),
+        fence: None,
     }
 }
 
