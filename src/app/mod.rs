@@ -21,16 +21,18 @@ use tokio_util::task::TaskTracker;
 use tower::util::Either;
 
 use crate::admin::{RetentionOptions, run_retention};
-use crate::cluster::Ownership;
+use crate::cluster::{Directory, LeaseKeeper, Ownership};
 use crate::config::{Settings, TencentImSettings};
+use crate::http::forward::Forwarder;
 use crate::http::server::ServeOptions;
-use crate::http::{self, AppState, Lifecycle, PublicOptions};
+use crate::http::{self, AppState, Lifecycle, NodeInfo, PublicOptions};
 use crate::outbox::{OutboxWorker, OutboxWorkerOptions, sampler};
 use crate::publish::Publisher;
 use crate::publish::log_sink::LogSink;
 use crate::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
 use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
 use crate::publish::tencent::{TencentImOptions, TencentImService};
+use crate::redis_conn::RedisConn;
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
 use crate::telemetry;
@@ -84,6 +86,12 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         .await
         .with_context(|| format!("opening database {}", db.redacted_url()))?;
     let metrics = telemetry::install_metrics();
+    let redis = settings.redis.as_ref().map(|r| RedisConn::open(&r.url)).transpose().context("redis.url")?;
+    let keeper = match settings.cluster.enabled {
+        true => Some(join_cluster(&settings, &repo, redis.clone()).await?),
+        false => None,
+    };
+    let ownership = keeper.as_ref().map_or(Ownership::Single, LeaseKeeper::ownership);
     let publish_timeout = settings.outbox_worker.publish_timeout;
     // The command path wakes the worker when it leaves events pending.
     let worker_wake = Arc::new(Notify::new());
@@ -95,7 +103,7 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
             .enabled
             .then(|| MAX_GROUP_ID_BYTES.saturating_sub(settings.tencent_im.group_id_prefix.len())),
         worker_wake: Some(worker_wake.clone()),
-        ownership: Ownership::Single,
+        ownership: ownership.clone(),
     };
     let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
     let http_settings = &settings.http;
@@ -113,13 +121,30 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         repo: repo.clone(),
         lifecycle: lifecycle.clone(),
         metrics: Some(metrics.clone()),
+        forwarder: keeper
+            .as_ref()
+            .map(|k| {
+                Forwarder::new(k.cluster(), http_settings.request_timeout, http_settings.body_limit_bytes)
+            })
+            .transpose()
+            .context("cluster forwarding client")?,
+        node: NodeInfo {
+            node_id: settings.node_id.clone(),
+            url: match settings.cluster.advertise_url.as_str() {
+                "" => format!("http://{addr}"),
+                url => url.to_owned(),
+            },
+        },
     };
     let public = http::public_router(state.clone(), PublicOptions::from(http_settings));
     let admin = http::admin_router(state, http_settings.admin_token.clone());
 
     let workers = CancellationToken::new();
     let tracker = TaskTracker::new();
-    tracker.spawn(run_metrics_upkeep(metrics, repo.clone(), workers.clone()));
+    tracker.spawn(run_metrics_upkeep(metrics, repo.clone(), ownership.clone(), workers.clone()));
+    // The leases are kept until HTTP has stopped: in-flight commands still commit under them.
+    let leases = CancellationToken::new();
+    let keeper_task = keeper.clone().map(|k| tokio::spawn(k.run(leases.clone())));
     if settings.presence.enabled {
         let p = &settings.presence;
         tracker.spawn(presence::run_presence_worker(
@@ -140,7 +165,7 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         settings.outbox_worker.stats_interval,
         workers.clone(),
     ));
-    spawn_outbox_worker(&settings, &repo, worker_wake, &publisher, &tracker, &workers);
+    spawn_outbox_worker(&settings, &repo, worker_wake, &publisher, ownership.clone(), &tracker, &workers);
     // Retention runs where the outbox worker runs (one purging instance at a time on MySQL).
     if let Some(retention) = settings.outbox_worker.retention.filter(|_| settings.outbox_worker.enabled) {
         let options = RetentionOptions::new(retention, settings.node_id.clone());
@@ -191,6 +216,15 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
         tracker.wait().await;
         // The last commands have answered: write their delivery marks before the pool closes.
         server_rooms.shutdown().await;
+        leases.cancel();
+        if let Some(task) = keeper_task {
+            let _ = task.await;
+        }
+        if let Some(keeper) = &keeper
+            && let Err(error) = keeper.leave().await
+        {
+            tracing::warn!(%error, "Cannot release the shard leases; they expire by themselves");
+        }
         server_repo.close().await;
         tracing::info!("Stopped");
         public_served.context("public http server failed")?;
@@ -211,11 +245,31 @@ pub async fn serve(settings: Settings, publisher: Publisher) -> anyhow::Result<(
     app.wait().await
 }
 
+/// Joins the cluster before serving: membership, then this node's share of the shards.
+async fn join_cluster(
+    settings: &Settings,
+    repo: &SharedRepository,
+    redis: Option<RedisConn>,
+) -> anyhow::Result<LeaseKeeper> {
+    let directory = Directory::new(repo.clone(), redis).await.context("reading the cluster id")?;
+    let keeper =
+        LeaseKeeper::new(repo.clone(), directory, settings.node_id.clone(), settings.cluster.clone());
+    keeper.join().await.context("joining the cluster (shard leases)")?;
+    tracing::info!(
+        node_id = %settings.node_id,
+        url = %settings.cluster.advertise_url,
+        shards = keeper.ownership().held_shards().map_or(0, |s| s.len()),
+        "Joined the cluster"
+    );
+    Ok(keeper)
+}
+
 fn spawn_outbox_worker(
     settings: &Settings,
     repo: &SharedRepository,
     wake: Arc<Notify>,
     publisher: &Publisher,
+    ownership: Ownership,
     tracker: &TaskTracker,
     cancel: &CancellationToken,
 ) {
@@ -227,8 +281,13 @@ fn spawn_outbox_worker(
         per_room_rate: settings.im_rate_limit.per_group_per_sec,
         ..OutboxWorkerOptions::from(&settings.outbox_worker)
     };
-    let worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options)
+    let mut worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options)
         .with_waker(wake);
+    if settings.cluster.enabled {
+        // A shard's rows are relayed by its owner; a dead owner's shards move within a TTL,
+        // so a row still unclaimed after two TTLs has lost its owner some other way.
+        worker = worker.with_ownership(ownership, settings.cluster.lease_ttl * 2);
+    }
     let cancel = cancel.clone();
     tracker.spawn(async move { worker.run_outbox_worker(cancel).await });
 }
@@ -236,11 +295,14 @@ fn spawn_outbox_worker(
 async fn run_metrics_upkeep(
     handle: metrics_exporter_prometheus::PrometheusHandle,
     repo: SharedRepository,
+    ownership: Ownership,
     cancel: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     while cancel.run_until_cancelled(tick.tick()).await.is_some() {
         telemetry::sample_runtime(repo.as_ref());
+        let owned = ownership.held_shards().map_or(usize::from(crate::cluster::SHARDS), |s| s.len());
+        metrics::gauge!(telemetry::names::CLUSTER_SHARDS_OWNED).set(owned as f64);
         handle.run_upkeep();
     }
 }

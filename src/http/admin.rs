@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{Json, page_limit};
+use super::extract::{Json, RoomPath, page_limit};
 use crate::admin::ops::{self, OpsError, RequeueReport};
 use crate::store::{OutboxQuery, OutboxRow, OutboxStats, OutboxStatus};
 
@@ -134,5 +135,24 @@ pub async fn show(
             "event_not_found",
             format!("no outbox row has event id {event_id}"),
         )),
+    }
+}
+
+/// `GET /admin/rooms/{room_id}/owner`: the node serving the room, by the lease table (this
+/// node, epoch 0, without a cluster); 503 `not_owner` while its shard is between owners.
+pub async fn owner(
+    State(state): State<AppState>,
+    RoomPath(room_id): RoomPath,
+) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    let shard = crate::cluster::shard_of(room_id.as_str());
+    let Some(forwarder) = &state.forwarder else {
+        let node = &state.node;
+        return Ok(axum::Json(json!({"node_id": node.node_id, "url": node.url, "epoch": 0, "shard": shard})));
+    };
+    match forwarder.cluster().owner(room_id.as_str()).await.map_err(crate::room::RoomError::from)? {
+        Some(owner) => Ok(axum::Json(
+            json!({"node_id": owner.node_id, "url": owner.url, "epoch": owner.epoch, "shard": shard}),
+        )),
+        None => Err(ApiError::not_owner()),
     }
 }

@@ -14,6 +14,7 @@ pub mod auth;
 pub mod edge;
 pub mod error;
 pub mod extract;
+pub mod forward;
 pub mod metrics;
 pub mod rooms;
 pub mod server;
@@ -81,6 +82,19 @@ pub struct AppState {
     pub lifecycle: Lifecycle,
     /// Renders `/metrics`; `None` when no recorder is installed.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// Forwards requests for rooms owned elsewhere; `None` without a cluster.
+    pub forwarder: Option<forward::Forwarder>,
+    /// This node, as `GET /admin/rooms/{id}/owner` names it without a cluster.
+    pub node: NodeInfo,
+}
+
+/// This node's id and public URL.
+#[derive(Debug, Clone, Default)]
+pub struct NodeInfo {
+    /// `node_id`.
+    pub node_id: String,
+    /// Its public API origin (`cluster.advertise_url`, or the bound public address).
+    pub url: String,
 }
 
 /// The limits of the public router.
@@ -122,6 +136,7 @@ pub fn public_router(state: AppState, options: PublicOptions) -> Router {
         .route("/v1/rooms/{room_id}/close", post(rooms::close))
         .route("/v1/rooms/{room_id}/heartbeat", post(rooms::heartbeat))
         .route("/v1/rooms/{room_id}/members", get(rooms::members))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), forward::route))
         .route_layer(edge::layer(options.request_timeout, options.max_in_flight));
     let health = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz));
     outer_layers(with_fallbacks(v1.merge(health)), options.body_limit).with_state(state)
@@ -135,6 +150,7 @@ pub fn admin_router(state: AppState, token: Option<Secret>) -> Router {
         .route("/admin/outbox", get(admin::list))
         .route("/admin/outbox/requeue", post(admin::requeue))
         .route("/admin/outbox/{event_id}", get(admin::show))
+        .route("/admin/rooms/{room_id}/owner", get(admin::owner))
         .route("/metrics", get(render_metrics));
     let router = with_fallbacks(router);
     let router = match token {

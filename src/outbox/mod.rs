@@ -32,13 +32,15 @@ pub mod sampler;
 pub use options::OutboxWorkerOptions;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::Ownership;
 use crate::domain::EventEnvelope;
 use crate::publish::{Message, Path, Priority, Publisher};
-use crate::store::{OutboxRow, SharedRepository, StoreError};
+use crate::store::{ClaimScope, OutboxRow, SharedRepository, StoreError};
 
 /// Value of the `worker` field on every outbox log line.
 pub const WORKER_NAME: &str = "room_outbox";
@@ -55,6 +57,9 @@ pub struct OutboxWorker {
     node_id: String,
     options: OutboxWorkerOptions,
     wake: Arc<Notify>,
+    /// In a cluster: claim the rows of the shards this node owns, and others' only once
+    /// orphaned this long (their owner is gone).
+    scope: Option<(Ownership, Duration)>,
 }
 
 /// What one batch did.
@@ -91,7 +96,21 @@ impl OutboxWorker {
         options: OutboxWorkerOptions,
     ) -> Self {
         let wake = Arc::new(Notify::new());
-        Self { repo, publisher, node_id: node_id.into(), options: options.normalise(), wake }
+        Self { repo, publisher, node_id: node_id.into(), options: options.normalise(), wake, scope: None }
+    }
+
+    /// Relays the rows of the shards `ownership` holds first (no two nodes contend for one
+    /// room's rows); a row claimable for longer than `orphaned_after` is claimed whatever its
+    /// shard (the safety net for rows whose owner died).
+    pub fn with_ownership(mut self, ownership: Ownership, orphaned_after: Duration) -> Self {
+        self.scope = Some((ownership, orphaned_after));
+        self
+    }
+
+    /// The shards this claim is scoped to, if any.
+    fn claim_scope(&self) -> Option<ClaimScope> {
+        let (ownership, orphaned_after) = self.scope.as_ref()?;
+        Some(ClaimScope { shards: ownership.held_shards()?, orphaned_after: *orphaned_after })
     }
 
     /// Shares `wake` with the command path (see [`Self::waker`]).

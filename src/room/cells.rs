@@ -155,17 +155,21 @@ impl Cells {
     }
 
     /// Drops cells nobody is using that hold no live presence: rooms that do not exist, closed
-    /// rooms, and rooms without members unused since `cutoff_ms`. Returns how many.
-    pub(super) fn evict_idle(&self, cutoff_ms: i64) -> usize {
+    /// rooms, rooms without members unused since `cutoff_ms`, and rooms not `owned` here.
+    /// Returns how many.
+    pub(super) fn evict_idle(&self, cutoff_ms: i64, owned: impl Fn(&RoomId) -> bool) -> usize {
         let mut map = self.map();
         let before = map.len();
-        map.retain(|_, cell| {
+        map.retain(|room_id, cell| {
             // Only the map holds it (clones are made under this lock): nobody uses or waits on
             // it, and no drain task runs for it.
             if Arc::strong_count(cell) > 1 || !cell.is_idle() {
                 return true;
             }
             let Ok(state) = cell.state.try_lock() else { return true };
+            if !owned(room_id) {
+                return false;
+            }
             match state.as_ref() {
                 None | Some(None) => false,
                 Some(Some(room)) if room.status == RoomStatus::Closed => false,

@@ -248,8 +248,11 @@ impl RoomService {
 
     /// Open rooms loaded in memory and their members (with `joined_at_ms`) whose last
     /// heartbeat is at or before `cutoff_ms` (for the presence worker).
+    /// Only rooms this node owns: a room's presence lives at its owner.
     pub async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<(UserId, i64)>)> {
-        self.inner.cells.stale_members(cutoff_ms).await
+        let mut stale = self.inner.cells.stale_members(cutoff_ms).await;
+        stale.retain(|(room_id, _)| self.owns(room_id));
+        stale
     }
 
     /// The clock the service runs on.
@@ -267,10 +270,14 @@ impl RoomService {
     }
 
     /// Drops cells nobody is using that hold no live presence: rooms that do not exist, closed
-    /// rooms, and rooms without members unused for `idle_after`. A dropped room loads again
-    /// from its snapshot on the next request. Returns how many cells were dropped.
+    /// rooms, rooms without members unused for `idle_after`, and rooms another node owns now.
+    /// A dropped room loads again from its snapshot on the next request. Returns how many
+    /// cells were dropped.
     pub fn evict_idle(&self, idle_after: Duration) -> usize {
-        self.inner.cells.evict_idle((self.inner.clock)() - idle_after.as_millis() as i64)
+        let ownership = &self.inner.options.ownership;
+        self.inner.cells.evict_idle((self.inner.clock)() - idle_after.as_millis() as i64, |room| {
+            ownership.owns(room.as_str())
+        })
     }
 
     /// How many cells are in memory.

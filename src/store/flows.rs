@@ -207,8 +207,10 @@ where
     (i64,): for<'r> FromRow<'r, DB::Row>,
 {
     // The claim order: the order rows fell due, then id.
-    let ids: Vec<i64> =
-        sql::claimable_ids::<DB>(claim.limit).build_query_scalar().fetch_all(&mut *tx).await?;
+    let ids: Vec<i64> = sql::claimable_ids::<DB>(claim.limit, claim.scope.as_ref())
+        .build_query_scalar()
+        .fetch_all(&mut *tx)
+        .await?;
     if ids.is_empty() {
         tx.commit().await?;
         return Ok(Vec::new());

@@ -32,9 +32,9 @@ pub use lease::{ClusterNode, LeaseRepository, ShardLease};
 pub use mysql::MySqlRepository;
 pub use sqlite::SqliteRepository;
 pub use types::{
-    Claim, CommitError, GiftTotalRow, LoggedCommand, Mark, MarkReport, MemberChanges, NewOutboxRow,
-    OutboxQuery, OutboxRow, OutboxStats, OutboxStatus, PoolStats, PublishResult, RoomCommit, RoomHead,
-    SnapshotWrite, StoreError, StoredCommand, StoredRoom,
+    Claim, ClaimScope, CommitError, GiftTotalRow, LoggedCommand, Mark, MarkReport, MemberChanges,
+    NewOutboxRow, OutboxQuery, OutboxRow, OutboxStats, OutboxStatus, PoolStats, PublishResult, RoomCommit,
+    RoomHead, SnapshotWrite, StoreError, StoredCommand, StoredRoom,
 };
 
 /// Which database a repository talks to.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::{Database, MySql, QueryBuilder, Sqlite};
 
-use super::types::OutboxQuery;
+use super::types::{ClaimScope, OutboxQuery};
 
 /// Columns of `room_outbox`, in `OutboxRow` order.
 pub(super) const OUTBOX_COLUMNS: &str = "id, event_id, room_id, event_type, envelope, status, retry_count, \
@@ -245,13 +245,24 @@ pub(super) fn outbox_rows_by_id<DB: Dialect>(ids: &[i64]) -> QueryBuilder<DB> {
 
 /// The ids of up to `limit` claimable rows, in claim order, walking the claim index (it holds
 /// claimable rows only in its non-NULL range).
-pub(super) fn claimable_ids<DB: Dialect>(limit: usize) -> QueryBuilder<DB> {
+pub(super) fn claimable_ids<DB: Dialect>(limit: usize, scope: Option<&ClaimScope>) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(format!(
-        "SELECT id FROM room_outbox{} WHERE lock_until_ms <= {} \
-         AND status IN ('pending', 'retryable', 'delivering') ORDER BY lock_until_ms, id LIMIT ",
+        "SELECT id FROM room_outbox{} WHERE lock_until_ms <= {now} \
+         AND status IN ('pending', 'retryable', 'delivering')",
         DB::CLAIM_INDEX,
-        DB::NOW_MS
     ));
+    if let Some(scope) = scope {
+        // The owned shards' rows, or any row orphaned for the grace.
+        q.push(format!(" AND (lock_until_ms <= {now} - "));
+        DB::bind_i64(&mut q, millis(scope.orphaned_after));
+        if !scope.shards.is_empty() {
+            q.push(" OR shard IN ");
+            push_list(&mut q, &scope.shards, |q, shard| DB::bind_i64(q, i64::from(*shard)));
+        }
+        q.push(")");
+    }
+    q.push(" ORDER BY lock_until_ms, id LIMIT ");
     DB::bind_i64(&mut q, i64::try_from(limit).unwrap_or(i64::MAX));
     q.push(DB::CLAIM_LOCK);
     q

@@ -268,6 +268,18 @@ pub struct Claim {
     pub limit: usize,
     /// Lease over the whole batch.
     pub lease: Duration,
+    /// In a cluster: which rows this node relays (`None`: any row).
+    pub scope: Option<ClaimScope>,
+}
+
+/// The rows a node of a cluster claims: those of the shards it owns, and any other row only
+/// once it has been claimable for `orphaned_after` (its owner died before relaying it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimScope {
+    /// Shards owned.
+    pub shards: Vec<u16>,
+    /// The safety net's grace.
+    pub orphaned_after: Duration,
 }
 
 /// What becomes of one claimed row.

@@ -92,8 +92,15 @@ pub const PROCESS: [&str; 8] = [
     PROCESS_START_TIME_SECONDS,
 ];
 
+/// Counter: room requests this node forwarded to the room's owner, by `result` (ok|error).
+pub const COMMANDS_FORWARDED_TOTAL: &str = "room_commands_forwarded_total";
+/// Gauge: shards whose lease this node holds (1024 without a cluster).
+pub const CLUSTER_SHARDS_OWNED: &str = "room_cluster_shards_owned";
+
 /// Every metric name above, for tests that compare against dashboards and alert rules.
-pub const ALL: [&str; 31] = [
+pub const ALL: [&str; 33] = [
+    COMMANDS_FORWARDED_TOTAL,
+    CLUSTER_SHARDS_OWNED,
     PUBLISH_SUCCESS_TOTAL,
     PUBLISH_FAILURE_TOTAL,
     PUBLISH_LATENCY_SECONDS,
@@ -213,6 +220,12 @@ pub fn describe_all() {
         "1 while the outbox worker has stopped publishing, by reason (configuration)"
     );
     describe_counter!(COMMANDS_TOTAL, Unit::Count, "Room commands handled, by command and result");
+    describe_counter!(
+        COMMANDS_FORWARDED_TOTAL,
+        Unit::Count,
+        "Room requests forwarded to the node owning the room, by result (ok, error)"
+    );
+    describe_gauge!(CLUSTER_SHARDS_OWNED, Unit::Count, "Shards whose lease this node holds (of 1024)");
     describe_histogram!(
         COMMAND_LATENCY_SECONDS,
         Unit::Seconds,

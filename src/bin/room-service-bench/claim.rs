@@ -64,8 +64,12 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
         sqlx::query("ANALYZE TABLE room_outbox").execute(pool).await?;
         let mut s = Samples::default();
         for i in 0..(samples + 10) {
-            let claim =
-                Claim { worker_id: format!("bench-{i}"), limit: BATCH, lease: Duration::from_secs(60) };
+            let claim = Claim {
+                worker_id: format!("bench-{i}"),
+                limit: BATCH,
+                lease: Duration::from_secs(60),
+                scope: None,
+            };
             let t = Instant::now();
             let claimed = repo.claim_outbox(&claim).await?;
             let took = t.elapsed();

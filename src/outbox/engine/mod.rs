@@ -117,7 +117,12 @@ impl Engine {
         }
         let worker_id = self.worker.fresh_worker_id();
         let options = &self.worker.options;
-        let claim = Claim { worker_id: worker_id.clone(), limit: options.batch_size, lease: options.lease() };
+        let claim = Claim {
+            worker_id: worker_id.clone(),
+            limit: options.batch_size,
+            lease: options.lease(),
+            scope: self.worker.claim_scope(),
+        };
         let asked = Instant::now();
         let mut rows = self.worker.repo.claim_outbox(&claim).await?;
         if rows.is_empty() {

@@ -141,7 +141,8 @@ async fn requeue_by_event_ids_moves_retryable_and_failed_rows_to_pending_claimab
         .await;
         let before_delivered = db.outbox_row("e-delivered").await;
         let before_delivering = db.outbox_row("e-delivering").await;
-        let claim = Claim { worker_id: "w-test".into(), limit: 10, lease: Duration::from_secs(60) };
+        let claim =
+            Claim { worker_id: "w-test".into(), limit: 10, lease: Duration::from_secs(60), scope: None };
         assert!(db.repo.claim_outbox(&claim).await.unwrap().is_empty(), "{db}: nothing claimable before");
 
         let args = ["requeue", "e-retry", "e-failed", "e-delivered", "e-delivering", "e-retry"];

@@ -17,7 +17,7 @@ const FAST: Duration = Duration::from_millis(100);
 const TIMEOUT: Duration = Duration::from_secs(2);
 
 fn claim(worker_id: &str, lease: Duration) -> Claim {
-    Claim { worker_id: worker_id.into(), limit: 10, lease }
+    Claim { worker_id: worker_id.into(), limit: 10, lease, scope: None }
 }
 
 async fn a_row_under_an_unexpired_lease_is_not_claimed_by_another_worker(db: &Db) {
@@ -168,6 +168,7 @@ async fn concurrent_claims_on_mariadb_are_disjoint() {
                         worker_id: format!("w-{round}-{w}"),
                         limit: 5,
                         lease: Duration::from_secs(60),
+                        scope: None,
                     };
                     repo.claim_outbox(&c).await.expect("claim")
                 })

@@ -80,8 +80,12 @@ async fn a_released_live_row_is_claimed_ahead_of_an_old_backlog(db: &Db) {
     // A fresh row the sync path is still publishing, then gives up on.
     db.insert_rows("live", vec![live_row], Duration::from_secs(60)).await;
     assert_eq!(db.repo.release_pending(std::slice::from_ref(&live)).await.unwrap(), 1);
-    let claim =
-        room_service::store::Claim { worker_id: "w-1".into(), limit: 5, lease: Duration::from_secs(30) };
+    let claim = room_service::store::Claim {
+        worker_id: "w-1".into(),
+        limit: 5,
+        lease: Duration::from_secs(30),
+        scope: None,
+    };
     let claimed = db.repo.claim_outbox(&claim).await.unwrap();
     assert_eq!(claimed[0].event_id, live, "the live row comes first, in claim order: {claimed:?}");
     let backlog: Vec<i64> = claimed[1..].iter().map(|r| r.id).collect();

@@ -8,7 +8,7 @@ use super::{commit, event_ids};
 use crate::support::backends;
 
 fn claim(worker_id: &str, limit: usize) -> Claim {
-    Claim { worker_id: worker_id.to_owned(), limit, lease: Duration::from_secs(60) }
+    Claim { worker_id: worker_id.to_owned(), limit, lease: Duration::from_secs(60), scope: None }
 }
 
 #[tokio::test]

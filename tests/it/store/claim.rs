@@ -9,7 +9,7 @@ use super::{commit, event_ids};
 use crate::support::{TestDb, backends};
 
 fn claim(worker_id: &str, limit: usize, lease: Duration) -> Claim {
-    Claim { worker_id: worker_id.to_owned(), limit, lease }
+    Claim { worker_id: worker_id.to_owned(), limit, lease, scope: None }
 }
 
 const LONG: Duration = Duration::from_secs(60);

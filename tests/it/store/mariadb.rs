@@ -52,7 +52,8 @@ async fn concurrent_claimers_get_disjoint_rows() {
         tokio::spawn(async move {
             start.wait().await;
             let mut mine = Vec::new();
-            let claim = Claim { worker_id: worker.into(), limit: 3, lease: Duration::from_secs(60) };
+            let claim =
+                Claim { worker_id: worker.into(), limit: 3, lease: Duration::from_secs(60), scope: None };
             loop {
                 let rows = repo.claim_outbox(&claim).await.expect("claim");
                 if rows.is_empty() {

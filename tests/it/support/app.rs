@@ -72,6 +72,8 @@ pub fn router_state(db: &super::TestDb) -> room_service::http::AppState {
         repo: db.repo.clone(),
         lifecycle: Default::default(),
         metrics: None,
+        forwarder: None,
+        node: Default::default(),
     }
 }
 
