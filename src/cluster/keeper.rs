@@ -87,7 +87,8 @@ impl LeaseKeeper {
         let held = self.repo.renew_shards(&self.node_id, ttl).await?;
         let lost = self.table.confirm(&epochs(&held), started, self.settings.self_fence_after());
         if !lost.is_empty() {
-            tracing::warn!(count = lost.len(), shards = ?lost, "Shard leases lost: another node serves them now");
+            let first: Vec<Shard> = lost.iter().take(8).copied().collect();
+            tracing::warn!(count = lost.len(), ?first, "Shard leases lost: another node serves them now");
             self.directory.withdraw(&lost).await;
         }
         self.directory.publish(&self.owned(&held)).await;
