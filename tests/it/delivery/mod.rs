@@ -34,6 +34,8 @@ pub(crate) struct Node {
     pub admin_port: u16,
     /// `node_id`.
     pub node_id: String,
+    /// More `ROOM_SERVICE__*` variables, applied last (they override the defaults above).
+    pub env: Vec<(String, String)>,
 }
 
 impl Node {
@@ -45,6 +47,7 @@ impl Node {
             port: free_port(),
             admin_port: free_port(),
             node_id: "node".into(),
+            env: Vec::new(),
         }
     }
 
@@ -77,8 +80,15 @@ impl Node {
             .env("ROOM_SERVICE__OUTBOX_WORKER__PUBLISH_TIMEOUT", "1s")
             .env("ROOM_SERVICE__IM_RATE_LIMIT__GLOBAL_PER_SEC", "400")
             .env("ROOM_SERVICE__IM_RATE_LIMIT__PER_GROUP_PER_SEC", "40")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(match std::env::var_os("ROOM_SERVICE_TEST_NODE_LOG") {
+                Some(dir) => {
+                    std::fs::File::create(std::path::Path::new(&dir).join(format!("{}.log", self.node_id)))
+                        .map_or_else(|_| std::process::Stdio::null(), std::process::Stdio::from)
+                }
+                None => std::process::Stdio::null(),
+            })
             .spawn()
             .expect("spawn room-service")
     }
@@ -133,7 +143,7 @@ async fn join(app: &TestApp, room: &str, user: &str) -> String {
 }
 
 /// Polls `check` every 50 ms until it holds; panics naming `what` after `limit`.
-async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+pub(crate) async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -146,7 +156,7 @@ where
 }
 
 /// Rows not yet delivered, any status but `delivered`.
-async fn undelivered(db: &TestDb) -> i64 {
+pub(crate) async fn undelivered(db: &TestDb) -> i64 {
     db.scalar("SELECT COUNT(*) FROM room_outbox WHERE status <> 'delivered'").await.unwrap_or(-1)
 }
 
