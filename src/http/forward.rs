@@ -175,8 +175,7 @@ fn count(response: Response, ok: bool) -> Response {
 }
 
 fn too_large() -> Response {
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "request body is too large")
-        .into_response()
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "request body is too large").into_response()
 }
 
 /// A create's `room_id` field.

@@ -308,9 +308,14 @@ pub const UNLABELLED_COUNTERS: [&str; 7] = [
 /// Exports every counter of [`UNLABELLED_COUNTERS`] at 0 right away: a counter that first
 /// appears at 1 shows no `increase()` in Prometheus, so the first lost lease would never reach
 /// the `RoomOutboxLeaseLost` alert. Call once at startup, after installing the exporter.
+/// The forwarded-request counter starts at 0 for both results too (its first errors during a
+/// shard move would not show otherwise).
 pub fn init_unlabelled_counters() {
     for name in UNLABELLED_COUNTERS {
         metrics::counter!(name).increment(0);
+    }
+    for result in ["ok", "error"] {
+        metrics::counter!(COMMANDS_FORWARDED_TOTAL, LABEL_RESULT => result).increment(0);
     }
 }
 
@@ -348,6 +353,7 @@ mod tests {
         let zero = || metrics_util::debugging::DebugValue::Counter(0);
         let mut expected: Vec<_> =
             UNLABELLED_COUNTERS.iter().map(|name| ((*name).to_owned(), zero())).collect();
+        expected.extend(["ok", "error"].map(|_| (COMMANDS_FORWARDED_TOTAL.to_owned(), zero())));
         expected.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(counters, expected);
         assert!(expected.iter().any(|(name, _)| name == OUTBOX_LEASE_LOST_TOTAL));
@@ -372,6 +378,7 @@ mod tests {
             DB_POOL_CONNECTIONS,
             DB_POOL_MAX_CONNECTIONS,
             HTTP_CONNECTIONS,
+            CLUSTER_SHARDS_OWNED,
         ];
         gauges.extend(PROCESS.iter().filter(|name| **name != PROCESS_CPU_SECONDS_TOTAL));
         metrics::with_local_recorder(&recorder, || {
