@@ -1,12 +1,15 @@
 //! Lifecycle (SPEC §6): the only place besides `main.rs` that wires concrete types together.
 //!
-//! Start: database pool (+ migrations) → room service → HTTP listeners bound (public and
-//! admin) → worker cancellation token → presence worker → outbox worker (if enabled) → serve.
+//! Start: database pool (+ migrations) → Redis handle (lazy) → in a cluster, join: membership
+//! and this node's share of the shard leases → room service → HTTP listeners bound (public and
+//! admin) → worker cancellation token → lease keeper, presence worker, outbox worker (if
+//! enabled) → serve.
 //! Stop: `/readyz` answers 503 for `http.shutdown_grace` while commands are still served (the
 //! load balancer moves traffic away) → mark draining (new commands answer 503) → cancel the
 //! workers → wait for them (bounded) → graceful HTTP shutdown of both listeners (in-flight
 //! commands finish and persist; bounded by `http.shutdown_timeout`) → flush the delivery marks
-//! → close the pool. The pool is never closed while a worker may still mark a row.
+//! → release the shard leases and leave the cluster → close the pool. The pool is never closed
+//! while a worker may still mark a row; the leases are kept until no command can commit.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
