@@ -175,7 +175,18 @@ impl LeaseKeeper {
     }
 
     /// Joins: renews (nothing yet) and takes this node's share. Called before serving.
+    /// Refuses a `node_id` a live node at another URL already uses: two nodes under one id
+    /// would share leases.
     pub async fn join(&self) -> Result<(), StoreError> {
+        let url = &self.settings.advertise_url;
+        if let Some(other) =
+            self.repo.live_nodes().await?.into_iter().find(|n| n.node_id == self.node_id && n.url != *url)
+        {
+            return Err(StoreError::Config(format!(
+                "node_id {:?} is in use by a live node at {} (this node advertises {url}): give each node its own node_id",
+                self.node_id, other.url
+            )));
+        }
         self.renew().await?;
         self.rebalance().await?;
         Ok(())
