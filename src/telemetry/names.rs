@@ -49,6 +49,10 @@ pub const HTTP_CONNECTIONS_REFUSED_TOTAL: &str = "room_http_connections_refused_
 pub const OUTBOX_PARKED_TOTAL: &str = "room_outbox_parked_total";
 /// Gauge: 1 while the worker has stopped publishing, by reason (`configuration`).
 pub const OUTBOX_PUBLISH_PAUSED: &str = "room_outbox_publish_paused";
+/// Gauge: 1 while Redis is away and this node takes its IM permits from its own share of the
+/// app-wide quota (`global_per_sec / cluster.expected_nodes`); 0 while the cluster shares it.
+/// Exported only with `redis.url` set.
+pub const IM_QUOTA_FALLBACK: &str = "room_im_quota_fallback";
 
 /// Gauge: always 1, labelled with the `version` and `commit` the binary was built from
 /// (`crate::build`), so dashboards can show what runs where.
@@ -93,7 +97,7 @@ pub const PROCESS: [&str; 8] = [
 ];
 
 /// Every metric name above, for tests that compare against dashboards and alert rules.
-pub const ALL: [&str; 31] = [
+pub const ALL: [&str; 32] = [
     PUBLISH_SUCCESS_TOTAL,
     PUBLISH_FAILURE_TOTAL,
     PUBLISH_LATENCY_SECONDS,
@@ -104,6 +108,7 @@ pub const ALL: [&str; 31] = [
     OUTBOX_PURGED_ROWS_TOTAL,
     OUTBOX_PARKED_TOTAL,
     OUTBOX_PUBLISH_PAUSED,
+    IM_QUOTA_FALLBACK,
     COMMANDS_TOTAL,
     COMMAND_LATENCY_SECONDS,
     HTTP_REQUESTS_TOTAL,
@@ -211,6 +216,11 @@ pub fn describe_all() {
         OUTBOX_PUBLISH_PAUSED,
         Unit::Count,
         "1 while the outbox worker has stopped publishing, by reason (configuration)"
+    );
+    describe_gauge!(
+        IM_QUOTA_FALLBACK,
+        Unit::Count,
+        "1 while Redis is away and this node uses its own share of the app-wide IM quota"
     );
     describe_counter!(COMMANDS_TOTAL, Unit::Count, "Room commands handled, by command and result");
     describe_histogram!(
@@ -355,6 +365,7 @@ mod tests {
             OUTBOX_ROWS,
             OUTBOX_OLDEST_PENDING_AGE_SECONDS,
             OUTBOX_PUBLISH_PAUSED,
+            IM_QUOTA_FALLBACK,
             BUILD_INFO,
             DB_POOL_CONNECTIONS,
             DB_POOL_MAX_CONNECTIONS,
