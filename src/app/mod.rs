@@ -27,9 +27,10 @@ use crate::http::{self, AppState, Lifecycle, PublicOptions};
 use crate::outbox::{OutboxWorker, OutboxWorkerOptions, sampler};
 use crate::publish::Publisher;
 use crate::publish::log_sink::LogSink;
-use crate::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
+use crate::publish::rate_limit::{ClusterQuota, RateLimitLayer, RateLimitOptions};
 use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
 use crate::publish::tencent::{TencentImOptions, TencentImService};
+use crate::redis_conn::RedisConn;
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
 use crate::telemetry;
@@ -271,9 +272,16 @@ async fn shutdown_signal() {
 }
 
 /// The rate-limit layer of the publish stack: Tencent's limits apply to the IM client only, so
-/// there is none when IM is disabled (the log sink takes any rate).
-pub fn rate_limit_layer(settings: &Settings) -> Option<RateLimitLayer> {
-    settings.tencent_im.enabled.then(|| RateLimitLayer::new(rate_limit(settings)))
+/// there is none when IM is disabled (the log sink takes any rate). With `redis` (the node's
+/// handle, when `redis.url` is set) the app-wide limit is shared by the cluster.
+pub fn rate_limit_layer(settings: &Settings, redis: Option<&RedisConn>) -> Option<RateLimitLayer> {
+    settings.tencent_im.enabled.then(|| {
+        let quota = redis.map(|redis| {
+            let (app, nodes) = (settings.tencent_im.sdk_app_id, settings.cluster.expected_nodes);
+            ClusterQuota::new(redis.clone(), app, nodes)
+        });
+        RateLimitLayer::new(rate_limit(settings)).with_cluster_quota(quota)
+    })
 }
 
 /// The rate limits of the publish stack for `settings` (`im_rate_limit.*`, and the pause after
