@@ -273,14 +273,17 @@ async fn shutdown_signal() {
 
 /// The rate-limit layer of the publish stack: Tencent's limits apply to the IM client only, so
 /// there is none when IM is disabled (the log sink takes any rate). With `redis` (the node's
-/// handle, when `redis.url` is set) the app-wide limit is shared by the cluster.
+/// handle, when `redis.url` is set) the app-wide limit is shared by the cluster; without it
+/// each node takes `global_per_sec / cluster.expected_nodes` (all of it on a single node).
 pub fn rate_limit_layer(settings: &Settings, redis: Option<&RedisConn>) -> Option<RateLimitLayer> {
     settings.tencent_im.enabled.then(|| {
-        let quota = redis.map(|redis| {
-            let (app, nodes) = (settings.tencent_im.sdk_app_id, settings.cluster.expected_nodes);
-            ClusterQuota::new(redis.clone(), app, nodes)
-        });
-        RateLimitLayer::new(rate_limit(settings)).with_cluster_quota(quota)
+        let (app, nodes) = (settings.tencent_im.sdk_app_id, settings.cluster.expected_nodes);
+        let mut options = rate_limit(settings);
+        if redis.is_none() {
+            options.global_per_sec = (options.global_per_sec / nodes.max(1)).max(1);
+        }
+        let quota = redis.map(|redis| ClusterQuota::new(redis.clone(), app, nodes));
+        RateLimitLayer::new(options).with_cluster_quota(quota)
     })
 }
 

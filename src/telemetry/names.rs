@@ -51,7 +51,8 @@ pub const OUTBOX_PARKED_TOTAL: &str = "room_outbox_parked_total";
 pub const OUTBOX_PUBLISH_PAUSED: &str = "room_outbox_publish_paused";
 /// Gauge: 1 while Redis is away and this node takes its IM permits from its own share of the
 /// app-wide quota (`global_per_sec / cluster.expected_nodes`); 0 while the cluster shares it.
-/// Exported only with `redis.url` set.
+/// Exported with `redis.url` set, from the first publish on; Redis is tried again on a publish
+/// at least a second after the last try, so an idle node keeps its last value.
 pub const IM_QUOTA_FALLBACK: &str = "room_im_quota_fallback";
 
 /// Gauge: always 1, labelled with the `version` and `commit` the binary was built from

@@ -3,6 +3,7 @@
 
 mod admin;
 mod api;
+mod cluster;
 mod delivery;
 mod hostile;
 mod im_e2e;

@@ -92,6 +92,9 @@ pub(super) struct SharedLimiter {
     /// One waiting worker at a time asks Redis (the others queue here, first come first served).
     turn: tokio::sync::Mutex<()>,
     probing: AtomicBool,
+    /// The gauge says 0 from the first answer of Redis on (the stack is built before the
+    /// metrics recorder is installed, so it cannot be set at construction).
+    answered: AtomicBool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -110,7 +113,6 @@ impl SharedLimiter {
         let burst = burst.clamp(1, limit);
         let interval_us = 1_000_000_u64.div_ceil(u64::from(limit - burst + 1));
         let share = (limit / quota.expected_nodes.max(1)).max(1);
-        metrics::gauge!(names::IM_QUOTA_FALLBACK).set(0.0);
         Arc::new(Self {
             redis: quota.redis.clone(),
             key: quota.key.clone(),
@@ -121,6 +123,7 @@ impl SharedLimiter {
             mode: Mutex::new(Mode::Shared),
             turn: tokio::sync::Mutex::new(()),
             probing: AtomicBool::new(false),
+            answered: AtomicBool::new(false),
         })
     }
 
@@ -179,10 +182,20 @@ impl SharedLimiter {
         let mut conn = self.redis.connection();
         let mut invocation = self.script.key(&self.key);
         invocation.arg(self.interval_us).arg(self.tolerance_us).arg(cost);
-        match tokio::time::timeout(2 * REDIS_TIMEOUT, invocation.invoke_async::<u64>(&mut conn)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))),
+        let answer =
+            match tokio::time::timeout(2 * REDIS_TIMEOUT, invocation.invoke_async::<u64>(&mut conn)).await {
+                Ok(answer) => answer,
+                Err(_) => Err(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))),
+            };
+        if answer.is_ok() && !self.answered.swap(true, Ordering::Relaxed) {
+            // Under the mode's lock, like every other write of the gauge, so a fall racing
+            // with this first answer is never overwritten.
+            let mode = self.mode.lock().unwrap_or_else(|e| e.into_inner());
+            if *mode == Mode::Shared {
+                metrics::gauge!(names::IM_QUOTA_FALLBACK).set(0.0);
+            }
         }
+        answer
     }
 
     fn enter_fallback(&self, error: &redis::RedisError) {

@@ -34,6 +34,8 @@ pub(crate) struct Node {
     pub admin_port: u16,
     /// `node_id`.
     pub node_id: String,
+    /// More `ROOM_SERVICE__*` variables, set after (and so over) the ones above.
+    pub env: Vec<(String, String)>,
 }
 
 impl Node {
@@ -45,6 +47,7 @@ impl Node {
             port: free_port(),
             admin_port: free_port(),
             node_id: "node".into(),
+            env: Vec::new(),
         }
     }
 
@@ -77,6 +80,7 @@ impl Node {
             .env("ROOM_SERVICE__OUTBOX_WORKER__PUBLISH_TIMEOUT", "1s")
             .env("ROOM_SERVICE__IM_RATE_LIMIT__GLOBAL_PER_SEC", "400")
             .env("ROOM_SERVICE__IM_RATE_LIMIT__PER_GROUP_PER_SEC", "40")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
