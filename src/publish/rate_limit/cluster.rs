@@ -5,7 +5,7 @@
 //!
 //! The key, `room-service:im:global:{sdk_app_id}` ([`quota_key`]), holds the theoretical
 //! arrival time of the next cell in microseconds on Redis' own clock (`TIME`), so the nodes'
-//! clocks never matter. The quota is the local one's ([`window_quota`](super::limits)): a burst
+//! clocks never matter. The quota is the local one's (`window_quota`): a burst
 //! of `burst`, then `limit − burst + 1` per second with the period rounded up, so no one-second
 //! window ever holds more than `limit` permits.
 //!
