@@ -14,6 +14,7 @@ use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::metrics::MetricsLayer;
 use room_service::publish::stack::into_publisher;
 use room_service::publish::trace::TraceLayer;
+use room_service::redis_conn::RedisConn;
 use room_service::{admin, app, store, telemetry};
 use tower::ServiceBuilder;
 
@@ -118,8 +119,10 @@ async fn main() -> anyhow::Result<()> {
             let settings = config::load(&cli.config).map_err(invalid)?;
             telemetry::init_logging(&settings.log);
             tracing::info!(source = ?settings.source, node_id = %settings.node_id, "Configuration loaded");
-            let publisher = publish_stack(&settings)?;
-            app::serve(settings, publisher).await
+            // One Redis handle per node (connected lazily: Redis may be down now).
+            let redis = RedisConn::from_settings(settings.redis.as_ref()).context("redis.url")?;
+            let publisher = publish_stack(&settings, redis.as_ref())?;
+            app::serve(settings, publisher, redis).await
         }
     }
 }
@@ -139,7 +142,7 @@ fn load_for_tool(path: &std::path::Path) -> anyhow::Result<Settings> {
 }
 
 /// The one publish stack, shared by the command path and the outbox worker.
-fn publish_stack(settings: &Settings) -> anyhow::Result<Publisher> {
+fn publish_stack(settings: &Settings, redis: Option<&RedisConn>) -> anyhow::Result<Publisher> {
     let leaf = app::im_leaf(&settings.tencent_im)?;
     Ok(into_publisher(
         ServiceBuilder::new()
@@ -151,8 +154,8 @@ fn publish_stack(settings: &Settings) -> anyhow::Result<Publisher> {
             .layer(EventFilterLayer::im())
             // Tencent's limits for both paths together, so only IM-bound events take a permit;
             // the sync path never waits, the worker waits here (not inside the timeout below).
-            // None with the log sink, which has no limits.
-            .option_layer(app::rate_limit_layer(settings))
+            // The app-wide limit is the cluster's with Redis. None with the log sink.
+            .option_layer(app::rate_limit_layer(settings, redis))
             // Bounds one IM call; the error is classified as a timeout above.
             .timeout(settings.outbox_worker.publish_timeout)
             // Tencent IM, or a log line when IM is disabled (same stack either way).

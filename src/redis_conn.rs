@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use crate::config::RedisSettings;
 use crate::secret::Secret;
 
 /// Bound on connecting and on one answer: past it the caller falls back.
@@ -37,6 +38,11 @@ impl RedisConn {
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(100));
         Ok(Self { manager: ConnectionManager::new_lazy_with_config(client, config)? })
+    }
+
+    /// The node's handle when `redis.url` is set (`None` without Redis).
+    pub fn from_settings(redis: Option<&RedisSettings>) -> Result<Option<Self>, redis::RedisError> {
+        redis.map(|r| Self::open(&r.url)).transpose()
     }
 
     /// A connection to run commands on (clones share one multiplexed socket).

@@ -32,7 +32,7 @@ use crate::http::{self, AppState, Lifecycle, NodeInfo, PublicOptions};
 use crate::outbox::{OutboxWorker, OutboxWorkerOptions, sampler};
 use crate::publish::Publisher;
 use crate::publish::log_sink::LogSink;
-use crate::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
+use crate::publish::rate_limit::{ClusterQuota, RateLimitLayer, RateLimitOptions};
 use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
 use crate::publish::tencent::{TencentImOptions, TencentImService};
 use crate::redis_conn::RedisConn;
@@ -82,14 +82,25 @@ impl RunningApp {
     }
 }
 
-/// Starts the service with `publisher` as the publish stack and returns once it is serving.
+/// Starts the service with `publisher` as the publish stack and returns once it is serving;
+/// opens its own Redis handle when `redis.url` is set.
 pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<RunningApp> {
+    let redis = RedisConn::from_settings(settings.redis.as_ref()).context("redis.url")?;
+    start_with_redis(settings, publisher, redis).await
+}
+
+/// [`start`] sharing `redis`, the node's one Redis handle (the publish stack's quota uses it
+/// too).
+pub async fn start_with_redis(
+    settings: Settings,
+    publisher: Publisher,
+    redis: Option<RedisConn>,
+) -> anyhow::Result<RunningApp> {
     let db = &settings.database;
     let repo = store::connect(db.url.expose(), db.max_connections, db.run_migrations)
         .await
         .with_context(|| format!("opening database {}", db.redacted_url()))?;
     let metrics = telemetry::install_metrics();
-    let redis = settings.redis.as_ref().map(|r| RedisConn::open(&r.url)).transpose().context("redis.url")?;
     let keeper = match settings.cluster.enabled {
         true => Some(join_cluster(&settings, &repo, redis.clone()).await?),
         false => None,
@@ -238,8 +249,8 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
 }
 
 /// Starts the service and runs it until SIGTERM or SIGINT, then stops it in order.
-pub async fn serve(settings: Settings, publisher: Publisher) -> anyhow::Result<()> {
-    let app = start(settings, publisher).await?;
+pub async fn serve(settings: Settings, publisher: Publisher, redis: Option<RedisConn>) -> anyhow::Result<()> {
+    let app = start_with_redis(settings, publisher, redis).await?;
     let token = app.shutdown_token();
     tokio::spawn(async move {
         shutdown_signal().await;
@@ -338,9 +349,19 @@ async fn shutdown_signal() {
 }
 
 /// The rate-limit layer of the publish stack: Tencent's limits apply to the IM client only, so
-/// there is none when IM is disabled (the log sink takes any rate).
-pub fn rate_limit_layer(settings: &Settings) -> Option<RateLimitLayer> {
-    settings.tencent_im.enabled.then(|| RateLimitLayer::new(rate_limit(settings)))
+/// there is none when IM is disabled (the log sink takes any rate). With `redis` (the node's
+/// handle, when `redis.url` is set) the app-wide limit is shared by the cluster; without it
+/// each node takes `global_per_sec / cluster.expected_nodes` (all of it on a single node).
+pub fn rate_limit_layer(settings: &Settings, redis: Option<&RedisConn>) -> Option<RateLimitLayer> {
+    settings.tencent_im.enabled.then(|| {
+        let (app, nodes) = (settings.tencent_im.sdk_app_id, settings.cluster.expected_nodes);
+        let mut options = rate_limit(settings);
+        if redis.is_none() {
+            options.global_per_sec = (options.global_per_sec / nodes.max(1)).max(1);
+        }
+        let quota = redis.map(|redis| ClusterQuota::new(redis.clone(), app, nodes));
+        RateLimitLayer::new(options).with_cluster_quota(quota)
+    })
 }
 
 /// The rate limits of the publish stack for `settings` (`im_rate_limit.*`, and the pause after

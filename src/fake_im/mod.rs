@@ -96,6 +96,20 @@ pub async fn serve(
     server::run(listener, app(Arc::new(FakeState::new(opts))), shutdown).await
 }
 
+/// The most of `times` (oldest first, as [`FakeIm::call_times`] answers) within any window
+/// `[t, t + width)`.
+pub fn busiest_window(times: &[tokio::time::Instant], width: Duration) -> usize {
+    let mut most = 0;
+    let mut start = 0;
+    for (end, t) in times.iter().enumerate() {
+        while start < end && t.saturating_duration_since(times[start]) >= width {
+            start += 1;
+        }
+        most = most.max(end + 1 - start);
+    }
+    most
+}
+
 /// A fake running in the background on `127.0.0.1`, for tests. Dropping it stops it.
 #[derive(Debug)]
 pub struct FakeIm {
@@ -170,6 +184,12 @@ impl FakeIm {
     /// When each `send_group_msg` call arrived (whatever its answer), oldest first.
     pub fn call_times(&self) -> Vec<tokio::time::Instant> {
         self.state.call_times()
+    }
+
+    /// The most `send_group_msg` calls that arrived within any sliding second (whatever their
+    /// answers): what an app-wide limit of that many calls per second must not be below.
+    pub fn most_calls_in_one_second(&self) -> usize {
+        busiest_window(&self.call_times(), Duration::from_secs(1))
     }
 
     /// Counters since start or the last [`FakeIm::clear`].

@@ -155,3 +155,15 @@ async fn shutdown_stops_serving() {
     fake.shutdown().await.unwrap();
     assert!(reqwest::get(format!("{base}/fake/stats")).await.is_err());
 }
+
+#[test]
+fn the_busiest_window_counts_the_most_calls_within_any_second() {
+    let t0 = tokio::time::Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let times = [at(0), at(100), at(999), at(1000), at(1001), at(1500), at(1998), at(3000)];
+    // [999, 1999) holds five; 3000 is a second past 1998.
+    assert_eq!(busiest_window(&times, Duration::from_secs(1)), 5);
+    assert_eq!(busiest_window(&times[3..], Duration::from_secs(1)), 4);
+    assert_eq!(busiest_window(&times, Duration::ZERO), 1);
+    assert_eq!(busiest_window(&[], Duration::from_secs(1)), 0);
+}

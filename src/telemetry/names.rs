@@ -49,6 +49,11 @@ pub const HTTP_CONNECTIONS_REFUSED_TOTAL: &str = "room_http_connections_refused_
 pub const OUTBOX_PARKED_TOTAL: &str = "room_outbox_parked_total";
 /// Gauge: 1 while the worker has stopped publishing, by reason (`configuration`).
 pub const OUTBOX_PUBLISH_PAUSED: &str = "room_outbox_publish_paused";
+/// Gauge: 1 while Redis is away and this node takes its IM permits from its own share of the
+/// app-wide quota (`global_per_sec / cluster.expected_nodes`); 0 while the cluster shares it.
+/// Exported with `redis.url` set, from the first publish on; Redis is tried again on a publish
+/// at least a second after the last try, so an idle node keeps its last value.
+pub const IM_QUOTA_FALLBACK: &str = "room_im_quota_fallback";
 
 /// Gauge: always 1, labelled with the `version` and `commit` the binary was built from
 /// (`crate::build`), so dashboards can show what runs where.
@@ -98,7 +103,7 @@ pub const COMMANDS_FORWARDED_TOTAL: &str = "room_commands_forwarded_total";
 pub const CLUSTER_SHARDS_OWNED: &str = "room_cluster_shards_owned";
 
 /// Every metric name above, for tests that compare against dashboards and alert rules.
-pub const ALL: [&str; 33] = [
+pub const ALL: [&str; 34] = [
     COMMANDS_FORWARDED_TOTAL,
     CLUSTER_SHARDS_OWNED,
     PUBLISH_SUCCESS_TOTAL,
@@ -111,6 +116,7 @@ pub const ALL: [&str; 33] = [
     OUTBOX_PURGED_ROWS_TOTAL,
     OUTBOX_PARKED_TOTAL,
     OUTBOX_PUBLISH_PAUSED,
+    IM_QUOTA_FALLBACK,
     COMMANDS_TOTAL,
     COMMAND_LATENCY_SECONDS,
     HTTP_REQUESTS_TOTAL,
@@ -218,6 +224,11 @@ pub fn describe_all() {
         OUTBOX_PUBLISH_PAUSED,
         Unit::Count,
         "1 while the outbox worker has stopped publishing, by reason (configuration)"
+    );
+    describe_gauge!(
+        IM_QUOTA_FALLBACK,
+        Unit::Count,
+        "1 while Redis is away and this node uses its own share of the app-wide IM quota"
     );
     describe_counter!(COMMANDS_TOTAL, Unit::Count, "Room commands handled, by command and result");
     describe_counter!(
@@ -374,6 +385,7 @@ mod tests {
             OUTBOX_ROWS,
             OUTBOX_OLDEST_PENDING_AGE_SECONDS,
             OUTBOX_PUBLISH_PAUSED,
+            IM_QUOTA_FALLBACK,
             BUILD_INFO,
             DB_POOL_CONNECTIONS,
             DB_POOL_MAX_CONNECTIONS,

@@ -188,7 +188,7 @@ pub struct ProbeOptions {
 }
 
 /// The publish stack exactly as `main.rs` composes it — Trace → Metrics → EventFilter →
-/// RateLimit (`app::rate_limit_layer(settings)`: with IM enabled only) → Timeout → leaf
+/// RateLimit (`app::rate_limit_layer`: with IM enabled only; the cluster's quota with Redis) → Timeout → leaf
 /// (Tencent, or the log sink when IM is disabled) — with `probe` recording each acceptance
 /// just above the leaf when given.
 pub fn publisher(settings: &Settings, probe: Option<Acceptances>) -> anyhow::Result<Publisher> {
@@ -198,13 +198,14 @@ pub fn publisher(settings: &Settings, probe: Option<Acceptances>) -> anyhow::Res
 /// [`publisher`] with every [`ProbeOptions`].
 pub fn publisher_with(settings: &Settings, probe: ProbeOptions) -> anyhow::Result<Publisher> {
     let leaf = room_service::app::im_leaf(&settings.tencent_im)?;
+    let redis = room_service::redis_conn::RedisConn::from_settings(settings.redis.as_ref())?;
     Ok(into_publisher(
         ServiceBuilder::new()
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
             .layer(EventFilterLayer::im())
             // Like main.rs: none when IM is disabled (the log sink takes any rate).
-            .option_layer(room_service::app::rate_limit_layer(settings))
+            .option_layer(room_service::app::rate_limit_layer(settings, redis.as_ref()))
             .timeout(settings.outbox_worker.publish_timeout)
             .service(Probe { inner: leaf, seen: probe.seen, fail_sync_prefix: probe.fail_sync_prefix }),
     ))

@@ -1,5 +1,6 @@
 //! [`ResponseFuture`] of [`RateLimit`](super::RateLimit): throttled at once, waiting for
-//! permits then calling, or calling; a rate-limited answer pauses the group (or the app).
+//! permits (or asking the cluster's quota for one) then calling or throttled, or calling; a
+//! rate-limited answer pauses the group (or the app).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,7 +29,7 @@ pin_project! {
     enum State<S: Service<Message>> {
         Throttled,
         Waiting {
-            permit: BoxFuture<'static, ()>,
+            permit: BoxFuture<'static, bool>,
             ready: Option<(S, Message)>,
             limits: Arc<Limits>,
         },
@@ -56,10 +57,22 @@ impl<S: Service<Message>> ResponseFuture<S> {
         Self { state: State::Called { fut, limits, group } }
     }
 
+    /// Worker path: waits for every permit, then calls `ready`.
     pub(super) fn waiting(ready: S, message: Message, limits: Arc<Limits>) -> Self {
         let waiter = Arc::clone(&limits);
         let group = message.group.clone();
-        let permit = Box::pin(async move { waiter.acquire(group).await });
+        let permit = Box::pin(async move {
+            waiter.acquire(group).await;
+            true
+        });
+        Self { state: State::Waiting { permit, ready: Some((ready, message)), limits } }
+    }
+
+    /// Sync path with the cluster's quota: asks it for the app-wide permit (no wait for one),
+    /// then calls `ready` or is throttled.
+    pub(super) fn asking(ready: S, message: Message, limits: Arc<Limits>) -> Self {
+        let asker = Arc::clone(&limits);
+        let permit = Box::pin(async move { asker.check_cluster().await });
         Self { state: State::Waiting { permit, ready: Some((ready, message)), limits } }
     }
 }
@@ -76,7 +89,9 @@ where
             let next = match self.as_mut().project().state.project() {
                 StateProj::Throttled => return Poll::Ready(Err(Throttled.into())),
                 StateProj::Waiting { permit, ready, limits } => {
-                    ready!(permit.as_mut().poll(cx));
+                    if !ready!(permit.as_mut().poll(cx)) {
+                        return Poll::Ready(Err(Throttled.into()));
+                    }
                     let Some((mut service, message)) = ready.take() else {
                         return Poll::Ready(Err("rate limit future polled after completion".into()));
                     };

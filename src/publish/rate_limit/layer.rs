@@ -6,6 +6,7 @@ use std::time::Duration;
 use tower::Layer;
 
 use super::RateLimit;
+use super::cluster::ClusterQuota;
 use super::limits::Limits;
 
 /// The limits of a [`RateLimitLayer`] (`im_rate_limit.*` and `outbox_worker.rate_limit_pause`).
@@ -26,12 +27,20 @@ pub struct RateLimitOptions {
 #[derive(Clone, Debug)]
 pub struct RateLimitLayer {
     options: RateLimitOptions,
+    cluster: Option<ClusterQuota>,
 }
 
 impl RateLimitLayer {
-    /// A layer with these limits.
+    /// A layer with these limits; the app-wide one is this node's alone.
     pub fn new(options: RateLimitOptions) -> Self {
-        Self { options }
+        Self { options, cluster: None }
+    }
+
+    /// The app-wide limit is shared by the cluster through `quota` (in Redis) instead; per-group
+    /// limits and the worker's share stay this node's.
+    pub fn with_cluster_quota(mut self, quota: Option<ClusterQuota>) -> Self {
+        self.cluster = quota;
+        self
     }
 }
 
@@ -39,6 +48,6 @@ impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimit<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit { inner, limits: Arc::new(Limits::new(&self.options)) }
+        RateLimit { inner, limits: Arc::new(Limits::new(&self.options, self.cluster.as_ref())) }
     }
 }

@@ -1,16 +1,17 @@
 //! The limiters behind [`RateLimit`](super::RateLimit): an app-wide GCRA limiter shared by both
-//! paths, the worker's own at `worker_share` of it, a keyed one per group, and the pauses set
-//! by rate-limited answers.
+//! paths (this node's, or the cluster's in Redis: [`super::cluster`]), the worker's own at
+//! `worker_share` of it, a keyed one per group, and the pauses set by rate-limited answers.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tokio::time::Instant;
 
+use super::cluster::{ClusterQuota, SharedLimiter};
 use super::layer::RateLimitOptions;
 
 /// The keyed limiter forgets idle groups every this many calls.
@@ -18,12 +19,30 @@ const RETAIN_EVERY: u64 = 4096;
 
 #[derive(Debug)]
 pub(super) struct Limits {
-    global: DefaultDirectRateLimiter,
+    global: Global,
     worker: DefaultDirectRateLimiter,
     groups: DefaultKeyedRateLimiter<String>,
     pause: Duration,
     paused: Mutex<Pauses>,
     calls: AtomicU64,
+}
+
+/// Where the app-wide permits come from.
+#[derive(Debug)]
+enum Global {
+    /// This node alone publishes for the app.
+    Local(DefaultDirectRateLimiter),
+    /// The nodes share one quota in Redis.
+    Cluster(Arc<SharedLimiter>),
+}
+
+/// The first, I/O-free answer of [`Limits::try_acquire`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admission {
+    Granted,
+    Refused,
+    /// Every local permit is there; the app-wide one is Redis' to give ([`Limits::check_cluster`]).
+    AskCluster,
 }
 
 #[derive(Debug, Default)]
@@ -53,15 +72,19 @@ pub(super) fn window_quota(limit: u32, burst: u32) -> Quota {
 }
 
 impl Limits {
-    pub(super) fn new(options: &RateLimitOptions) -> Self {
+    pub(super) fn new(options: &RateLimitOptions, cluster: Option<&ClusterQuota>) -> Self {
         let global = options.global_per_sec.max(1);
         // Small bursts let live events through beside a draining worker, and a room's gift
         // right after a join; the window bound holds all the same.
         let global_burst = (global / 20).max(1);
         let per_group = options.per_group_per_sec.max(1);
         let worker = ((f64::from(global) * options.worker_share).floor() as u32).clamp(1, global);
+        let global = match cluster {
+            Some(quota) => Global::Cluster(SharedLimiter::new(quota, global, global_burst)),
+            None => Global::Local(RateLimiter::direct(window_quota(global, global_burst))),
+        };
         Self {
-            global: RateLimiter::direct(window_quota(global, global_burst)),
+            global,
             // A burst of 2 keeps its waiters from losing a share of the rate to timer slack.
             worker: RateLimiter::direct(window_quota(worker, 2)),
             groups: RateLimiter::keyed(window_quota(per_group, (per_group / 7).max(1))),
@@ -81,14 +104,33 @@ impl Limits {
         }
     }
 
-    /// A permit now, or false (sync path): the group's first, so a refused app-wide permit
-    /// wastes no more than one group cell.
-    pub(super) fn try_acquire(&self, group: &str) -> bool {
+    /// A permit now, or none (sync path): the group's first, so a refused app-wide permit
+    /// wastes no more than one group cell. With the cluster's quota in Redis the app-wide
+    /// permit is asked for after this ([`Admission::AskCluster`]).
+    pub(super) fn try_acquire(&self, group: &str) -> Admission {
         self.tick();
-        if self.pauses().until(group, Instant::now()).is_some() {
-            return false;
+        if self.pauses().until(group, Instant::now()).is_some()
+            || self.groups.check_key(&group.to_owned()).is_err()
+        {
+            return Admission::Refused;
         }
-        self.groups.check_key(&group.to_owned()).is_ok() && self.global.check().is_ok()
+        let granted = match &self.global {
+            Global::Local(global) => global.check().is_ok(),
+            Global::Cluster(shared) => match shared.check_now() {
+                Some(granted) => granted,
+                None => return Admission::AskCluster,
+            },
+        };
+        if granted { Admission::Granted } else { Admission::Refused }
+    }
+
+    /// The app-wide permit from the cluster's quota, after [`Admission::AskCluster`]: one Redis
+    /// round trip (or the local share while Redis is away), never a wait for a permit.
+    pub(super) async fn check_cluster(&self) -> bool {
+        match &self.global {
+            Global::Local(global) => global.check().is_ok(),
+            Global::Cluster(shared) => Arc::clone(shared).check().await,
+        }
     }
 
     /// Waits for a permit (worker path): the end of any pause, the worker's share, the
@@ -104,7 +146,10 @@ impl Limits {
             }
             self.worker.until_ready().await;
             self.groups.until_key_ready(&group).await;
-            self.global.until_ready().await;
+            match &self.global {
+                Global::Local(global) => global.until_ready().await,
+                Global::Cluster(shared) => shared.until_ready().await,
+            }
             if self.pauses().until(&group, Instant::now()).is_none() {
                 return;
             }

@@ -13,16 +13,22 @@
 //! or the whole app, for app-wide codes — is paused for `pause`: the sync path is throttled and
 //! the worker waits until it ends.
 //!
+//! With Redis configured the app-wide limit is the cluster's ([`ClusterQuota`]): every node
+//! takes its app-wide permits from one GCRA key in Redis, and falls back to its own share
+//! (`global_per_sec / cluster.expected_nodes`) while Redis is away; see [`cluster`].
+//!
 //! Every limit holds in every sliding one-second window: a limiter of `L` per second with a
 //! burst of `b` emits at `L − b + 1` per second, with the period rounded up, so no window of
 //! one second ever sees more than `L` calls.
 //!
 //! # Readiness
 //!
-//! `poll_ready` only forwards. A worker message waits inside the response future, so `call`
+//! `poll_ready` only forwards. A worker message waits (and a sync message asking the cluster's
+//! quota asks) inside the response future, so `call`
 //! keeps the service that was polled ready for it and leaves a clone in its place (tower's
 //! `Buffer` and `LoadShed` do the same).
 
+pub mod cluster;
 mod future;
 mod layer;
 mod limits;
@@ -31,9 +37,10 @@ use std::task::{Context, Poll};
 
 use tower::Service;
 
+pub use self::cluster::ClusterQuota;
 pub use self::future::ResponseFuture;
 pub use self::layer::{RateLimitLayer, RateLimitOptions};
-use self::limits::Limits;
+use self::limits::{Admission, Limits};
 use crate::publish::error::{Classify, ErrorClass};
 use crate::publish::{BoxError, Message, Outcome, Path};
 
@@ -55,6 +62,15 @@ pub struct RateLimit<S> {
     limits: std::sync::Arc<Limits>,
 }
 
+impl<S: Clone> RateLimit<S> {
+    /// The service that was polled ready, for a message that calls it later; a clone takes its
+    /// place.
+    fn take_ready(&mut self) -> S {
+        let clone = self.inner.clone();
+        std::mem::replace(&mut self.inner, clone)
+    }
+}
+
 impl<S> Service<Message> for RateLimit<S>
 where
     S: Service<Message, Response = Outcome> + Clone,
@@ -71,19 +87,15 @@ where
     fn call(&mut self, message: Message) -> Self::Future {
         let limits = std::sync::Arc::clone(&self.limits);
         match message.path {
-            Path::Sync => {
-                if limits.try_acquire(&message.group) {
+            Path::Sync => match limits.try_acquire(&message.group) {
+                Admission::Granted => {
                     let group = message.group.clone();
                     ResponseFuture::called(self.inner.call(message), limits, group)
-                } else {
-                    ResponseFuture::throttled()
                 }
-            }
-            Path::Worker => {
-                let clone = self.inner.clone();
-                let ready = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::waiting(ready, message, limits)
-            }
+                Admission::Refused => ResponseFuture::throttled(),
+                Admission::AskCluster => ResponseFuture::asking(self.take_ready(), message, limits),
+            },
+            Path::Worker => ResponseFuture::waiting(self.take_ready(), message, limits),
         }
     }
 }

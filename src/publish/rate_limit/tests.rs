@@ -166,3 +166,26 @@ async fn a_pause_that_starts_while_the_worker_waits_for_permits_holds_its_calls_
         );
     }
 }
+
+#[tokio::test]
+async fn with_the_cluster_quota_a_permit_one_node_took_is_gone_for_the_other() {
+    use crate::redis_conn::RedisConn;
+    use crate::secret::Secret;
+    let url =
+        std::env::var("ROOM_SERVICE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+    let key = format!("room-service-test:layer:{{{}}}", uuid::Uuid::now_v7());
+    let layer = |calls| {
+        let redis = RedisConn::open(&Secret::new(url.as_str())).unwrap();
+        let quota = ClusterQuota { redis, key: key.clone(), expected_nodes: 2 };
+        // 2 calls per second app-wide, a burst of 1: one permit now, the next in half a second.
+        RateLimitLayer::new(options(2, 1000)).with_cluster_quota(Some(quota)).layer(recording(calls, ok))
+    };
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let (a, b) = (layer(calls.clone()), layer(calls.clone()));
+    assert_eq!(a.clone().oneshot(msg("r1", Path::Sync)).await.unwrap(), Outcome::Delivered);
+    let error = b.clone().oneshot(msg("r2", Path::Sync)).await.expect_err("the app's permit is taken");
+    assert_eq!(classify(error.as_ref()), ErrorClass::Throttled);
+    // The worker path waits for the next one instead.
+    assert_eq!(b.clone().oneshot(msg("r2", Path::Worker)).await.unwrap(), Outcome::Delivered);
+    assert_eq!(calls.lock().unwrap().len(), 2);
+}

@@ -4,6 +4,7 @@
 //! to keep the runs short; every other value is the shipped default.
 
 mod nodes;
+mod quota;
 
 use std::process::Child;
 use std::time::Duration;

@@ -80,12 +80,14 @@ pub fn router_state(db: &super::TestDb) -> room_service::http::AppState {
 /// The publish stack exactly as `main.rs` composes it.
 pub fn publisher(settings: &Settings) -> Publisher {
     let leaf = app::im_leaf(&settings.tencent_im).expect("im client");
+    let redis =
+        room_service::redis_conn::RedisConn::from_settings(settings.redis.as_ref()).expect("redis.url");
     into_publisher(
         ServiceBuilder::new()
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
             .layer(EventFilterLayer::im())
-            .option_layer(app::rate_limit_layer(settings))
+            .option_layer(app::rate_limit_layer(settings, redis.as_ref()))
             .timeout(settings.outbox_worker.publish_timeout)
             .service(leaf),
     )

@@ -2,11 +2,14 @@
 //!
 //! - [`db`]: a fresh, migrated repository per test on each backend ([`TestDb`],
 //!   [`backends`]), with raw SQL access for assertions.
+//! - [`redis`]: a private `redis-server` a test may kill ([`PrivateRedis`]).
 
 pub mod app;
 pub mod db;
+pub mod redis;
 
 pub use db::{TestDb, backends};
+pub use redis::PrivateRedis;
 
 /// A loopback port free right now (for a child process to bind).
 pub fn free_port() -> u16 {
