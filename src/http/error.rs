@@ -73,7 +73,7 @@ impl From<RoomError> for ApiError {
             RoomError::Domain(d) => d.into(),
             RoomError::CommandConflict(m) => ApiError::new(StatusCode::CONFLICT, "command_conflict", m),
             RoomError::VersionConflict(m) => ApiError::new(StatusCode::CONFLICT, "version_conflict", m),
-            RoomError::Unavailable(error) => {
+            RoomError::Unavailable(error) | RoomError::NotCommitted(error) => {
                 tracing::warn!(%error, "Storage unavailable");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,

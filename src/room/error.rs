@@ -28,6 +28,11 @@ pub enum RoomError {
     /// request is routed to the owner.
     #[error("this node does not own the room now; retry")]
     NotOwner,
+    /// The database failed before the commit: the transaction rolled back, nothing was
+    /// written (memory is unchanged too). Answered like [`RoomError::Unavailable`]; only a
+    /// gift's payment tells them apart (its debit is refunded).
+    #[error("storage unavailable; nothing was written")]
+    NotCommitted(#[source] Arc<StoreError>),
     /// Stored data could not be read back (a snapshot or logged outcome that does not parse).
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),

@@ -201,7 +201,7 @@ impl RoomService {
             Ok(_) => "not_applied",
             Err(RoomError::Domain(_)) => "rejected",
             Err(RoomError::CommandConflict(_) | RoomError::VersionConflict(_)) => "conflict",
-            Err(RoomError::Unavailable(_) | RoomError::NotOwner) => "unavailable",
+            Err(RoomError::Unavailable(_) | RoomError::NotCommitted(_) | RoomError::NotOwner) => "unavailable",
             Err(RoomError::Corrupt(_)) => "corrupt",
         };
         metrics::counter!(names::COMMANDS_TOTAL, names::LABEL_COMMAND => name, names::LABEL_RESULT => outcome)
