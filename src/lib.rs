@@ -6,7 +6,8 @@
 //! stack) → best-effort mark delivered. The [`outbox`] worker re-publishes what the
 //! synchronous push missed, through the very same stack. [`app`] wires it all together;
 //! [`admin`] holds the operator commands and the retention purge; [`build`] tells what the
-//! binary was built from.
+//! binary was built from. With `wallet.enabled`, gifts are paid through [`wallet`] before
+//! they commit; [`fake_im`] and [`fake_wallet`] stand in for the real services in tests.
 #![forbid(unsafe_code)]
 
 pub mod admin;
@@ -16,6 +17,7 @@ pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod fake_im;
+pub mod fake_wallet;
 pub mod http;
 pub mod outbox;
 pub mod publish;
@@ -26,3 +28,4 @@ pub mod store;
 #[cfg(test)]
 mod strategies;
 pub mod telemetry;
+pub mod wallet;

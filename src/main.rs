@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use room_service::config::{self, Settings};
 use room_service::fake_im::{self, FakeImOptions};
+use room_service::fake_wallet::{self, FakeWalletOptions};
 use room_service::publish::Publisher;
 use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::metrics::MetricsLayer;
@@ -37,6 +38,8 @@ enum Cmd {
     Migrate,
     /// Run the fake Tencent IM server (tests, demos, benchmarks).
     FakeIm(FakeImArgs),
+    /// Run the fake wallet server (tests, demos, compose).
+    FakeWallet(FakeWalletArgs),
     /// Inspect and repair the outbox: stats, list, show, requeue, purge-delivered.
     Outbox(admin::OutboxArgs),
     /// Work with the configuration file.
@@ -81,11 +84,22 @@ struct FakeImArgs {
     global_limit: u32,
 }
 
+#[derive(Debug, clap::Args)]
+struct FakeWalletArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    listen: SocketAddr,
+    /// Balance of a user the fake has not seen yet (set others with PUT /fake/balances/{user_id}).
+    #[arg(long, default_value_t = 0)]
+    initial_balance: u64,
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Cmd::Serve) {
         Cmd::FakeIm(args) => run_fake_im(args).await,
+        Cmd::FakeWallet(args) => run_fake_wallet(args).await,
         Cmd::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "room-service", &mut std::io::stdout());
             Ok(())
@@ -181,4 +195,16 @@ async fn run_fake_im(args: FakeImArgs) -> anyhow::Result<()> {
     })
     .await
     .context("fake IM server")
+}
+
+async fn run_fake_wallet(args: FakeWalletArgs) -> anyhow::Result<()> {
+    telemetry::init_logging(&config::LogSettings { format: config::LogFormat::Json, level: "info".into() });
+    let options = FakeWalletOptions { initial_balance: args.initial_balance };
+    let listener = tokio::net::TcpListener::bind(args.listen).await.context("binding --listen")?;
+    tracing::info!(addr = %args.listen, initial_balance = args.initial_balance, "Fake wallet listening");
+    fake_wallet::serve(listener, options, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .context("fake wallet server")
 }

@@ -25,7 +25,7 @@ use tower::util::Either;
 
 use crate::admin::{RetentionOptions, run_retention};
 use crate::cluster::{Directory, LeaseKeeper, Ownership};
-use crate::config::{Settings, TencentImSettings};
+use crate::config::{Settings, TencentImSettings, WalletSettings};
 use crate::http::forward::Forwarder;
 use crate::http::server::ServeOptions;
 use crate::http::{self, AppState, Lifecycle, NodeInfo, PublicOptions};
@@ -39,6 +39,7 @@ use crate::redis_conn::RedisConn;
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
 use crate::telemetry;
+use crate::wallet::{HttpWallet, HttpWalletOptions, Wallet};
 
 /// TCP connect timeout of the IM client; the whole call is bounded by `publish_timeout`.
 const IM_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -118,6 +119,7 @@ pub async fn start_with_redis(
             .then(|| MAX_GROUP_ID_BYTES.saturating_sub(settings.tencent_im.group_id_prefix.len())),
         worker_wake: Some(worker_wake.clone()),
         ownership: ownership.clone(),
+        wallet: wallet(&settings.wallet)?,
     };
     let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
     let http_settings = &settings.http;
@@ -392,4 +394,16 @@ pub fn im_leaf(settings: &TencentImSettings) -> anyhow::Result<Either<TencentImS
         connect_timeout: IM_CONNECT_TIMEOUT,
     };
     Ok(Either::Left(TencentImService::new(options).context("tencent_im")?))
+}
+
+/// The wallet gifts are paid from: the HTTP client when `wallet.enabled`, else none (gifts
+/// are free).
+pub fn wallet(settings: &WalletSettings) -> anyhow::Result<Option<Arc<dyn Wallet>>> {
+    if !settings.enabled {
+        return Ok(None);
+    }
+    let options = HttpWalletOptions { base_url: settings.base_url.clone(), timeout: settings.timeout };
+    let wallet = HttpWallet::new(options).context("wallet")?;
+    tracing::info!(base_url = %settings.base_url, timeout = ?settings.timeout, "Gifts are paid through the wallet");
+    Ok(Some(Arc::new(wallet)))
 }

@@ -10,7 +10,7 @@
 mod control;
 pub mod fault;
 mod send;
-mod server;
+pub(crate) mod server;
 pub mod state;
 
 use std::fmt;

@@ -1,6 +1,8 @@
-//! The fake's own accept loop. `axum::serve` cannot close one connection on request, and the
-//! "connection dropped without a response" fault needs exactly that: each connection gets a
-//! [`DropConnection`] handle in its requests' extensions; firing it drops the connection.
+//! The fakes' own accept loop (the fake IM's, shared with the fake wallet). `axum::serve`
+//! cannot close one connection on request, and the "connection dropped without a response"
+//! fault needs exactly that: each connection gets a [`DropConnection`] handle in its requests'
+//! extensions; firing it drops the connection. A stop closes every open connection at once,
+//! so a request held by a delay fault never holds a shutdown.
 
 use std::io;
 use std::sync::Arc;
@@ -44,7 +46,7 @@ pub(crate) async fn run(
                 }
                 Err(error) => {
                     // Out of file descriptors and the like: back off, keep serving.
-                    tracing::warn!(%error, "Fake IM failed to accept a connection");
+                    tracing::warn!(%error, "Fake server failed to accept a connection");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::domain::DomainError;
 use crate::room::RoomError;
+use crate::wallet::WalletError;
 
 /// An HTTP error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +74,7 @@ impl From<RoomError> for ApiError {
             RoomError::Domain(d) => d.into(),
             RoomError::CommandConflict(m) => ApiError::new(StatusCode::CONFLICT, "command_conflict", m),
             RoomError::VersionConflict(m) => ApiError::new(StatusCode::CONFLICT, "version_conflict", m),
-            RoomError::Unavailable(error) => {
+            RoomError::Unavailable(error) | RoomError::NotCommitted(error) => {
                 tracing::warn!(%error, "Storage unavailable");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -82,9 +83,30 @@ impl From<RoomError> for ApiError {
                 )
             }
             RoomError::NotOwner => ApiError::not_owner(),
+            RoomError::Wallet(error) => error.into(),
             RoomError::Corrupt(detail) => {
                 tracing::error!(%detail, "Stored data is corrupt");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "stored data could not be read")
+            }
+        }
+    }
+}
+
+impl From<WalletError> for ApiError {
+    fn from(e: WalletError) -> Self {
+        match e {
+            WalletError::InsufficientBalance => ApiError::new(
+                StatusCode::CONFLICT,
+                "insufficient_balance",
+                "the sender's balance is below the gift's value; nothing was written",
+            ),
+            WalletError::Unavailable { class, detail } => {
+                tracing::warn!(class = class.as_str(), %detail, "Wallet unavailable");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "wallet_unavailable",
+                    "the wallet did not answer; nothing was written; retry with the same command_id",
+                )
             }
         }
     }

@@ -135,6 +135,10 @@ impl RoomService {
                     return fail_all(answers, items, RoomError::NotOwner);
                 }
                 Err(CommitError::Store(e)) => {
+                    // Rolled back before the COMMIT: nothing landed, the cell still holds the room.
+                    return fail_all(answers, items, RoomError::NotCommitted(Arc::new(e)));
+                }
+                Err(CommitError::OutcomeUnknown(e)) => {
                     // The commit may or may not have landed: the cell reloads on the next command.
                     unload(slot);
                     return fail_all(answers, items, e.into());

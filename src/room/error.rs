@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::domain::DomainError;
 use crate::store::StoreError;
+use crate::wallet::WalletError;
 
 /// Why a command or query failed. Nothing was written in every case, except
 /// [`RoomError::Unavailable`], whose commit may or may not have landed (a retry with the same
@@ -28,6 +29,14 @@ pub enum RoomError {
     /// request is routed to the owner.
     #[error("this node does not own the room now; retry")]
     NotOwner,
+    /// The database failed before the commit: the transaction rolled back, nothing was
+    /// written (memory is unchanged too). Answered like [`RoomError::Unavailable`]; only a
+    /// gift's payment tells them apart (its debit is refunded).
+    #[error("storage unavailable; nothing was written")]
+    NotCommitted(#[source] Arc<StoreError>),
+    /// The wallet refused a gift's debit or could not be asked; nothing was written.
+    #[error(transparent)]
+    Wallet(#[from] WalletError),
     /// Stored data could not be read back (a snapshot or logged outcome that does not parse).
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),

@@ -7,7 +7,8 @@
 //! each command's log and outbox rows, one snapshot write, the member and gift rows they
 //! changed), swapped into memory only after commit, then published in room order through the
 //! shared publish stack and marked delivered best-effort by the [`marker::DeliveryMarker`],
-//! which batches the marks of concurrent commands.
+//! which batches the marks of concurrent commands. With a wallet configured, a gift is paid
+//! for before it is queued and its debit refunded when nothing was committed (`pay`).
 
 mod batch;
 mod cells;
@@ -15,6 +16,7 @@ mod drain;
 mod error;
 pub mod marker;
 mod outcome;
+mod pay;
 mod pipeline;
 pub mod presence;
 mod replay;

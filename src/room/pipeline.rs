@@ -22,6 +22,7 @@ use crate::domain::{
 use crate::publish::Publisher;
 use crate::store::{SharedRepository, StoreError};
 use crate::telemetry::names;
+use crate::wallet::{Wallet, WalletError};
 
 /// A condition on the room, checked at the command's turn right before it applies.
 pub type StillHolds = dyn Fn(&RoomState) -> bool + Send + Sync;
@@ -46,10 +47,12 @@ pub struct RoomOptions {
     /// Which rooms this node may serve (every room without a cluster); commits are fenced on
     /// the shard lease's epoch.
     pub ownership: Ownership,
+    /// The wallet gifts are paid from (`wallet.enabled`); `None`: gifts are free.
+    pub wallet: Option<Arc<dyn Wallet>>,
 }
 
 impl RoomOptions {
-    /// Options with the default batch size, no room id limit and no worker to wake.
+    /// Options with the default batch size, no room id limit, no worker to wake and no wallet.
     pub fn new(publish_timeout: Duration) -> Self {
         Self {
             publish_timeout,
@@ -57,6 +60,7 @@ impl RoomOptions {
             max_room_id_bytes: None,
             worker_wake: None,
             ownership: Ownership::Single,
+            wallet: None,
         }
     }
 }
@@ -188,20 +192,22 @@ impl RoomService {
         }
         let (reply, answer) = oneshot::channel();
         let fingerprint = fingerprint(&room_id, &command);
+        let charge = self.charge(&command_id, &command);
         let item = Queued { command_id, request_id, command, fingerprint, still, reply };
-        let cell = self.cell(&room_id);
-        if cell.enqueue(item) {
-            tokio::spawn(self.clone().drain(room_id, cell));
-        }
-        // The drain task always answers; a lost answer means it died mid-batch.
-        let result = answer.await.unwrap_or_else(|_| Err(RoomError::unknown_outcome()));
+        // A gift is paid for before it is queued; the answer decides whether the debit stays.
+        let result = self.paid(charge, self.clone().queued(room_id, item, answer)).await;
         let outcome = match &result {
             Ok(r) if r.replayed => "replayed",
             Ok(r) if r.applied => "applied",
             Ok(_) => "not_applied",
-            Err(RoomError::Domain(_)) => "rejected",
+            Err(RoomError::Domain(_) | RoomError::Wallet(WalletError::InsufficientBalance)) => "rejected",
             Err(RoomError::CommandConflict(_) | RoomError::VersionConflict(_)) => "conflict",
-            Err(RoomError::Unavailable(_) | RoomError::NotOwner) => "unavailable",
+            Err(
+                RoomError::Unavailable(_)
+                | RoomError::NotCommitted(_)
+                | RoomError::NotOwner
+                | RoomError::Wallet(_),
+            ) => "unavailable",
             Err(RoomError::Corrupt(_)) => "corrupt",
         };
         metrics::counter!(names::COMMANDS_TOTAL, names::LABEL_COMMAND => name, names::LABEL_RESULT => outcome)
@@ -209,6 +215,22 @@ impl RoomService {
         metrics::histogram!(names::COMMAND_LATENCY_SECONDS, names::LABEL_COMMAND => name)
             .record(started.elapsed().as_secs_f64());
         result
+    }
+
+    /// Queues `item` on its room's cell (starting the drain task if none runs) and waits for
+    /// its answer.
+    async fn queued(
+        self,
+        room_id: RoomId,
+        item: Queued,
+        answer: oneshot::Receiver<Result<CommandResponse, RoomError>>,
+    ) -> Result<CommandResponse, RoomError> {
+        let cell = self.cell(&room_id);
+        if cell.enqueue(item) {
+            tokio::spawn(self.clone().drain(room_id, cell));
+        }
+        // The drain task always answers; a lost answer means it died mid-batch.
+        answer.await.unwrap_or_else(|_| Err(RoomError::unknown_outcome()))
     }
 
     /// Refreshes a member's presence (memory only).

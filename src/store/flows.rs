@@ -19,7 +19,7 @@ fn is_unique_violation(err: &sqlx::Error) -> bool {
 
 /// One room commit (any number of its commands), then commit. The snapshot row is written
 /// first: it is the fence, and every writer of a room's rows takes it before the others.
-/// Nothing is written on any error.
+/// Nothing is written on any error but [`CommitError::OutcomeUnknown`] (the COMMIT failed).
 pub(super) async fn commit_room<DB>(
     mut tx: Transaction<'static, DB>,
     c: &RoomCommit,
@@ -82,8 +82,8 @@ where
     if !c.outbox.is_empty() {
         room_sql::insert_outbox::<DB>(c).build().execute(&mut *tx).await?;
     }
-    tx.commit().await?;
-    Ok(())
+    // Every error above rolled back; only the COMMIT's own failure leaves the outcome open.
+    tx.commit().await.map_err(|e| CommitError::OutcomeUnknown(e.into()))
 }
 
 /// A room's snapshot, members and gift totals as of one version: the snapshot row is read

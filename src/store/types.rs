@@ -183,7 +183,8 @@ pub struct RoomCommit {
     pub fence: Option<u64>,
 }
 
-/// Why a command commit did not happen. Nothing was written in every case.
+/// Why a command commit did not happen. Nothing was written in every case but
+/// [`CommitError::OutcomeUnknown`].
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
     /// The command id is already in the log.
@@ -195,9 +196,13 @@ pub enum CommitError {
     /// The shard's lease was taken over (its epoch moved on): this node no longer owns it.
     #[error("shard lease lost: another node owns the room now")]
     Fenced,
-    /// The database failed.
+    /// The database failed before the COMMIT: the transaction rolled back, nothing was written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The COMMIT itself failed (the connection broke, the server did not answer): the
+    /// transaction may or may not have landed.
+    #[error("commit outcome unknown: {0}")]
+    OutcomeUnknown(#[source] StoreError),
 }
 
 /// Every database error of the store passes here: a connection acquisition that timed out

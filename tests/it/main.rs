@@ -17,3 +17,4 @@ mod rooms;
 mod store;
 mod support;
 mod tencent_im;
+mod wallet;

@@ -1,0 +1,148 @@
+//! Paying for gifts (SPEC §11.4): with a wallet configured, a SendGift debits its sender
+//! `count × unit_value` under the idempotency key `command_id` before it is queued, and the
+//! command's answer decides whether the debit stays or is refunded (same key, idempotent):
+//!
+//! - applied, or answered from the command log (replayed): the debit paid for it and stays;
+//! - refused by the domain, not applied, or rolled back before its COMMIT: nothing was
+//!   committed, the debit is refunded;
+//! - anything else (the COMMIT's own outcome unknown, a conflict with a concurrent use of the
+//!   same `command_id`, this node no longer owning the room, ...): the debit stays. The client
+//!   retries with the same `command_id`; the retry's debit answers the first one without
+//!   debiting again, and the command then replays from the log or commits now.
+//!
+//! A `command_id` already in the log is never debited: a repeat was paid for the first time,
+//! and an id reused for another command must not charge anyone. The payment runs in a task of
+//! its own, so a caller that goes away (a cut connection, the request timeout) never leaves
+//! the debit of a gift that did not commit un-refunded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::error::RoomError;
+use super::outcome::CommandResponse;
+use super::pipeline::RoomService;
+use crate::domain::{Command, CommandId, MAX_GIFT_COUNT, MAX_UNIT_VALUE};
+use crate::wallet::{Debit, Wallet};
+
+/// Refund calls made before a refund is given up on (and logged for reconciliation).
+const REFUND_ATTEMPTS: u32 = 3;
+/// Pause before the second refund call; doubled before each later one.
+const REFUND_BACKOFF: Duration = Duration::from_millis(200);
+
+/// A gift's debit and the wallet it is taken from.
+pub(super) struct Charge {
+    wallet: Arc<dyn Wallet>,
+    debit: Debit,
+}
+
+impl RoomService {
+    /// What `command` costs when it is a gift and a wallet is configured. A gift whose count
+    /// or unit value is out of range costs nothing: the domain refuses it unpaid.
+    pub(super) fn charge(&self, command_id: &CommandId, command: &Command) -> Option<Charge> {
+        let wallet = self.inner.options.wallet.clone()?;
+        let Command::SendGift { sender_id, count, unit_value, .. } = command else { return None };
+        let in_range = (1..=MAX_GIFT_COUNT).contains(count) && (1..=MAX_UNIT_VALUE).contains(unit_value);
+        let debit = Debit {
+            idempotency_key: command_id.to_string(),
+            user_id: sender_id.to_string(),
+            amount: u64::from(*count) * u64::from(*unit_value),
+        };
+        in_range.then_some(Charge { wallet, debit })
+    }
+
+    /// Runs `queued` (the command's way through its cell), paid for first when there is a
+    /// `charge`.
+    pub(super) async fn paid<F>(
+        &self,
+        charge: Option<Charge>,
+        queued: F,
+    ) -> Result<CommandResponse, RoomError>
+    where
+        F: Future<Output = Result<CommandResponse, RoomError>> + Send + 'static,
+    {
+        let Some(charge) = charge else { return queued.await };
+        let payment = tokio::spawn(self.clone().pay_and_run(charge, queued));
+        payment.await.unwrap_or_else(|_| Err(RoomError::unknown_outcome()))
+    }
+
+    /// Debits, runs the command, and refunds when its answer says nothing was committed.
+    async fn pay_and_run<F>(self, charge: Charge, queued: F) -> Result<CommandResponse, RoomError>
+    where
+        F: Future<Output = Result<CommandResponse, RoomError>>,
+    {
+        let key = charge.debit.idempotency_key.as_str();
+        if self.inner.repo.find_command(key).await?.is_some() {
+            return queued.await;
+        }
+        charge.wallet.debit(&charge.debit).await?;
+        let result = queued.await;
+        if nothing_committed(&result) {
+            refund(charge.wallet.as_ref(), key).await;
+        }
+        result
+    }
+}
+
+/// True when the answer says the command committed nothing, so its debit goes back.
+fn nothing_committed(result: &Result<CommandResponse, RoomError>) -> bool {
+    match result {
+        Ok(response) => !response.applied && !response.replayed,
+        Err(RoomError::Domain(_) | RoomError::NotCommitted(_)) => true,
+        Err(_) => false,
+    }
+}
+
+/// Gives back the debit taken under `key`, retrying a wallet that does not answer a few times;
+/// a refund that still fails is logged (the debit stays until reconciled).
+async fn refund(wallet: &dyn Wallet, key: &str) {
+    let mut pause = REFUND_BACKOFF;
+    for attempt in 1..=REFUND_ATTEMPTS {
+        match wallet.refund(key).await {
+            Ok(refunded) => {
+                tracing::info!(command_id = key, refunded, "Gift did not commit; debit refunded");
+                return;
+            }
+            Err(error) if attempt < REFUND_ATTEMPTS => {
+                tracing::debug!(command_id = key, attempt, %error, "Refund failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(error) => {
+                let class = error.class().map(|c| c.as_str());
+                tracing::error!(command_id = key, class, %error, "Refund failed; the debit stays until reconciled");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::DomainError;
+    use crate::store::StoreError;
+    use crate::wallet::WalletError;
+
+    fn response(applied: bool, replayed: bool) -> Result<CommandResponse, RoomError> {
+        Ok(CommandResponse { applied, room_version: 1, replayed, room: None, events: Vec::new() })
+    }
+
+    fn store_error() -> Arc<StoreError> {
+        Arc::new(StoreError::Config("down".into()))
+    }
+
+    #[test]
+    fn only_answers_that_committed_nothing_refund() {
+        assert!(!nothing_committed(&response(true, false)));
+        assert!(!nothing_committed(&response(true, true)));
+        assert!(nothing_committed(&response(false, false)));
+        assert!(nothing_committed(&Err(DomainError::RoomClosed.into())));
+        assert!(nothing_committed(&Err(RoomError::NotCommitted(store_error()))));
+        // The COMMIT may have landed: the retry settles it.
+        assert!(!nothing_committed(&Err(RoomError::Unavailable(store_error()))));
+        assert!(!nothing_committed(&Err(RoomError::VersionConflict("busy".into()))));
+        assert!(!nothing_committed(&Err(RoomError::CommandConflict("reused".into()))));
+        // Fenced or not the owner: the retry is routed to the owner and pays under the same key.
+        assert!(!nothing_committed(&Err(RoomError::NotOwner)));
+        assert!(!nothing_committed(&Err(RoomError::Wallet(WalletError::InsufficientBalance))));
+    }
+}
