@@ -83,6 +83,11 @@ impl From<RoomError> for ApiError {
                 )
             }
             RoomError::NotOwner => ApiError::not_owner(),
+            RoomError::PaymentRefunded => ApiError::new(
+                StatusCode::CONFLICT,
+                "payment_refunded",
+                "this gift did not commit and its payment was refunded; send it again with a new command_id",
+            ),
             RoomError::Wallet(error) => error.into(),
             RoomError::Corrupt(detail) => {
                 tracing::error!(%detail, "Stored data is corrupt");

@@ -37,6 +37,10 @@ pub enum RoomError {
     /// The wallet refused a gift's debit or could not be asked; nothing was written.
     #[error(transparent)]
     Wallet(#[from] WalletError),
+    /// This gift's `command_id` was paid and refunded (it did not commit): paying again under
+    /// the same key would commit it unpaid. Send it again under a new `command_id`.
+    #[error("the payment of this command was refunded; send the gift again with a new command_id")]
+    PaymentRefunded,
     /// Stored data could not be read back (a snapshot or logged outcome that does not parse).
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),

@@ -10,6 +10,11 @@
 //!   retries with the same `command_id`; the retry's debit answers the first one without
 //!   debiting again, and the command then replays from the log or commits now.
 //!
+//! A refund is remembered (in memory at the room's owner, for [`REFUNDED_KEPT_FOR`]): the
+//! wallet answers a repeated key with its first answer even after a refund, so a retry of a
+//! refunded gift under the same `command_id` would otherwise commit unpaid. It answers 409
+//! `payment_refunded` instead: send the gift again under a new `command_id`.
+//!
 //! A `command_id` already in the log is never debited: a repeat was paid for the first time,
 //! and an id reused for another command must not charge anyone. The payment runs in a task of
 //! its own, so a caller that goes away (a cut connection, the request timeout) never leaves
@@ -28,6 +33,33 @@ use crate::wallet::{Debit, Wallet};
 const REFUND_ATTEMPTS: u32 = 3;
 /// Pause before the second refund call; doubled before each later one.
 const REFUND_BACKOFF: Duration = Duration::from_millis(200);
+
+/// How long a refunded `command_id` is refused a second payment.
+pub const REFUNDED_KEPT_FOR: Duration = Duration::from_secs(3600);
+/// Above this many remembered refunds, those older than [`REFUNDED_KEPT_FOR`] are forgotten.
+const REFUNDED_PRUNE_ABOVE: usize = 10_000;
+
+/// The `command_id`s whose debit was refunded, and when.
+#[derive(Debug, Default)]
+pub(super) struct RefundedKeys(std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>);
+
+impl RefundedKeys {
+    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, std::time::Instant>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn remember(&self, key: &str) {
+        let mut map = self.map();
+        if map.len() >= REFUNDED_PRUNE_ABOVE {
+            map.retain(|_, at| at.elapsed() < REFUNDED_KEPT_FOR);
+        }
+        map.insert(key.to_owned(), std::time::Instant::now());
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.map().get(key).is_some_and(|at| at.elapsed() < REFUNDED_KEPT_FOR)
+    }
+}
 
 /// A gift's debit and the wallet it is taken from.
 pub(super) struct Charge {
@@ -74,9 +106,13 @@ impl RoomService {
         if self.inner.repo.find_command(key).await?.is_some() {
             return queued.await;
         }
+        if self.inner.refunded.contains(key) {
+            return Err(RoomError::PaymentRefunded);
+        }
         charge.wallet.debit(&charge.debit).await?;
         let result = queued.await;
         if nothing_committed(&result) {
+            self.inner.refunded.remember(key);
             refund(charge.wallet.as_ref(), key).await;
         }
         result
@@ -128,6 +164,14 @@ mod tests {
 
     fn store_error() -> Arc<StoreError> {
         Arc::new(StoreError::Config("down".into()))
+    }
+
+    #[test]
+    fn a_refunded_key_is_remembered() {
+        let keys = RefundedKeys::default();
+        assert!(!keys.contains("c-1"));
+        keys.remember("c-1");
+        assert!(keys.contains("c-1") && !keys.contains("c-2"));
     }
 
     #[test]

@@ -89,6 +89,8 @@ pub(super) struct Inner {
     pub(super) clock: Clock,
     pub(super) transactions: AtomicU64,
     pub(super) committed_commands: AtomicU64,
+    /// Gifts whose debit was refunded (see [`super::pay`]).
+    pub(super) refunded: super::pay::RefundedKeys,
 }
 
 impl std::fmt::Debug for RoomService {
@@ -112,6 +114,7 @@ impl RoomService {
             clock,
             transactions: AtomicU64::new(0),
             committed_commands: AtomicU64::new(0),
+            refunded: Default::default(),
         };
         Self { inner: Arc::new(inner) }
     }
@@ -201,7 +204,9 @@ impl RoomService {
             Ok(r) if r.applied => "applied",
             Ok(_) => "not_applied",
             Err(RoomError::Domain(_) | RoomError::Wallet(WalletError::InsufficientBalance)) => "rejected",
-            Err(RoomError::CommandConflict(_) | RoomError::VersionConflict(_)) => "conflict",
+            Err(
+                RoomError::CommandConflict(_) | RoomError::VersionConflict(_) | RoomError::PaymentRefunded,
+            ) => "conflict",
             Err(
                 RoomError::Unavailable(_)
                 | RoomError::NotCommitted(_)

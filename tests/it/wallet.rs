@@ -186,6 +186,15 @@ async fn a_commit_that_fails_after_the_debit_is_refunded() {
         let (status, _) =
             paying.app.post("/v1/rooms/r1/join", json!({"command_id": "c-j2", "user_id": "carol"})).await;
         assert_eq!(status, 200, "{db}");
+        // The same command_id again would be answered the first (refunded) debit: refused, so
+        // the gift never commits unpaid; a new command_id pays and commits.
+        db.execute("DROP TRIGGER fail_gifts").await;
+        let (status, body) = paying.gift("g1", "bob").await;
+        assert_eq!((status, code(&body)), (409, "payment_refunded"), "{db}: {body}");
+        assert_eq!(logged(&db, "g1").await, 0, "{db}: the refunded gift never commits");
+        let (status, body) = paying.gift("g1-again", "bob").await;
+        assert_eq!(status, 200, "{db}: {body}");
+        assert_eq!(paying.wallet.balance("bob"), BALANCE - GIFT_VALUE, "{db}: paid once, by the new id");
         paying.app.stop().await;
     }
 }
