@@ -16,6 +16,7 @@ pub mod build;
 pub mod cluster;
 pub mod config;
 pub mod domain;
+pub mod error_text;
 pub mod fake_im;
 pub mod fake_wallet;
 pub mod http;

@@ -84,22 +84,29 @@ impl FaultSpec {
     }
 }
 
-/// Faults waiting for calls, first in first out.
-#[derive(Debug, Default)]
-pub(crate) struct FaultQueue {
-    pending: VecDeque<(Fault, u32)>,
+/// Faults waiting for calls, first in first out (the fake IM's, and the fake wallet's with its
+/// own fault type).
+#[derive(Debug)]
+pub(crate) struct FaultQueue<F = Fault> {
+    pending: VecDeque<(F, u32)>,
 }
 
-impl FaultQueue {
+impl<F> Default for FaultQueue<F> {
+    fn default() -> Self {
+        Self { pending: VecDeque::new() }
+    }
+}
+
+impl<F: Clone> FaultQueue<F> {
     /// Queues `fault` for the next `count` calls (after those already queued).
-    pub(crate) fn push(&mut self, fault: Fault, count: u32) {
+    pub(crate) fn push(&mut self, fault: F, count: u32) {
         if count > 0 {
             self.pending.push_back((fault, count));
         }
     }
 
     /// The fault for this call, if any.
-    pub(crate) fn next(&mut self) -> Option<Fault> {
+    pub(crate) fn next(&mut self) -> Option<F> {
         let (fault, remaining) = self.pending.front_mut()?;
         let fault = fault.clone();
         *remaining -= 1;

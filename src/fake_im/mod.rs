@@ -22,8 +22,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 pub use fault::{Fault, FaultKind, FaultSpec};
 pub use state::{EventSends, FakeStats, RecordedMessage};
@@ -113,10 +111,8 @@ pub fn busiest_window(times: &[tokio::time::Instant], width: Duration) -> usize 
 /// A fake running in the background on `127.0.0.1`, for tests. Dropping it stops it.
 #[derive(Debug)]
 pub struct FakeIm {
-    addr: SocketAddr,
     state: Arc<FakeState>,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<io::Result<()>>,
+    server: server::Background,
 }
 
 impl FakeIm {
@@ -133,25 +129,19 @@ impl FakeIm {
 
     /// Like [`FakeIm::start`], returning the bind error.
     pub async fn try_start(opts: FakeImOptions) -> io::Result<FakeIm> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
         let state = Arc::new(FakeState::new(opts));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let router = app(state.clone());
-        let task = tokio::spawn(server::run(listener, router, async {
-            let _ = stopped.await;
-        }));
-        Ok(FakeIm { addr, state, stop: Some(stop), task })
+        let server = server::Background::start(app(state.clone())).await?;
+        Ok(FakeIm { state, server })
     }
 
     /// `http://127.0.0.1:<port>`, to use as the IM base URL.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.server.addr())
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// Recorded messages of one `GroupId` (prefix included), oldest first.
@@ -203,22 +193,8 @@ impl FakeIm {
     }
 
     /// Stops serving and waits for the server task.
-    pub async fn shutdown(mut self) -> io::Result<()> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        match (&mut self.task).await {
-            Ok(result) => result,
-            Err(join) => Err(io::Error::other(join.to_string())),
-        }
-    }
-}
-
-impl Drop for FakeIm {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+    pub async fn shutdown(self) -> io::Result<()> {
+        self.server.shutdown().await
     }
 }
 

@@ -72,3 +72,48 @@ async fn serve_connection(stream: TcpStream, router: Router) {
         () = kill.notified() => {}
     }
 }
+
+/// A fake served in a background task on `127.0.0.1`; dropping it stops it.
+#[derive(Debug)]
+pub(crate) struct Background {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<io::Result<()>>,
+}
+
+impl Background {
+    /// Binds `127.0.0.1:0` and serves `router` in a spawned task.
+    pub(crate) async fn start(router: Router) -> io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(run(listener, router, async {
+            let _ = stopped.await;
+        }));
+        Ok(Self { addr, stop: Some(stop), task })
+    }
+
+    /// The bound address.
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// Stops serving and waits for the server task.
+    pub(crate) async fn shutdown(mut self) -> io::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match (&mut self.task).await {
+            Ok(result) => result,
+            Err(join) => Err(io::Error::other(join.to_string())),
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

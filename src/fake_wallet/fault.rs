@@ -1,7 +1,6 @@
 //! Faults the fake wallet can be told to serve on its next calls: one queue per call
 //! (debit, refund), one fault per call, in the order they were injected.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -79,36 +78,8 @@ impl FaultSpec {
     }
 }
 
-/// Faults waiting for calls, first in first out.
-#[derive(Debug, Default)]
-pub(crate) struct FaultQueue {
-    pending: VecDeque<(Fault, u32)>,
-}
-
-impl FaultQueue {
-    /// Queues `fault` for the next `count` calls (after those already queued).
-    pub(crate) fn push(&mut self, fault: Fault, count: u32) {
-        if count > 0 {
-            self.pending.push_back((fault, count));
-        }
-    }
-
-    /// The fault for this call, if any.
-    pub(crate) fn next(&mut self) -> Option<Fault> {
-        let (fault, remaining) = self.pending.front_mut()?;
-        let fault = *fault;
-        *remaining -= 1;
-        if *remaining == 0 {
-            self.pending.pop_front();
-        }
-        Some(fault)
-    }
-
-    /// How many calls still get a fault.
-    pub(crate) fn remaining(&self) -> u64 {
-        self.pending.iter().map(|(_, n)| u64::from(*n)).sum()
-    }
-}
+/// Faults waiting for the calls of one route.
+pub(crate) type FaultQueue = crate::fake_im::fault::FaultQueue<Fault>;
 
 #[cfg(test)]
 mod tests {

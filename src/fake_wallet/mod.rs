@@ -20,8 +20,6 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post, put};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 pub use control::BalanceBody;
 pub use fault::{Call, Fault, FaultKind, FaultSpec};
@@ -64,10 +62,8 @@ pub async fn serve(
 /// A fake running in the background on `127.0.0.1`, for tests. Dropping it stops it.
 #[derive(Debug)]
 pub struct FakeWallet {
-    addr: SocketAddr,
     state: Arc<FakeWalletState>,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<io::Result<()>>,
+    server: server::Background,
 }
 
 impl FakeWallet {
@@ -84,24 +80,19 @@ impl FakeWallet {
 
     /// Like [`FakeWallet::start`], returning the bind error.
     pub async fn try_start(opts: FakeWalletOptions) -> io::Result<FakeWallet> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
         let state = Arc::new(FakeWalletState::new(opts.initial_balance));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(server::run(listener, app(state.clone()), async {
-            let _ = stopped.await;
-        }));
-        Ok(FakeWallet { addr, state, stop: Some(stop), task })
+        let server = server::Background::start(app(state.clone())).await?;
+        Ok(FakeWallet { state, server })
     }
 
     /// `http://127.0.0.1:<port>`, to use as `wallet.base_url`.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.server.addr())
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// One user's balance (the initial balance for a user never seen).
@@ -140,22 +131,8 @@ impl FakeWallet {
     }
 
     /// Stops serving and waits for the server task.
-    pub async fn shutdown(mut self) -> io::Result<()> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        match (&mut self.task).await {
-            Ok(result) => result,
-            Err(join) => Err(io::Error::other(join.to_string())),
-        }
-    }
-}
-
-impl Drop for FakeWallet {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+    pub async fn shutdown(self) -> io::Result<()> {
+        self.server.shutdown().await
     }
 }
 

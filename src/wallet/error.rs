@@ -67,15 +67,7 @@ impl WalletError {
         if err.is_timeout() {
             return WalletError::unavailable(FailureClass::Timeout, "no answer in time");
         }
-        let err = err.without_url();
-        let mut text = err.to_string();
-        let mut source = std::error::Error::source(&err);
-        while let Some(s) = source {
-            text.push_str(": ");
-            text.push_str(&s.to_string());
-            source = s.source();
-        }
-        WalletError::unavailable(FailureClass::Transport, text)
+        WalletError::unavailable(FailureClass::Transport, crate::error_text::reqwest_chain(err))
     }
 
     /// The class of an unavailable wallet; `None` for a refused debit.

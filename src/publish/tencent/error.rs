@@ -60,15 +60,7 @@ impl ImError {
         if err.is_timeout() {
             return ImError::TransportTimeout;
         }
-        let err = err.without_url();
-        let mut text = err.to_string();
-        let mut source = std::error::Error::source(&err);
-        while let Some(s) = source {
-            text.push_str(": ");
-            text.push_str(&s.to_string());
-            source = s.source();
-        }
-        ImError::Transport(shorten(&text))
+        ImError::Transport(shorten(&crate::error_text::reqwest_chain(err)))
     }
 
     /// An IM error code with its (shortened) `ErrorInfo`.
