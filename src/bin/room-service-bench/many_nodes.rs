@@ -91,6 +91,11 @@ impl Nodes {
         Ok(nodes)
     }
 
+    /// Delivery-mark statements the nodes' markers have run so far, together.
+    pub(crate) fn mark_statements(&self) -> u64 {
+        self.running.iter().map(|r| r.rooms.delivery_marker_stats().statements).sum()
+    }
+
     /// Stops every node at once (each releases its leases); errors are reported on stderr.
     pub(crate) async fn stop(self) {
         for (id, stopped) in
