@@ -36,11 +36,11 @@ const COUNTERS: [&str; 4] = ["Com_commit", "Com_insert", "Com_update", "Com_sele
 
 /// `im_rate_limit` far above any load of this benchmark: the limiter takes a permit per event
 /// and never refuses one.
-const NOT_BINDING: [(&str, &str); 2] =
+pub(crate) const NOT_BINDING: [(&str, &str); 2] =
     [("im_rate_limit.global_per_sec", "1000000000"), ("im_rate_limit.per_group_per_sec", "1000000000")];
 
 /// The service's pool size (`database.max_connections` default); the raw loop gets the same.
-const POOL: u32 = 16;
+pub(crate) const POOL: u32 = 16;
 
 /// What one timed run measured.
 pub(crate) struct Run {
@@ -67,10 +67,15 @@ impl Run {
 }
 
 /// One client's commands: its room creations, then the timed (room, command) join/gift pairs.
-type Plan = (Vec<Command>, Vec<(String, Command)>);
+pub(crate) type Plan = (Vec<Command>, Vec<(String, Command)>);
+
+/// The rooms client `client` owns (room `r{n}` for each `n`), in the order of its creations.
+pub(crate) fn client_rooms(args: &Args, client: usize) -> impl Iterator<Item = usize> {
+    (client..args.rooms.max(args.clients)).step_by(args.clients)
+}
 
 /// One client's commands, in order: its room creations, then the timed join/gift pairs.
-fn plan(args: &Args, client: usize) -> Plan {
+pub(crate) fn plan(args: &Args, client: usize) -> Plan {
     let rooms: Vec<String> =
         (client..args.rooms.max(args.clients)).step_by(args.clients).map(|r| format!("r{r}")).collect();
     let creates = rooms.iter().map(|_| create()).collect();
@@ -106,7 +111,7 @@ fn create() -> Command {
 }
 
 /// The HTTP path and body of `command` on `room`.
-fn request(room: &str, command_id: &str, command: &Command) -> (String, serde_json::Value) {
+pub(crate) fn request(room: &str, command_id: &str, command: &Command) -> (String, serde_json::Value) {
     match command {
         Command::CreateRoom { owner_id, title } => (
             "/v1/rooms".into(),
@@ -227,7 +232,8 @@ async fn service_run(
     Ok(ServiceRun { run, marks, statements, sync_accepted, im_events })
 }
 
-async fn truncate(pool: &MySqlPool) -> anyhow::Result<()> {
+/// Empties the tables the commands write (the schema and the cluster tables stay).
+pub(crate) async fn truncate(pool: &MySqlPool) -> anyhow::Result<()> {
     for table in ["room_outbox", "room_command_log", "room_snapshot", "room_member", "room_gift_total"] {
         pool.execute(sqlx::AssertSqlSafe(format!("TRUNCATE TABLE {table}"))).await?;
     }

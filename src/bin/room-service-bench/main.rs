@@ -11,7 +11,8 @@
 //! query p99 by table size · B4 commit → IM acceptance latency · B5 publish stack overhead ·
 //! B6 resident memory with many active rooms and with one big room (in a child process, so
 //! nothing else counts) · B7 hot rooms: latency and bytes per command by room size, one hot
-//! room vs the same load spread.
+//! room vs the same load spread · B8 many nodes: 3 cluster nodes vs 1 node under the same
+//! load sent to random nodes, and what a forward hop adds.
 
 mod backlog;
 mod claim;
@@ -22,6 +23,9 @@ mod fill;
 mod hot;
 mod hot_load;
 mod latency;
+mod many;
+mod many_hop;
+mod many_nodes;
 mod memory;
 mod report;
 mod stack;
@@ -43,16 +47,16 @@ pub struct Args {
     /// MariaDB server (no database path); each benchmark creates and drops its own database.
     #[arg(long, env = "ROOM_SERVICE_BENCH_MYSQL_URL", default_value = "mysql://root@127.0.0.1:3306")]
     pub mysql_url: String,
-    /// Benchmarks to run, comma-separated (b1..b7); all when absent.
+    /// Benchmarks to run, comma-separated (b1..b8); all when absent.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
-    /// B1: concurrent clients.
+    /// B1, B8: concurrent clients.
     #[arg(long, default_value_t = 16)]
     pub clients: usize,
-    /// B1: rooms (spread over the clients; each client owns its own rooms).
+    /// B1, B8: rooms (spread over the clients; each client owns its own rooms).
     #[arg(long, default_value_t = 256)]
     pub rooms: usize,
-    /// B1: join+gift pairs per client (two commands each).
+    /// B1, B8: join+gift pairs per client (two commands each).
     #[arg(long, default_value_t = 300)]
     pub pairs_per_client: usize,
     /// B2: rows bulk-inserted pending.
@@ -110,6 +114,9 @@ pub struct Args {
     /// B7: members of each spread room.
     #[arg(long, default_value_t = 8)]
     pub spread_members: usize,
+    /// B8: timed requests at the owner, and as many through a non-owner (one hop).
+    #[arg(long, default_value_t = 2_000)]
+    pub hop_samples: usize,
 }
 
 impl Args {
@@ -137,6 +144,7 @@ impl Args {
             self.hot_gifts_per_client = self.hot_gifts_per_client.min(10);
             self.hot_members = self.hot_members.min(100);
             self.spread_rooms = self.spread_rooms.min(8);
+            self.hop_samples = self.hop_samples.min(20);
         }
         // Sizes smallest first (the smallest is the baseline), none empty (a sender must exist).
         self.hot_sizes.retain(|&n| n > 0);
@@ -151,6 +159,7 @@ impl Args {
         self.handoff_events = self.handoff_events.max(1);
         self.spread_rooms = self.spread_rooms.max(1);
         self.spread_members = self.spread_members.max(1);
+        self.hop_samples = self.hop_samples.max(1);
         self
     }
 }
@@ -172,7 +181,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 7] = [
+    let benches: [(&str, &str, Bench); 8] = [
         ("b1", "command path", |a| Box::pin(command::run(a))),
         ("b2", "worker drain", |a| Box::pin(drain::run(a))),
         ("b3", "claim scaling", |a| Box::pin(claim::run(a))),
@@ -180,6 +189,7 @@ async fn main() -> anyhow::Result<()> {
         ("b5", "stack overhead", |a| Box::pin(stack::run(a))),
         ("b6", "memory", |a| Box::pin(memory::run(a))),
         ("b7", "hot rooms", |a| Box::pin(hot::run(a))),
+        ("b8", "many nodes", |a| Box::pin(many::run(a))),
     ];
     for (id, what, bench) in benches {
         if !args.wants(id) {

@@ -323,36 +323,48 @@ async fn status(
     Ok(out)
 }
 
-/// CPU time (user + system) used so far by this process and by the local MariaDB server
-/// (`mariadbd`/`mysqld`, found in `/proc`; zero when it is not on this machine).
+/// CPU time (user + system) used so far by this process, by the local MariaDB server
+/// (`mariadbd`/`mysqld`) and by the local Redis (`redis-server`), both found in `/proc` (zero
+/// when not on this machine).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CpuTimes {
     /// This process: the service, the fake IM and the load generator.
     pub this: Duration,
     /// The database server.
     pub db: Duration,
+    /// The Redis server (the cluster's shard directory).
+    pub redis: Duration,
 }
 
 impl CpuTimes {
-    /// Reads both now.
+    /// Reads all three now.
     pub fn now() -> Self {
-        let db = std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .find(|e| {
-                std::fs::read_to_string(e.path().join("comm"))
-                    .is_ok_and(|c| matches!(c.trim(), "mariadbd" | "mysqld"))
-            })
-            .map(|e| cpu_of(&e.path().join("stat")))
-            .unwrap_or_default();
-        Self { this: cpu_of(Path::new("/proc/self/stat")), db }
+        Self {
+            this: cpu_of(Path::new("/proc/self/stat")),
+            db: server_cpu(&["mariadbd", "mysqld"]),
+            redis: server_cpu(&["redis-server"]),
+        }
     }
 
     /// CPU used since `earlier`.
     pub fn since(self, earlier: CpuTimes) -> CpuTimes {
-        CpuTimes { this: self.this.saturating_sub(earlier.this), db: self.db.saturating_sub(earlier.db) }
+        CpuTimes {
+            this: self.this.saturating_sub(earlier.this),
+            db: self.db.saturating_sub(earlier.db),
+            redis: self.redis.saturating_sub(earlier.redis),
+        }
     }
+}
+
+/// CPU time of the first process whose command name is one of `names`.
+fn server_cpu(names: &[&str]) -> Duration {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| names.contains(&c.trim())))
+        .map(|e| cpu_of(&e.path().join("stat")))
+        .unwrap_or_default()
 }
 
 /// utime + stime of a `/proc/<pid>/stat` file (clock ticks of 10 ms).
