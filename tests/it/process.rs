@@ -98,8 +98,9 @@ fn migrate_creates_the_schema_and_exits() {
         .output()
         .unwrap();
     assert_eq!(
-        "['room_cluster', 'room_cluster_node', 'room_command_log', 'room_gift_total', 'room_member', 'room_outbox', 'room_shard_lease', 'room_snapshot']"
-        "['room_command_log', 'room_gift_total', 'room_member', 'room_outbox', 'room_snapshot']"
+        String::from_utf8_lossy(&tables.stdout).trim(),
+        "['room_cluster', 'room_cluster_node', 'room_command_log', 'room_gift_total', 'room_member', 'room_outbox', \
+         'room_shard_lease', 'room_snapshot']"
     );
 }
 
