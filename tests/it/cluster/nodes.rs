@@ -240,3 +240,21 @@ async fn a_rolling_restart_under_load_loses_no_command_and_no_event() {
     }
     pool.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_the_lease_table_routes_every_request() {
+    // Redis is only the directory's cache: a closed port leaves the lease table.
+    let nodes = Nodes::start(3, &[("ROOM_SERVICE__REDIS__URL", "redis://127.0.0.1:1/")]).await;
+    create(&nodes, 2, "no-redis").await;
+    for i in 0..12 {
+        let (status, body) =
+            nodes.post(i % 3, "/v1/rooms/no-redis/join", join(&format!("n-{i}"), &format!("u{i}"))).await;
+        assert_eq!(
+            (status, body["room_version"].as_u64()),
+            (200, Some(i as u64 + 2)),
+            "via node {}: {body}",
+            i % 3
+        );
+    }
+    assert!(nodes.forwarded().await >= 8.0, "forwarded: {}", nodes.forwarded().await);
+}
