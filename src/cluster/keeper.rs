@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::directory::{Directory, Located, Owner};
 use super::ownership::{Ownership, ShardTable};
-use super::shard::{SHARDS, Shard, preferred_node, shard_of};
+use super::shard::{Shard, preferred_node};
 use crate::config::ClusterSettings;
 use crate::store::{ShardLease, SharedRepository, StoreError};
 
@@ -70,7 +70,6 @@ impl LeaseKeeper {
     pub fn cluster(&self) -> Cluster {
         Cluster {
             node_id: self.node_id.clone(),
-            url: self.settings.advertise_url.clone(),
             ownership: self.ownership(),
             directory: self.directory.clone(),
             nudge: self.nudge.clone(),
@@ -216,7 +215,6 @@ fn epochs(leases: &[ShardLease]) -> Vec<(Shard, u64)> {
 #[derive(Debug, Clone)]
 pub struct Cluster {
     node_id: String,
-    url: String,
     ownership: Ownership,
     directory: Directory,
     nudge: Arc<Notify>,
@@ -279,20 +277,5 @@ impl Cluster {
     /// The owner of `room_id` as the lease table says (for `GET /admin/rooms/{id}/owner`).
     pub async fn owner(&self, room_id: &str) -> Result<Option<Owner>, StoreError> {
         self.directory.authoritative(room_id).await
-    }
-
-    /// This node's advertised URL.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The shard of `room_id`.
-    pub fn shard_of(room_id: &str) -> Shard {
-        shard_of(room_id)
-    }
-
-    /// Number of shards held now.
-    pub fn held_count(&self) -> usize {
-        self.ownership.held_shards().map_or(usize::from(SHARDS), |s| s.len())
     }
 }
