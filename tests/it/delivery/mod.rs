@@ -68,6 +68,7 @@ impl Node {
             .env("ROOM_SERVICE__NODE_ID", &self.node_id)
             .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{}", self.port))
             .env("ROOM_SERVICE__HTTP__ADMIN_LISTEN", format!("127.0.0.1:{}", self.admin_port))
+            .env("ROOM_SERVICE__GRPC__LISTEN", "127.0.0.1:0")
             .env("ROOM_SERVICE__LOG__LEVEL", "warn")
             .env("ROOM_SERVICE__PRESENCE__ENABLED", "false")
             .env("ROOM_SERVICE__TENCENT_IM__ENABLED", "true")
