@@ -3,6 +3,7 @@
 //! reflection, and HTTP and gRPC commands sharing one room's version sequence.
 
 mod calls;
+mod python;
 mod serving;
 
 use room_service::grpc::pb::room_service_client::RoomServiceClient;
