@@ -8,7 +8,7 @@
 //! - server reflection (v1), listing both services.
 //!
 //! Every call goes through the layers of [`router`]: a request id (`x-request-id`, generated
-//! when absent, echoed back), one tracing span, and a deadline (the client's `grpc-timeout`,
+//! when absent, echoed back), one tracing span, panics caught into `INTERNAL`, and a deadline (the client's `grpc-timeout`,
 //! at most `http.request_timeout`) answered with `DEADLINE_EXCEEDED` ([`deadline`]). The
 //! protobuf code is generated at build time from `proto/` (see `build.rs`). [`server`] serves
 //! the router over HTTP/2.
@@ -21,6 +21,7 @@ pub mod status;
 
 use std::time::Duration;
 
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
@@ -75,13 +76,40 @@ pub fn router(state: AppState, options: GrpcOptions) -> anyhow::Result<axum::Rou
         .prepare()
         .into_axum_router()
         .layer(deadline::DeadlineLayer::new(options.request_timeout))
+        .layer(CatchPanicLayer::custom(panic_status))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_grpc().make_span_with(call_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid)))
+}
+
+/// A panicking handler answers `INTERNAL` (logged and counted like an HTTP handler's panic);
+/// the process keeps serving.
+fn panic_status(panic: Box<dyn std::any::Any + Send + 'static>) -> axum::http::Response<axum::body::Body> {
+    let detail = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned());
+    tracing::error!(panic = %detail, "gRPC handler panicked; answered INTERNAL");
+    metrics::counter!(crate::telemetry::names::HTTP_PANICS_TOTAL).increment(1);
+    tonic::Status::internal("internal error").into_http()
 }
 
 /// One span per call, carrying the method path and its `x-request-id`.
 fn call_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
     let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
     tracing::info_span!("grpc", method = %request.uri().path(), request_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_answers_internal_without_its_text() {
+        let answer = panic_status(Box::new("bug in a handler"));
+        assert_eq!(answer.headers()["grpc-status"], "13");
+        let message = answer.headers().get("grpc-message").map(|v| v.to_str().unwrap_or_default().to_owned());
+        assert!(!message.unwrap_or_default().contains("bug"), "the panic text is logged, not answered");
+    }
 }

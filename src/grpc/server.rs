@@ -1,6 +1,7 @@
 //! The gRPC accept loop: HTTP/2 (prior knowledge, as gRPC clients speak it) through hyper's
 //! connection builder, bounded like the HTTP listeners (`http.*`):
 //! - at most `max_connections` open connections (a new one beyond it is closed at once);
+//!   counted like the HTTP listeners', with `listener="grpc"`;
 //! - HTTP/2 keep-alive pings every `idle_timeout`, so a peer that vanished is dropped;
 //! - a bounded graceful shutdown: once `shutdown` completes, no new connection is accepted,
 //!   open calls get `shutdown_timeout` to finish (HTTP/2 GOAWAY), then connections are dropped.
@@ -22,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::http::server::ServeOptions;
+use crate::telemetry::names;
 
 /// How long a keep-alive ping may go unanswered before the connection is dropped.
 const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -42,6 +44,11 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let connections = TaskTracker::new();
     let abort = CancellationToken::new();
+    let open = metrics::gauge!(names::HTTP_CONNECTIONS, names::LABEL_LISTENER => options.listener);
+    let refused =
+        metrics::counter!(names::HTTP_CONNECTIONS_REFUSED_TOTAL, names::LABEL_LISTENER => options.listener);
+    refused.increment(0);
+    open.increment(0.0);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -57,8 +64,11 @@ pub async fn serve(
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::debug!("Too many open gRPC connections; closing a new one");
+            refused.increment(1);
             continue;
         };
+        open.increment(1.0);
+        let gauge = open.clone();
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
@@ -71,6 +81,7 @@ pub async fn serve(
                 () = abort.cancelled() => {}
             }
             drop(slot);
+            gauge.decrement(1.0);
         });
     }
     drop(listener);

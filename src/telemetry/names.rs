@@ -39,7 +39,7 @@ pub const HTTP_REQUESTS_SHED_TOTAL: &str = "room_http_requests_shed_total";
 pub const HTTP_REQUEST_TIMEOUTS_TOTAL: &str = "room_http_request_timeouts_total";
 /// Counter: request handlers that panicked (answered 500; the process kept serving).
 pub const HTTP_PANICS_TOTAL: &str = "room_http_panics_total";
-/// Gauge: open HTTP connections, by `listener` (`public`, `admin`).
+/// Gauge: open HTTP connections, by `listener` (`public`, `admin`, `grpc`).
 pub const HTTP_CONNECTIONS: &str = "room_http_connections";
 /// Counter: connections refused with a 503 because `http.max_connections` were open, by
 /// `listener`.

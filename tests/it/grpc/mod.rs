@@ -3,6 +3,7 @@
 //! reflection, and HTTP and gRPC commands sharing one room's version sequence.
 
 mod calls;
+mod cluster;
 mod python;
 mod serving;
 
