@@ -2,7 +2,8 @@
 //! is ready and its database answers a ping; `NOT_SERVING` once it leaves or drains (after
 //! SIGTERM) or while the database is away. The overall status (`""`) and
 //! `room.v1.RoomService` answer the same; any other name is `NOT_FOUND`. `Watch` sends the
-//! status at once, then each change (checked every [`WATCH_INTERVAL`]).
+//! status at once, then each change (checked every [`WATCH_INTERVAL`]); it ends once the
+//! service drains, so it never holds the shutdown.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -68,6 +69,11 @@ impl Health for Readiness {
         let changes = futures::stream::unfold((this, None), |(this, last)| async move {
             loop {
                 if last.is_some() {
+                    // Once NOT_SERVING was sent while draining, the stream ends: an open watch
+                    // must not hold the graceful shutdown for http.shutdown_timeout.
+                    if last == Some(ServingStatus::NotServing) && this.state.lifecycle.is_draining() {
+                        return None;
+                    }
                     tokio::time::sleep(WATCH_INTERVAL).await;
                 }
                 let now = this.status().await;

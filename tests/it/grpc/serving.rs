@@ -99,7 +99,17 @@ async fn health_is_serving_then_not_serving_once_the_service_leaves() {
     assert_eq!(health(&g.channel, "").await.unwrap(), ServingStatus::Serving);
     assert_eq!(health(&g.channel, "room.v1.RoomService").await.unwrap(), ServingStatus::Serving);
     assert_eq!(health(&g.channel, "other.Service").await.unwrap_err().code(), Code::NotFound);
+    let mut watch = HealthClient::new(g.channel.clone())
+        .watch(HealthCheckRequest { service: String::new() })
+        .await
+        .expect("watch")
+        .into_inner();
+    assert_eq!(watch.message().await.unwrap().expect("first").status(), ServingStatus::Serving);
     g.app.app.shutdown_token().cancel();
+    let change =
+        tokio::time::timeout(Duration::from_secs(5), watch.message()).await.expect("a change in time");
+    assert_eq!(change.unwrap().expect("a change").status(), ServingStatus::NotServing);
+    let started = std::time::Instant::now();
     let mut status = ServingStatus::Serving;
     for _ in 0..50 {
         status = health(&g.channel, "").await.unwrap();
@@ -111,7 +121,11 @@ async fn health_is_serving_then_not_serving_once_the_service_leaves() {
     assert_eq!(status, ServingStatus::NotServing);
     // Commands are still served while leaving.
     g.create("c1", "r1").await.expect("served while leaving");
+    // The watch ends once the service drains: it does not hold the shutdown.
+    let ended = tokio::time::timeout(Duration::from_secs(5), watch.message()).await.expect("the watch ends");
+    assert!(matches!(ended, Ok(None) | Err(_)), "{ended:?}");
     g.app.app.wait().await.expect("clean stop");
+    assert!(started.elapsed() < Duration::from_secs(6), "stopped in {:?}", started.elapsed());
 }
 
 #[tokio::test]
