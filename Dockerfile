@@ -11,7 +11,8 @@ WORKDIR /src
 
 # What cargo needs to accept the manifest and build the service: Cargo.toml names a bench
 # (benches/stack.rs) and bins under src/bin/, so benches/ must be here even though only the
-# service binary is built; `sqlx::migrate!` embeds migrations/ at compile time. `build.rs*`
+# service binary is built; `sqlx::migrate!` embeds migrations/ at compile time; build.rs
+# generates the gRPC code from proto/ (with protox: no protoc in the image). `build.rs*`
 # copies a build script when the crate has one and nothing otherwise (Cargo.toml always
 # matches, so the COPY never comes up empty). scripts/check-docker-context.sh rebuilds this
 # layout from these COPY lines and .dockerignore and runs cargo in it (CI runs it).
@@ -19,6 +20,7 @@ COPY Cargo.toml Cargo.lock build.rs* ./
 COPY benches ./benches
 COPY src ./src
 COPY migrations ./migrations
+COPY proto ./proto
 
 # The commit for a build script (build.rs, when there is one) to embed; .git is not in the
 # context, so it comes as a build argument, set for cargo below:
@@ -57,10 +59,10 @@ COPY config/ /app/config/
 
 USER room:room
 WORKDIR /app
-# 8080: the API (/v1, /healthz, /readyz). 9091: the admin listener (http.admin_listen:
+# 8080: the API (/v1, /healthz, /readyz). 50051: the gRPC API (grpc.listen). 9091: the admin listener (http.admin_listen:
 # /admin/* and /metrics, behind a bearer token) when the config binds it to 0.0.0.0 inside the
 # container; docker-compose.yml never publishes it on the host.
-EXPOSE 8080 9091
+EXPOSE 8080 50051 9091
 
 # Liveness only (/readyz turns 503 while draining, which is not a reason to restart).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \

@@ -19,6 +19,7 @@ pub mod domain;
 pub mod error_text;
 pub mod fake_im;
 pub mod fake_wallet;
+pub mod grpc;
 pub mod http;
 pub mod outbox;
 pub mod publish;

@@ -2,11 +2,11 @@
 //!
 //! Start: database pool (+ migrations) → Redis handle (lazy) → in a cluster, join: membership
 //! and this node's share of the shard leases → room service → HTTP listeners bound (public and
-//! admin) → worker cancellation token → lease keeper, presence worker, outbox worker (if
+//! admin) and the gRPC listener → worker cancellation token → lease keeper, presence worker, outbox worker (if
 //! enabled) → serve.
 //! Stop: `/readyz` answers 503 for `http.shutdown_grace` while commands are still served (the
 //! load balancer moves traffic away) → mark draining (new commands answer 503) → cancel the
-//! workers → wait for them (bounded) → graceful HTTP shutdown of both listeners (in-flight
+//! workers → wait for them (bounded) → graceful shutdown of the HTTP and gRPC listeners (in-flight
 //! commands finish and persist; bounded by `http.shutdown_timeout`) → flush the delivery marks
 //! → release the shard leases and leave the cluster → close the pool. The pool is never closed
 //! while a worker may still mark a row; the leases are kept until no command can commit.
@@ -26,6 +26,7 @@ use tower::util::Either;
 use crate::admin::{RetentionOptions, run_retention};
 use crate::cluster::{Directory, LeaseKeeper, Ownership};
 use crate::config::{Settings, TencentImSettings, WalletSettings};
+use crate::grpc::{self, GrpcOptions};
 use crate::http::forward::Forwarder;
 use crate::http::server::ServeOptions;
 use crate::http::{self, AppState, Lifecycle, NodeInfo, PublicOptions};
@@ -57,6 +58,8 @@ pub struct RunningApp {
     pub addr: SocketAddr,
     /// The bound address of the admin listener.
     pub admin_addr: SocketAddr,
+    /// The bound address of the gRPC listener.
+    pub grpc_addr: SocketAddr,
     /// The room service (tests drive it directly too).
     pub rooms: RoomService,
     /// The repository.
@@ -129,8 +132,12 @@ pub async fn start_with_redis(
     let admin_listener = TcpListener::bind(http_settings.admin_listen)
         .await
         .with_context(|| format!("binding http.admin_listen {}", http_settings.admin_listen))?;
+    let grpc_listener = TcpListener::bind(settings.grpc.listen)
+        .await
+        .with_context(|| format!("binding grpc.listen {}", settings.grpc.listen))?;
     let addr = listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
+    let grpc_addr = grpc_listener.local_addr()?;
     let lifecycle = Lifecycle::default();
     let state = AppState {
         rooms: rooms.clone(),
@@ -153,6 +160,8 @@ pub async fn start_with_redis(
         },
     };
     let public = http::public_router(state.clone(), PublicOptions::from(http_settings));
+    let grpc_router =
+        grpc::router(state.clone(), GrpcOptions::from(http_settings)).context("gRPC services")?;
     let admin = http::admin_router(state, http_settings.admin_token.clone());
 
     let workers = CancellationToken::new();
@@ -221,12 +230,20 @@ pub async fn start_with_redis(
         ServeOptions::new("admin", http_settings),
         stop_http.clone().cancelled_owned(),
     );
+    // Stops with the HTTP listeners; its health service follows readiness meanwhile.
+    let grpc_server = grpc::server::serve(
+        grpc_listener,
+        grpc_router,
+        ServeOptions::new("grpc", http_settings),
+        stop_http.clone().cancelled_owned(),
+    );
     let public_options = ServeOptions::new("public", http_settings);
     let server_repo = repo.clone();
     let server_rooms = rooms.clone();
     let server = tokio::spawn(async move {
         let public_server = http::server::serve(listener, public, public_options, stop_workers);
-        let (public_served, admin_served) = tokio::join!(public_server, admin_server);
+        let (public_served, admin_served, grpc_served) =
+            tokio::join!(public_server, admin_server, grpc_server);
         // Every worker has stopped (each step of theirs is bounded) before the pool closes: a
         // worker still marking rows must not find the pool gone.
         tracker.wait().await;
@@ -244,10 +261,11 @@ pub async fn start_with_redis(
         server_repo.close().await;
         tracing::info!("Stopped");
         public_served.context("public http server failed")?;
+        grpc_served.context("grpc server failed")?;
         admin_served.context("admin http server failed")
     });
-    tracing::info!(%addr, %admin_addr, node_id = %settings.node_id, "Serving");
-    Ok(RunningApp { addr, admin_addr, rooms, repo, shutdown, server })
+    tracing::info!(%addr, %admin_addr, %grpc_addr, node_id = %settings.node_id, "Serving");
+    Ok(RunningApp { addr, admin_addr, grpc_addr, rooms, repo, shutdown, server })
 }
 
 /// Starts the service and runs it until SIGTERM or SIGINT, then stops it in order.

@@ -63,6 +63,9 @@ pub(crate) struct RawConfig {
     /// The HTTP server.
     #[serde(deserialize_with = "null_as_default")]
     pub http: RawHttp,
+    /// The gRPC server (`room.v1.RoomService`, health, reflection).
+    #[serde(deserialize_with = "null_as_default")]
+    pub grpc: RawGrpc,
     /// The database holding rooms, the command log and the outbox.
     #[serde(deserialize_with = "null_as_default")]
     pub database: RawDatabase,
@@ -187,6 +190,21 @@ impl Default for RawHttp {
             shutdown_grace: RawDuration::new("0s"),
             shutdown_timeout: RawDuration::new("10s"),
         }
+    }
+}
+
+/// `grpc.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawGrpc {
+    /// Socket address of the gRPC API (`room.v1.RoomService`, `grpc.health.v1`, reflection),
+    /// `ip:port`. Its limits (message size, timeout, connections, shutdown) are `http.*`'s.
+    pub listen: String,
+}
+
+impl Default for RawGrpc {
+    fn default() -> Self {
+        Self { listen: "127.0.0.1:50051".into() }
     }
 }
 

@@ -39,6 +39,8 @@ pub struct Settings {
     pub node_id: String,
     /// The HTTP server.
     pub http: HttpSettings,
+    /// The gRPC server.
+    pub grpc: GrpcSettings,
     /// The database.
     pub database: DatabaseSettings,
     /// Tencent Cloud IM.
@@ -96,6 +98,15 @@ pub struct HttpSettings {
     pub shutdown_grace: Duration,
     /// Longest wait for open requests at shutdown.
     pub shutdown_timeout: Duration,
+}
+
+/// The gRPC server: its address; its limits are those of [`HttpSettings`] (the largest request
+/// message is `body_limit_bytes`, a call is bounded by `request_timeout` and by the client's
+/// deadline, connections by `max_connections`, shutdown by `shutdown_timeout`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrpcSettings {
+    /// Address of the gRPC API.
+    pub listen: SocketAddr,
 }
 
 /// Largest accepted `http.max_in_flight` and `http.max_connections`.

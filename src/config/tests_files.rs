@@ -74,6 +74,7 @@ fn tencent_example_points_at_tencent_and_needs_the_secret_from_env() {
 fn every_shipped_file_sets_and_documents_every_key() {
     let sections = [
         "http",
+        "grpc",
         "database",
         "tencent_im",
         "im_rate_limit",

@@ -216,6 +216,17 @@ fn http_edge_keys_have_their_defaults_and_limits() {
 }
 
 #[test]
+fn grpc_listen_has_its_default_and_must_be_its_own_address() {
+    assert_eq!(ok("").grpc.listen.to_string(), "127.0.0.1:50051");
+    assert_eq!(ok("grpc: {listen: \"0.0.0.0:7000\"}\n").grpc.listen.to_string(), "0.0.0.0:7000");
+    fails_on("grpc: {listen: \"nowhere\"}\n", &[], "grpc.listen");
+    fails_on("grpc: {listen: \"127.0.0.1:8080\"}\n", &[], "grpc.listen");
+    fails_on("grpc: {listen: \"127.0.0.1:9091\"}\n", &[], "grpc.listen");
+    // Port 0 (tests) may repeat: each bind picks its own port.
+    ok("http: {listen: \"127.0.0.1:0\"}\ngrpc: {listen: \"127.0.0.1:0\"}\n");
+}
+
+#[test]
 fn a_non_loopback_admin_listener_needs_a_token() {
     let message = fails_on("http: {admin_listen: \"0.0.0.0:9091\"}\n", &[], "http.admin_listen");
     assert!(message.contains("http.admin_token"), "{message}");

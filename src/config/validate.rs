@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use super::raw::{
-    RawCluster, RawConfig, RawDatabase, RawDuration, RawHttp, RawImRateLimit, RawLog, RawOutboxWorker,
-    RawPresence, RawRedis, RawRooms, RawTencentIm, RawWallet,
+    RawCluster, RawConfig, RawDatabase, RawDuration, RawGrpc, RawHttp, RawImRateLimit, RawLog,
+    RawOutboxWorker, RawPresence, RawRedis, RawRooms, RawTencentIm, RawWallet,
 };
 use super::rules::{
     MIN_RETENTION, MIN_USERSIG_TTL, Parsed, Problems, check_base_url, check_log_level, is_valid_node_id,
@@ -16,10 +16,10 @@ use super::rules::{
 };
 use super::settings::{
     Backend, ClusterSettings, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
-    DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, HttpSettings, ImRateLimitSettings,
-    LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HTTP_LIMIT, MAX_IN_FLIGHT,
-    OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings,
-    TencentImSettings, WalletSettings,
+    DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, GrpcSettings, HttpSettings,
+    ImRateLimitSettings, LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HTTP_LIMIT,
+    MAX_IN_FLIGHT, OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings,
+    Settings, TencentImSettings, WalletSettings,
 };
 use crate::secret::Secret;
 
@@ -40,6 +40,7 @@ pub(crate) fn validate(
     };
     let settings = Settings {
         node_id,
+        grpc: grpc(&mut p, raw.grpc, &raw.http),
         http: http(&mut p, raw.http),
         database: database(&mut p, raw.database),
         tencent_im: tencent_im(&mut p, raw.tencent_im),
@@ -119,6 +120,19 @@ fn http(p: &mut Problems, raw: RawHttp) -> HttpSettings {
         shutdown_grace: p.or_default("http.shutdown_grace", &raw.shutdown_grace, Duration::ZERO),
         shutdown_timeout: p.positive("http.shutdown_timeout", &raw.shutdown_timeout, Duration::from_secs(10)),
     }
+}
+
+fn grpc(p: &mut Problems, raw: RawGrpc, http: &RawHttp) -> GrpcSettings {
+    let listen = raw.listen.trim().parse::<SocketAddr>().unwrap_or_else(|e| {
+        p.add("grpc.listen", format!("{:?} is not an ip:port address ({e})", raw.listen));
+        SocketAddr::from(([127, 0, 0, 1], 50051))
+    });
+    let taken =
+        [&http.listen, &http.admin_listen].into_iter().filter_map(|a| a.trim().parse::<SocketAddr>().ok());
+    if listen.port() != 0 && taken.into_iter().any(|a| a == listen) {
+        p.add("grpc.listen", "must differ from http.listen and http.admin_listen");
+    }
+    GrpcSettings { listen }
 }
 
 fn database(p: &mut Problems, raw: RawDatabase) -> DatabaseSettings {

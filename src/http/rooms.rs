@@ -11,8 +11,8 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{Json, RequestId, RoomPath, page_limit};
 use crate::domain::{Command, CommandId, GiftId, LeaveReason, MemberView, RoomId, RoomSnapshot, UserId};
-use crate::room::CommandResponse;
 use crate::room::presence::RESERVED_COMMAND_PREFIX;
+use crate::room::{CommandResponse, Transport};
 
 /// `POST /v1/rooms`.
 #[derive(Debug, Deserialize)]
@@ -65,6 +65,23 @@ async fn run(
     request_id: String,
     command: Command,
 ) -> Result<axum::Json<CommandResponse>, ApiError> {
+    let response = run_command(state, Transport::Http, room_id, command_id, request_id, command).await?;
+    Ok(axum::Json(response))
+}
+
+/// Runs a command that came in over `transport`: refused while draining and when its
+/// `command_id` carries the reserved prefix, else handed to [`RoomService::execute_via`]. The
+/// one command path of the HTTP and gRPC APIs.
+///
+/// [`RoomService::execute_via`]: crate::room::RoomService::execute_via
+pub async fn run_command(
+    state: &AppState,
+    transport: Transport,
+    room_id: RoomId,
+    command_id: CommandId,
+    request_id: String,
+    command: Command,
+) -> Result<CommandResponse, ApiError> {
     if state.lifecycle.is_draining() {
         return Err(ApiError::draining());
     }
@@ -76,7 +93,7 @@ async fn run(
             ),
         ));
     }
-    Ok(axum::Json(state.rooms.execute(room_id, command_id, request_id, command).await?))
+    Ok(state.rooms.execute_via(transport, room_id, command_id, request_id, command).await?)
 }
 
 /// CreateRoom.
@@ -143,11 +160,16 @@ pub async fn heartbeat(
     RoomPath(room_id): RoomPath,
     Json(b): Json<HeartbeatBody>,
 ) -> Result<Response, ApiError> {
+    run_heartbeat(&state, &room_id, &b.user_id).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// A presence heartbeat of either API: refused while draining.
+pub async fn run_heartbeat(state: &AppState, room_id: &RoomId, user_id: &UserId) -> Result<(), ApiError> {
     if state.lifecycle.is_draining() {
         return Err(ApiError::draining());
     }
-    state.rooms.heartbeat(&room_id, &b.user_id).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    Ok(state.rooms.heartbeat(room_id, user_id).await?)
 }
 
 /// The room snapshot, unwrapped.
@@ -180,13 +202,23 @@ pub async fn members(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<axum::Json<MembersPage>, ApiError> {
     let (after, limit) = parse_members_query(&params)?;
+    Ok(axum::Json(members_page(&state, &room_id, after.as_ref(), limit).await?))
+}
+
+/// A page of at most `limit` members after `after`, for either API.
+pub async fn members_page(
+    state: &AppState,
+    room_id: &RoomId,
+    after: Option<&UserId>,
+    limit: usize,
+) -> Result<MembersPage, ApiError> {
     // One more than asked tells whether another page follows.
-    let mut members = state.rooms.members(&room_id, after.as_ref(), limit + 1).await?;
+    let mut members = state.rooms.members(room_id, after, limit + 1).await?;
     let next_after = (members.len() > limit).then(|| {
         members.truncate(limit);
         members.last().map(|m| m.user_id.clone())
     });
-    Ok(axum::Json(MembersPage { members, next_after: next_after.flatten() }))
+    Ok(MembersPage { members, next_after: next_after.flatten() })
 }
 
 fn parse_members_query(params: &HashMap<String, String>) -> Result<(Option<UserId>, usize), ApiError> {

@@ -28,6 +28,28 @@ pub use pipeline::{CommitStats, DEFAULT_MAX_COMMIT_BATCH, RoomOptions, RoomServi
 
 use std::sync::Arc;
 
+/// Where a command came from: the `transport` label of `room_commands_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The HTTP API (`/v1/rooms...`).
+    Http,
+    /// The gRPC API (`room.v1.RoomService`).
+    Grpc,
+    /// Issued by the service itself (the presence worker's evictions) or called in-process.
+    Internal,
+}
+
+impl Transport {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+            Transport::Grpc => "grpc",
+            Transport::Internal => "internal",
+        }
+    }
+}
+
 /// Wall clock in milliseconds since the epoch; injectable so presence tests control time.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 

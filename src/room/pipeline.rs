@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, oneshot};
 
-use super::Clock;
 use super::batch::Queued;
 use super::cells::{Cell, Cells, Slot};
 use super::error::RoomError;
 use super::marker::{DeliveryMarker, MarkerStats};
 use super::outcome::{CommandResponse, fingerprint};
+use super::{Clock, Transport};
 use crate::cluster::Ownership;
 use crate::domain::{
     self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, SenderTotal, UserId,
@@ -159,7 +159,20 @@ impl RoomService {
         request_id: String,
         command: Command,
     ) -> Result<CommandResponse, RoomError> {
-        self.run(room_id, command_id, request_id, command, None).await
+        self.execute_via(Transport::Internal, room_id, command_id, request_id, command).await
+    }
+
+    /// [`Self::execute`] for a command that came in over `transport` (the `transport` label of
+    /// `room_commands_total`).
+    pub async fn execute_via(
+        &self,
+        transport: Transport,
+        room_id: RoomId,
+        command_id: CommandId,
+        request_id: String,
+        command: Command,
+    ) -> Result<CommandResponse, RoomError> {
+        self.run(transport, room_id, command_id, request_id, command, None).await
     }
 
     /// [`Self::execute`], but only if `still` holds for the room at the command's turn;
@@ -173,11 +186,12 @@ impl RoomService {
         command: Command,
         still: Arc<StillHolds>,
     ) -> Result<CommandResponse, RoomError> {
-        self.run(room_id, command_id, request_id, command, Some(still)).await
+        self.run(Transport::Internal, room_id, command_id, request_id, command, Some(still)).await
     }
 
     async fn run(
         &self,
+        transport: Transport,
         room_id: RoomId,
         command_id: CommandId,
         request_id: String,
@@ -215,8 +229,13 @@ impl RoomService {
             ) => "unavailable",
             Err(RoomError::Corrupt(_)) => "corrupt",
         };
-        metrics::counter!(names::COMMANDS_TOTAL, names::LABEL_COMMAND => name, names::LABEL_RESULT => outcome)
-            .increment(1);
+        metrics::counter!(
+            names::COMMANDS_TOTAL,
+            names::LABEL_COMMAND => name,
+            names::LABEL_RESULT => outcome,
+            names::LABEL_TRANSPORT => transport.as_str()
+        )
+        .increment(1);
         metrics::histogram!(names::COMMAND_LATENCY_SECONDS, names::LABEL_COMMAND => name)
             .record(started.elapsed().as_secs_f64());
         result

@@ -2,7 +2,7 @@
 //!
 //! Code records metrics only through these constants; the Grafana dashboard and the Prometheus
 //! alert rules in `dashboards/` are checked against them. Label values are always bounded
-//! (`path`, `event_type`, `class`, `result`, `status`, `command`, `state`; one `version` and
+//! (`path`, `event_type`, `class`, `result`, `status`, `command`, `transport`, `state`; one `version` and
 //! `commit` per build), never a room id, a user id or an error text. [`describe_all`] registers units and help texts once at startup, and
 //! [`LATENCY_BUCKETS`] gives histograms real buckets (the Prometheus exporter renders summaries
 //! otherwise).
@@ -25,7 +25,7 @@ pub const OUTBOX_CLAIMED_TOTAL: &str = "room_outbox_claimed_total";
 pub const OUTBOX_LEASE_LOST_TOTAL: &str = "room_outbox_lease_lost_total";
 /// Counter: delivered outbox rows deleted by the retention purge (and `outbox purge-delivered`).
 pub const OUTBOX_PURGED_ROWS_TOTAL: &str = "room_outbox_purged_rows_total";
-/// Counter: room commands handled, by `command`, `result`.
+/// Counter: room commands handled, by `command`, `result`, `transport` (http|grpc|internal).
 pub const COMMANDS_TOTAL: &str = "room_commands_total";
 /// Histogram (seconds): time to handle one room command, by `command`.
 pub const COMMAND_LATENCY_SECONDS: &str = "room_command_latency_seconds";
@@ -39,7 +39,7 @@ pub const HTTP_REQUESTS_SHED_TOTAL: &str = "room_http_requests_shed_total";
 pub const HTTP_REQUEST_TIMEOUTS_TOTAL: &str = "room_http_request_timeouts_total";
 /// Counter: request handlers that panicked (answered 500; the process kept serving).
 pub const HTTP_PANICS_TOTAL: &str = "room_http_panics_total";
-/// Gauge: open HTTP connections, by `listener` (`public`, `admin`).
+/// Gauge: open HTTP connections, by `listener` (`public`, `admin`, `grpc`).
 pub const HTTP_CONNECTIONS: &str = "room_http_connections";
 /// Counter: connections refused with a 503 because `http.max_connections` were open, by
 /// `listener`.
@@ -156,6 +156,8 @@ pub const LABEL_CLASS: &str = "class";
 pub const LABEL_STATUS: &str = "status";
 /// Label key: the room command name.
 pub const LABEL_COMMAND: &str = "command";
+/// Label key: where a command came from (`http`, `grpc`, `internal`: the presence worker).
+pub const LABEL_TRANSPORT: &str = "transport";
 /// Label key: the HTTP method.
 pub const LABEL_METHOD: &str = "method";
 /// Label key: the matched HTTP route template (never the raw path, which holds ids).
@@ -230,7 +232,7 @@ pub fn describe_all() {
         Unit::Count,
         "1 while Redis is away and this node uses its own share of the app-wide IM quota"
     );
-    describe_counter!(COMMANDS_TOTAL, Unit::Count, "Room commands handled, by command and result");
+    describe_counter!(COMMANDS_TOTAL, Unit::Count, "Room commands handled, by command, result and transport");
     describe_counter!(
         COMMANDS_FORWARDED_TOTAL,
         Unit::Count,

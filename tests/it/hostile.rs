@@ -37,6 +37,7 @@ fn spawn(dir: &std::path::Path, port: u16, admin_port: u16) -> Child {
         .env("ROOM_SERVICE__DATABASE__URL", format!("sqlite://{}/rooms.db?mode=rwc", dir.display()))
         .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{port}"))
         .env("ROOM_SERVICE__HTTP__ADMIN_LISTEN", format!("127.0.0.1:{admin_port}"))
+        .env("ROOM_SERVICE__GRPC__LISTEN", "127.0.0.1:0")
         .env("ROOM_SERVICE__LOG__LEVEL", "warn")
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())

@@ -5,6 +5,7 @@ mod admin;
 mod api;
 mod cluster;
 mod delivery;
+mod grpc;
 mod hostile;
 mod im_e2e;
 mod im_peer;

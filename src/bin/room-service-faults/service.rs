@@ -117,6 +117,7 @@ impl Service {
             .env("ROOM_SERVICE__DATABASE__URL", &c.db_url)
             .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{}", self.port))
             .env("ROOM_SERVICE__HTTP__ADMIN_LISTEN", format!("127.0.0.1:{}", self.admin_port))
+            .env("ROOM_SERVICE__GRPC__LISTEN", "127.0.0.1:0")
             .env("ROOM_SERVICE__LOG__LEVEL", "warn")
             .env("ROOM_SERVICE__LOG__FORMAT", "json")
             .env("ROOM_SERVICE__PRESENCE__ENABLED", "false")

@@ -189,7 +189,7 @@ async fn health_readiness_and_metrics_answer() {
     let text = metrics.as_str().unwrap();
     for series in [
         "room_outbox_publish_success_total{",
-        "room_commands_total{command=\"create_room\",result=\"applied\"}",
+        "room_commands_total{command=\"create_room\",result=\"applied\",transport=\"http\"}",
         "room_command_latency_seconds_bucket{command=\"create_room\"",
         "http_requests_total{method=\"POST\",route=\"/v1/rooms\",status=\"2xx\"}",
         "room_outbox_rows{status=\"pending\"}",

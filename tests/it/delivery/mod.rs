@@ -32,6 +32,8 @@ pub(crate) struct Node {
     pub port: u16,
     /// The admin listener's port.
     pub admin_port: u16,
+    /// The gRPC listener's port.
+    pub grpc_port: u16,
     /// `node_id`.
     pub node_id: String,
     /// More `ROOM_SERVICE__*` variables, applied last (they override the defaults above).
@@ -46,6 +48,7 @@ impl Node {
             wrapper: Vec::new(),
             port: free_port(),
             admin_port: free_port(),
+            grpc_port: free_port(),
             node_id: "node".into(),
             env: Vec::new(),
         }
@@ -68,6 +71,7 @@ impl Node {
             .env("ROOM_SERVICE__NODE_ID", &self.node_id)
             .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{}", self.port))
             .env("ROOM_SERVICE__HTTP__ADMIN_LISTEN", format!("127.0.0.1:{}", self.admin_port))
+            .env("ROOM_SERVICE__GRPC__LISTEN", format!("127.0.0.1:{}", self.grpc_port))
             .env("ROOM_SERVICE__LOG__LEVEL", "warn")
             .env("ROOM_SERVICE__PRESENCE__ENABLED", "false")
             .env("ROOM_SERVICE__TENCENT_IM__ENABLED", "true")

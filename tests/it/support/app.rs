@@ -34,6 +34,7 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
         ("database.url".to_owned(), db_url.to_owned()),
         ("http.listen".to_owned(), "127.0.0.1:0".to_owned()),
         ("http.admin_listen".to_owned(), "127.0.0.1:0".to_owned()),
+        ("grpc.listen".to_owned(), "127.0.0.1:0".to_owned()),
         ("outbox_worker.enabled".to_owned(), "false".to_owned()),
         ("presence.enabled".to_owned(), "false".to_owned()),
         ("outbox_worker.publish_timeout".to_owned(), "1s".to_owned()),

@@ -1,0 +1,115 @@
+//! The gRPC API (tonic) on its own listener (`grpc.listen`), beside the HTTP API:
+//!
+//! - `room.v1.RoomService` ([`rooms`]): the commands and queries of `/v1/rooms...`, mapped onto
+//!   the same functions of [`crate::http::rooms`] the HTTP handlers call (the draining and
+//!   reserved-prefix checks included), so both APIs share one command path; failures map to
+//!   standard status codes ([`status`]);
+//! - `grpc.health.v1.Health` ([`health`]): follows readiness (`/readyz`);
+//! - server reflection (v1), listing both services.
+//!
+//! Every call goes through the layers of [`router`]: a request id (`x-request-id`, generated
+//! when absent, echoed back), one tracing span, panics caught into `INTERNAL`, and a deadline (the client's `grpc-timeout`,
+//! at most `http.request_timeout`) answered with `DEADLINE_EXCEEDED` ([`deadline`]). The
+//! protobuf code is generated at build time from `proto/` (see `build.rs`). [`server`] serves
+//! the router over HTTP/2.
+
+pub mod deadline;
+pub mod health;
+pub mod rooms;
+pub mod server;
+pub mod status;
+
+use std::time::Duration;
+
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::http::AppState;
+
+/// The code generated from `proto/room/v1/room.proto`.
+pub mod pb {
+    #![allow(missing_docs, clippy::all, clippy::pedantic)]
+    tonic::include_proto!("room.v1");
+}
+
+/// The encoded descriptor set of `proto/` (server reflection serves it).
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/room_descriptor.bin"));
+
+/// The fully qualified name of the room service.
+pub const SERVICE_NAME: &str = "room.v1.RoomService";
+
+/// The limits of the gRPC router (from `http.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrpcOptions {
+    /// Largest request message, in bytes (tonic answers `OUT_OF_RANGE` above it).
+    pub max_message_bytes: usize,
+    /// Longest a call may run, whatever deadline the client sets.
+    pub request_timeout: Duration,
+}
+
+impl From<&crate::config::HttpSettings> for GrpcOptions {
+    fn from(http: &crate::config::HttpSettings) -> Self {
+        Self { max_message_bytes: http.body_limit_bytes, request_timeout: http.request_timeout }
+    }
+}
+
+impl Default for GrpcOptions {
+    /// The defaults of `http.*`.
+    fn default() -> Self {
+        Self { max_message_bytes: 65_536, request_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// The gRPC services behind their layers: a request id set (or kept) outermost so the span
+/// carries it, the span, the id echoed on the answer, then the deadline around the call.
+pub fn router(state: AppState, options: GrpcOptions) -> anyhow::Result<axum::Router> {
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let rooms = pb::room_service_server::RoomServiceServer::new(rooms::GrpcRooms::new(state.clone()))
+        .max_decoding_message_size(options.max_message_bytes);
+    let health = tonic_health::pb::health_server::HealthServer::new(health::Readiness::new(state));
+    let routes = tonic::service::Routes::new(rooms).add_service(health).add_service(reflection);
+    Ok(routes
+        .prepare()
+        .into_axum_router()
+        .layer(deadline::DeadlineLayer::new(options.request_timeout))
+        .layer(CatchPanicLayer::custom(panic_status))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_grpc().make_span_with(call_span))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid)))
+}
+
+/// A panicking handler answers `INTERNAL` (logged and counted like an HTTP handler's panic);
+/// the process keeps serving.
+fn panic_status(panic: Box<dyn std::any::Any + Send + 'static>) -> axum::http::Response<axum::body::Body> {
+    let detail = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned());
+    tracing::error!(panic = %detail, "gRPC handler panicked; answered INTERNAL");
+    metrics::counter!(crate::telemetry::names::HTTP_PANICS_TOTAL).increment(1);
+    tonic::Status::internal("internal error").into_http()
+}
+
+/// One span per call, carrying the method path and its `x-request-id`.
+fn call_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    tracing::info_span!("grpc", method = %request.uri().path(), request_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_answers_internal_without_its_text() {
+        let answer = panic_status(Box::new("bug in a handler"));
+        assert_eq!(answer.headers()["grpc-status"], "13");
+        let message = answer.headers().get("grpc-message").map(|v| v.to_str().unwrap_or_default().to_owned());
+        assert!(!message.unwrap_or_default().contains("bug"), "the panic text is logged, not answered");
+    }
+}

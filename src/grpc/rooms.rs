@@ -1,0 +1,213 @@
+//! `room.v1.RoomService`: each RPC parses its message into the domain's types (a bad field
+//! answers `INVALID_ARGUMENT` naming it), calls the function of [`crate::http::rooms`] the
+//! matching HTTP route calls, and maps the answer back. No logic of its own.
+
+use tonic::{Request, Response, Status};
+
+use super::pb;
+use super::status::{from_api, invalid};
+use crate::domain::{
+    Command, CommandId, GiftId, LeaveReason, MemberView, RankEntry, RoomId, RoomSnapshot, RoomStatus, UserId,
+};
+use crate::http::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
+use crate::http::{ApiError, AppState};
+use crate::room::{CommandResponse, Delivery, EventReceipt, Transport};
+
+/// The room service over gRPC.
+#[derive(Clone)]
+pub struct GrpcRooms {
+    state: AppState,
+}
+
+impl GrpcRooms {
+    /// Serves `state`'s room service.
+    pub fn new(state: AppState) -> Self {
+        Self { state }
+    }
+
+    async fn command(
+        &self,
+        request_id: String,
+        room_id: RoomId,
+        command_id: CommandId,
+        command: Command,
+    ) -> Result<Response<pb::CommandOutcome>, Status> {
+        rooms::run_command(&self.state, Transport::Grpc, room_id, command_id, request_id, command)
+            .await
+            .map(|r| Response::new(outcome(r)))
+            .map_err(from_api)
+    }
+}
+
+/// The request id the request-id layer set (or the client sent).
+fn request_id<T>(request: &Request<T>) -> String {
+    request.metadata().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+}
+
+fn room_id(value: String) -> Result<RoomId, Status> {
+    RoomId::parse(value).map_err(|e| invalid("room_id", e))
+}
+
+impl GrpcRooms {
+    /// `room_id`, checked to be served here. In a cluster a call for a room another node owns
+    /// is not forwarded (HTTP calls are): it answers `UNAVAILABLE` `not_owner`, and the client
+    /// retries, through a balancer or on the owner.
+    fn here(&self, value: String) -> Result<RoomId, Status> {
+        let room = room_id(value)?;
+        match &self.state.forwarder {
+            Some(forwarder) if !forwarder.cluster().owns(room.as_str()) => {
+                Err(from_api(ApiError::not_owner()))
+            }
+            _ => Ok(room),
+        }
+    }
+}
+
+fn user_id(field: &str, value: String) -> Result<UserId, Status> {
+    UserId::parse(value).map_err(|e| invalid(field, e))
+}
+
+fn command_id(value: String) -> Result<CommandId, Status> {
+    CommandId::parse(value).map_err(|e| invalid("command_id", e))
+}
+
+#[tonic::async_trait]
+impl pb::room_service_server::RoomService for GrpcRooms {
+    async fn create_room(
+        &self,
+        request: Request<pb::CreateRoomRequest>,
+    ) -> Result<Response<pb::CommandOutcome>, Status> {
+        let id = request_id(&request);
+        let m = request.into_inner();
+        let command = Command::CreateRoom { owner_id: user_id("owner_id", m.owner_id)?, title: m.title };
+        self.command(id, self.here(m.room_id)?, command_id(m.command_id)?, command).await
+    }
+
+    async fn join_room(
+        &self,
+        request: Request<pb::MemberRequest>,
+    ) -> Result<Response<pb::CommandOutcome>, Status> {
+        let id = request_id(&request);
+        let m = request.into_inner();
+        let command = Command::JoinRoom { user_id: user_id("user_id", m.user_id)? };
+        self.command(id, self.here(m.room_id)?, command_id(m.command_id)?, command).await
+    }
+
+    async fn leave_room(
+        &self,
+        request: Request<pb::MemberRequest>,
+    ) -> Result<Response<pb::CommandOutcome>, Status> {
+        let id = request_id(&request);
+        let m = request.into_inner();
+        let command =
+            Command::LeaveRoom { user_id: user_id("user_id", m.user_id)?, reason: LeaveReason::User };
+        self.command(id, self.here(m.room_id)?, command_id(m.command_id)?, command).await
+    }
+
+    async fn send_gift(
+        &self,
+        request: Request<pb::SendGiftRequest>,
+    ) -> Result<Response<pb::CommandOutcome>, Status> {
+        let id = request_id(&request);
+        let m = request.into_inner();
+        let command = Command::SendGift {
+            sender_id: user_id("sender_id", m.sender_id)?,
+            receiver_id: user_id("receiver_id", m.receiver_id)?,
+            gift_id: GiftId::parse(m.gift_id).map_err(|e| invalid("gift_id", e))?,
+            count: m.count,
+            unit_value: m.unit_value,
+        };
+        self.command(id, self.here(m.room_id)?, command_id(m.command_id)?, command).await
+    }
+
+    async fn close_room(
+        &self,
+        request: Request<pb::CloseRoomRequest>,
+    ) -> Result<Response<pb::CommandOutcome>, Status> {
+        let id = request_id(&request);
+        let m = request.into_inner();
+        self.command(id, self.here(m.room_id)?, command_id(m.command_id)?, Command::CloseRoom).await
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<pb::HeartbeatRequest>,
+    ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let m = request.into_inner();
+        let (room, user) = (self.here(m.room_id)?, user_id("user_id", m.user_id)?);
+        rooms::run_heartbeat(&self.state, &room, &user).await.map_err(from_api)?;
+        Ok(Response::new(pb::HeartbeatResponse {}))
+    }
+
+    async fn get_room(&self, request: Request<pb::GetRoomRequest>) -> Result<Response<pb::Room>, Status> {
+        let room = self.here(request.into_inner().room_id)?;
+        let snapshot = self.state.rooms.snapshot(&room).await.map_err(|e| from_api(e.into()))?;
+        Ok(Response::new(room_message(snapshot)))
+    }
+
+    async fn list_members(
+        &self,
+        request: Request<pb::ListMembersRequest>,
+    ) -> Result<Response<pb::ListMembersResponse>, Status> {
+        let m = request.into_inner();
+        let room = self.here(m.room_id)?;
+        let limit = match m.limit {
+            0 => DEFAULT_MEMBERS_LIMIT,
+            n if n <= MAX_MEMBERS_LIMIT => n as usize,
+            n => return Err(invalid("limit", format!("{n} is not between 1 and {MAX_MEMBERS_LIMIT}"))),
+        };
+        let after = match m.after.as_str() {
+            "" => None,
+            _ => Some(user_id("after", m.after)?),
+        };
+        let page = rooms::members_page(&self.state, &room, after.as_ref(), limit).await.map_err(from_api)?;
+        Ok(Response::new(pb::ListMembersResponse {
+            members: page.members.into_iter().map(member).collect(),
+            next_after: page.next_after.map(|u| u.as_str().to_owned()).unwrap_or_default(),
+        }))
+    }
+}
+
+fn outcome(r: CommandResponse) -> pb::CommandOutcome {
+    pb::CommandOutcome {
+        applied: r.applied,
+        room_version: r.room_version,
+        replayed: r.replayed,
+        room: r.room.map(room_message),
+        events: r.events.into_iter().map(receipt).collect(),
+    }
+}
+
+fn receipt(e: EventReceipt) -> pb::EventReceipt {
+    let delivery = match e.delivery {
+        Delivery::Delivered => pb::Delivery::Delivered,
+        Delivery::Skipped => pb::Delivery::Skipped,
+        Delivery::Pending => pb::Delivery::Pending,
+    };
+    pb::EventReceipt { event_id: e.event_id, event_type: e.event_type, delivery: delivery.into() }
+}
+
+fn room_message(s: RoomSnapshot) -> pb::Room {
+    let status = match s.status {
+        RoomStatus::Open => pb::RoomStatus::Open,
+        RoomStatus::Closed => pb::RoomStatus::Closed,
+    };
+    pb::Room {
+        room_id: s.room_id.as_str().to_owned(),
+        owner_id: s.owner_id.as_str().to_owned(),
+        title: s.title,
+        status: status.into(),
+        version: s.version,
+        heat: s.heat,
+        member_count: s.member_count,
+        gift_rank: s.gift_rank.into_iter().map(rank).collect(),
+    }
+}
+
+fn rank(r: RankEntry) -> pb::RankEntry {
+    pb::RankEntry { user_id: r.user_id.as_str().to_owned(), total_value: r.total_value }
+}
+
+fn member(m: MemberView) -> pb::Member {
+    pb::Member { user_id: m.user_id.as_str().to_owned(), joined_at_ms: m.joined_at_ms }
+}

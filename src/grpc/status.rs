@@ -1,0 +1,85 @@
+//! How a failure of the room path answers over gRPC: the HTTP API's [`ApiError`] (one
+//! classification for both APIs) mapped onto a standard status code, with its stable snake_case
+//! code in the `error-code` response metadata.
+//!
+//! | HTTP code | gRPC status |
+//! |---|---|
+//! | `invalid_argument` | `INVALID_ARGUMENT` (the message starts with the field) |
+//! | `room_not_found` | `NOT_FOUND` |
+//! | `command_conflict` | `ALREADY_EXISTS` |
+//! | `version_conflict`, `room_exists`, `room_closed`, `not_member`, `heat_overflow`, `insufficient_balance`, `payment_refunded` | `FAILED_PRECONDITION` |
+//! | `storage_unavailable`, `wallet_unavailable`, `draining`, `not_owner`, `owner_unavailable`, `request_timeout`, `overloaded` | `UNAVAILABLE` |
+//! | `too_large` | `RESOURCE_EXHAUSTED` |
+//! | anything else | `INTERNAL` |
+
+use tonic::{Code, Status};
+
+use crate::http::ApiError;
+
+/// The metadata key carrying the stable error code.
+pub const ERROR_CODE: &str = "error-code";
+
+/// The gRPC code of an HTTP API error code.
+pub fn code(error_code: &str) -> Code {
+    match error_code {
+        "invalid_argument" => Code::InvalidArgument,
+        "room_not_found" => Code::NotFound,
+        "command_conflict" => Code::AlreadyExists,
+        "version_conflict"
+        | "room_exists"
+        | "room_closed"
+        | "not_member"
+        | "heat_overflow"
+        | "insufficient_balance"
+        | "payment_refunded" => Code::FailedPrecondition,
+        "storage_unavailable"
+        | "wallet_unavailable"
+        | "draining"
+        | "not_owner"
+        | "owner_unavailable"
+        | "request_timeout"
+        | "overloaded" => Code::Unavailable,
+        "too_large" => Code::ResourceExhausted,
+        _ => Code::Internal,
+    }
+}
+
+/// `error` as a gRPC status.
+pub fn from_api(error: ApiError) -> Status {
+    let mut status = Status::new(code(error.code), error.message);
+    if let Ok(value) = error.code.parse() {
+        status.metadata_mut().insert(ERROR_CODE, value);
+    }
+    status
+}
+
+/// `INVALID_ARGUMENT` naming `field`.
+pub fn invalid(field: &str, reason: impl std::fmt::Display) -> Status {
+    from_api(ApiError::invalid(field, reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::DomainError;
+    use crate::room::RoomError;
+    use crate::wallet::WalletError;
+
+    fn status_of(error: RoomError) -> Status {
+        from_api(ApiError::from(error))
+    }
+
+    #[test]
+    fn room_errors_map_to_the_documented_codes() {
+        assert_eq!(status_of(DomainError::RoomNotFound.into()).code(), Code::NotFound);
+        assert_eq!(status_of(RoomError::CommandConflict("x".into())).code(), Code::AlreadyExists);
+        assert_eq!(status_of(RoomError::VersionConflict("x".into())).code(), Code::FailedPrecondition);
+        assert_eq!(status_of(WalletError::InsufficientBalance.into()).code(), Code::FailedPrecondition);
+        assert_eq!(status_of(RoomError::NotOwner).code(), Code::Unavailable);
+        assert_eq!(from_api(ApiError::draining()).code(), Code::Unavailable);
+        let status = invalid("room_id", "must not be empty");
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert!(status.message().starts_with("room_id:"), "{}", status.message());
+        assert_eq!(status.metadata().get(ERROR_CODE).unwrap(), "invalid_argument");
+    }
+}
