@@ -9,7 +9,6 @@
 //! The request id, span and deadline are the router's ([`super::router`]).
 
 use std::io;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -17,13 +16,9 @@ use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use tokio::net::{TcpListener, TcpStream};
 
-use crate::http::server::ServeOptions;
-use crate::telemetry::names;
+use crate::http::server::{ServeOptions, accept_loop};
 
 /// How long a keep-alive ping may go unanswered before the connection is dropped.
 const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -40,59 +35,15 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(options.idle_timeout))
         .keep_alive_timeout(KEEP_ALIVE_TIMEOUT);
-    let slots = Arc::new(Semaphore::new(options.max_connections));
-    let graceful = GracefulShutdown::new();
-    let connections = TaskTracker::new();
-    let abort = CancellationToken::new();
-    let open = metrics::gauge!(names::HTTP_CONNECTIONS, names::LABEL_LISTENER => options.listener);
-    let refused =
-        metrics::counter!(names::HTTP_CONNECTIONS_REFUSED_TOTAL, names::LABEL_LISTENER => options.listener);
-    refused.increment(0);
-    open.increment(0.0);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
-                Err(error) => {
-                    tracing::warn!(%error, "Failed to accept a gRPC connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::debug!("Too many open gRPC connections; closing a new one");
-            refused.increment(1);
-            continue;
-        };
-        open.increment(1.0);
-        let gauge = open.clone();
-        let _ = stream.set_nodelay(true);
+    let connection = |stream: TcpStream, graceful: &GracefulShutdown| {
         let service = TowerToHyperService::new(router.clone());
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        let abort = abort.clone();
-        connections.spawn(async move {
-            tokio::select! {
-                ended = connection => if let Err(error) = ended {
-                    tracing::debug!(%error, "gRPC connection ended with an error");
-                },
-                () = abort.cancelled() => {}
+        async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "gRPC connection ended with an error");
             }
-            drop(slot);
-            gauge.decrement(1.0);
-        });
-    }
-    drop(listener);
-    connections.close();
-    if tokio::time::timeout(options.shutdown_timeout, graceful.shutdown()).await.is_err() {
-        tracing::warn!(
-            timeout = ?options.shutdown_timeout,
-            "Open gRPC calls did not finish in http.shutdown_timeout; dropping them"
-        );
-    }
-    abort.cancel();
-    connections.wait().await;
-    Ok(())
+        }
+    };
+    // A connection over the cap is closed at once (dropped): a gRPC client reconnects.
+    accept_loop(listener, &options, shutdown, drop, connection).await
 }

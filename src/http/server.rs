@@ -80,6 +80,37 @@ pub async fn serve(
     // detect a hang-up), so the idle timeout below never cuts a request being answered, and a
     // command whose client left still commits and answers into the void.
     builder.timer(TokioTimer::new()).header_read_timeout(options.header_read_timeout).half_close(true);
+    let connection = |stream: TcpStream, graceful: &GracefulShutdown| {
+        let mut stream = TimeoutStream::new(stream);
+        stream.set_read_timeout(Some(options.idle_timeout));
+        stream.set_write_timeout(Some(options.idle_timeout));
+        let service = TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(Box::pin(stream)), service));
+        async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "HTTP connection ended with an error");
+            }
+        }
+    };
+    accept_loop(listener, &options, shutdown, refuse, connection).await
+}
+
+/// The accept loop every listener shares: admits connections up to `options.max_connections`
+/// (a connection beyond it goes to `refuse`, which must not block), hands each admitted one to
+/// `connection` (which serves it, watched by the graceful shutdown), counts them, and once
+/// `shutdown` completes stops accepting, lets open connections finish for at most
+/// `options.shutdown_timeout`, and drops what is left.
+pub(crate) async fn accept_loop<C, F>(
+    listener: TcpListener,
+    options: &ServeOptions,
+    shutdown: impl Future<Output = ()>,
+    refuse: fn(TcpStream),
+    connection: C,
+) -> io::Result<()>
+where
+    C: Fn(TcpStream, &GracefulShutdown) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
     let slots = Arc::new(Semaphore::new(options.max_connections));
     let graceful = GracefulShutdown::new();
     let connections = TaskTracker::new();
@@ -98,7 +129,7 @@ pub async fn serve(
                 Ok((stream, _peer)) => stream,
                 Err(error) => {
                     // Out of file descriptors and the like: back off, keep serving.
-                    tracing::warn!(%error, listener = options.listener, "Failed to accept an HTTP connection");
+                    tracing::warn!(%error, listener = options.listener, "Failed to accept a connection");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -110,19 +141,12 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let mut stream = TimeoutStream::new(stream);
-        stream.set_read_timeout(Some(options.idle_timeout));
-        stream.set_write_timeout(Some(options.idle_timeout));
-        let service = TowerToHyperService::new(router.clone());
-        let connection = builder.serve_connection(TokioIo::new(Box::pin(stream)), service);
-        let connection = graceful.watch(connection);
+        let served = connection(stream, &graceful);
         let abort = abort.clone();
         let open = OpenConnection::new(open.clone(), slot);
         connections.spawn(async move {
             tokio::select! {
-                ended = connection => if let Err(error) = ended {
-                    tracing::debug!(%error, "HTTP connection ended with an error");
-                },
+                () = served => {}
                 () = abort.cancelled() => {}
             }
             drop(open);
@@ -135,7 +159,7 @@ pub async fn serve(
             listener = options.listener,
             open = options.max_connections - slots.available_permits(),
             timeout = ?options.shutdown_timeout,
-            "Open HTTP connections did not finish in http.shutdown_timeout; dropping them"
+            "Open connections did not finish in http.shutdown_timeout; dropping them"
         );
     }
     abort.cancel();
