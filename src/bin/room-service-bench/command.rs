@@ -138,18 +138,7 @@ async fn run_service(
 ) -> anyhow::Result<(Run, i64)> {
     let http = reqwest::Client::new();
     let post = |path: String, body: serde_json::Value| {
-        let http = http.clone();
-        let url = format!("{base}{path}");
-        async move {
-            let response = http.post(url).json(&body).send().await?;
-            anyhow::ensure!(
-                response.status().is_success(),
-                "HTTP {}: {}",
-                response.status(),
-                response.text().await.unwrap_or_default()
-            );
-            anyhow::Ok(())
-        }
+        crate::support::post_ok(http.clone(), format!("{base}{path}"), body)
     };
     for (client, (creates, _)) in plans.iter().enumerate() {
         let rooms = (client..args.rooms.max(args.clients)).step_by(args.clients);

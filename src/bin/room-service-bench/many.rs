@@ -93,17 +93,7 @@ async fn load(
     let http = reqwest::Client::new();
     let pick = || rand::random_range(0..nodes.bases.len());
     let post = |node: usize, path: String, body: serde_json::Value| {
-        let (http, url) = (http.clone(), format!("{}{path}", nodes.bases[node]));
-        async move {
-            let response = http.post(url).json(&body).send().await?;
-            anyhow::ensure!(
-                response.status().is_success(),
-                "HTTP {}: {}",
-                response.status(),
-                response.text().await.unwrap_or_default()
-            );
-            anyhow::Ok(())
-        }
+        crate::support::post_ok(http.clone(), format!("{}{path}", nodes.bases[node]), body)
     };
     for (client, (creates, _)) in plans.iter().enumerate() {
         for (room, command) in client_rooms(args, client).zip(creates) {

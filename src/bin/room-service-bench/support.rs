@@ -377,3 +377,15 @@ fn cpu_of(stat: &Path) -> Duration {
     let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
+
+/// POSTs `body` as JSON to `url`; anything but a 2xx is an error naming the status and body.
+pub async fn post_ok(http: reqwest::Client, url: String, body: serde_json::Value) -> anyhow::Result<()> {
+    let response = http.post(url).json(&body).send().await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "HTTP {}: {}",
+        response.status(),
+        response.text().await.unwrap_or_default()
+    );
+    Ok(())
+}
