@@ -12,6 +12,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{Json, RoomPath, page_limit};
 use crate::admin::ops::{self, OpsError, RequeueReport};
+use crate::cluster::Owner;
 use crate::store::{OutboxQuery, OutboxRow, OutboxStats, OutboxStatus};
 
 /// Largest page of `GET /admin/outbox`.
@@ -144,15 +145,15 @@ pub async fn owner(
     State(state): State<AppState>,
     RoomPath(room_id): RoomPath,
 ) -> Result<axum::Json<serde_json::Value>, ApiError> {
-    let shard = crate::cluster::shard_of(room_id.as_str());
-    let Some(forwarder) = &state.forwarder else {
-        let node = &state.node;
-        return Ok(axum::Json(json!({"node_id": node.node_id, "url": node.url, "epoch": 0, "shard": shard})));
+    let owner = match &state.forwarder {
+        None => Owner { node_id: state.node.node_id.clone(), url: state.node.url.clone(), epoch: 0 },
+        Some(forwarder) => forwarder
+            .cluster()
+            .owner(room_id.as_str())
+            .await
+            .map_err(crate::room::RoomError::from)?
+            .ok_or_else(ApiError::not_owner)?,
     };
-    match forwarder.cluster().owner(room_id.as_str()).await.map_err(crate::room::RoomError::from)? {
-        Some(owner) => Ok(axum::Json(
-            json!({"node_id": owner.node_id, "url": owner.url, "epoch": owner.epoch, "shard": shard}),
-        )),
-        None => Err(ApiError::not_owner()),
-    }
+    let shard = crate::cluster::shard_of(room_id.as_str());
+    Ok(axum::Json(json!({"node_id": owner.node_id, "url": owner.url, "epoch": owner.epoch, "shard": shard})))
 }

@@ -52,3 +52,17 @@ async fn requeue_over_http_by_ids_and_by_status_and_bad_input_changes_nothing() 
     assert_eq!(db.outbox_row("e-retry").await.status, "retryable", "only the status asked for");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn without_a_cluster_the_owner_of_every_room_is_this_node_at_epoch_0() {
+    let db = TestDb::sqlite().await;
+    let app = TestApp::start(settings(db.url(), None, &[("node_id", "solo")])).await;
+    let (status, body) = app.admin_get("/admin/rooms/any-room/owner").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["node_id"].as_str(), body["epoch"].as_u64()), (Some("solo"), Some(0)), "{body}");
+    assert_eq!(body["url"].as_str(), Some(app.base.as_str()), "{body}");
+    assert_eq!(body["shard"].as_u64(), Some(u64::from(room_service::cluster::shard_of("any-room"))));
+    let (status, body) = app.admin_get("/admin/rooms/not%20valid/owner").await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_argument")), "{body}");
+    app.stop().await;
+}
