@@ -8,6 +8,7 @@
 //! clock, never the node's.
 
 mod admin;
+mod consumer;
 mod flows;
 mod lease;
 mod lease_sql;
@@ -28,6 +29,7 @@ pub use admin::{
     AdminRepository, MAX_PURGE_BATCH, MAX_REQUEUE_BATCH, PURGE_LOCK_PREFIX, PurgeLock, REQUEUEABLE,
     RequeueTarget, RequeuedRow,
 };
+pub use consumer::{ConsumerRepository, ConsumerRow, EventRow, ResetReport, ResetTo};
 pub use lease::{ClusterNode, LeaseRepository, ShardLease};
 pub use mysql::MySqlRepository;
 pub use sqlite::SqliteRepository;
