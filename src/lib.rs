@@ -15,6 +15,7 @@ pub mod app;
 pub mod build;
 pub mod cluster;
 pub mod config;
+pub mod consumer;
 pub mod domain;
 pub mod error_text;
 pub mod fake_im;

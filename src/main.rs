@@ -42,6 +42,8 @@ enum Cmd {
     FakeWallet(FakeWalletArgs),
     /// Inspect and repair the outbox: stats, list, show, requeue, purge-delivered.
     Outbox(admin::OutboxArgs),
+    /// Inspect and move the event consumers (webhook, audit): list, reset.
+    Consumers(admin::ConsumersArgs),
     /// Work with the configuration file.
     #[command(subcommand)]
     Config(ConfigCmd),
@@ -126,6 +128,17 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("opening database {}", db.redacted_url()))?;
             let result = admin::run_outbox(repo.as_ref(), args, &mut std::io::stdout().lock()).await;
+            repo.close().await;
+            result
+        }
+        Cmd::Consumers(args) => {
+            let settings = load_for_tool(&cli.config)?;
+            let db = &settings.database;
+            let repo = store::connect_existing(db.url.expose(), 2)
+                .await
+                .with_context(|| format!("opening database {}", db.redacted_url()))?;
+            let enabled = settings.consumers.enabled_names();
+            let result = admin::run_consumers(repo.as_ref(), args, &enabled, &mut std::io::stdout().lock()).await;
             repo.close().await;
             result
         }

@@ -168,7 +168,7 @@ pub async fn run_outbox(repo: &dyn Repository, args: OutboxArgs, out: &mut dyn W
 }
 
 /// Writes `value` as JSON, or the human rendering.
-fn emit<T: Serialize>(
+pub(super) fn emit<T: Serialize>(
     out: &mut dyn Write,
     json: bool,
     value: &T,

@@ -1,5 +1,6 @@
-//! Operator tooling around the outbox (SPEC §11): the `room-service outbox ...` commands and
-//! the retention purge that runs beside the outbox worker.
+//! Operator tooling around the outbox (SPEC §11): the `room-service outbox ...` and
+//! `room-service consumers ...` commands, and the retention purge that runs beside the outbox
+//! worker.
 //!
 //! ```text
 //! main.rs `outbox` ─▶ cli (clap args) ─▶ ops (requeue, purge loop) ─▶ store::AdminRepository
@@ -12,10 +13,12 @@
 //! move only `retryable`/`failed` rows, purges delete only `delivered` rows.
 
 pub mod cli;
+pub mod consumers;
 pub mod ops;
 mod render;
 pub mod retention;
 
 pub use cli::{OutboxArgs, OutboxCommand, run_outbox};
+pub use consumers::{ConsumersArgs, ConsumersCommand, run_consumers};
 pub use ops::{PurgeReport, RequeueReport, SkippedRow};
 pub use retention::{RetentionOptions, RetentionRound, run_retention, run_retention_once};

@@ -114,6 +114,38 @@ pub(super) fn purge(dry_run: bool, older_than: Duration, report: PurgeReport) ->
 }
 
 /// Left-aligned columns separated by two spaces.
+/// `consumers list`: one line per consumer, enabled ones without a row included.
+pub(super) fn consumers(list: &[super::consumers::ConsumerView]) -> String {
+    if list.is_empty() {
+        return "no consumers (none enabled, none ever ran)\n".into();
+    }
+    let cells: Vec<Vec<String>> = list
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                if c.enabled { "yes" } else { "no" }.into(),
+                c.position.to_string(),
+                c.lag_ms.map_or("-".to_owned(), format_age),
+                c.owner.as_deref().map_or("-".to_owned(), |o| clean(o, 40)),
+                c.updated_at_ms.map_or("-".to_owned(), time),
+                c.last_error.as_deref().map_or("-".to_owned(), |e| clean(e, ERROR_CELL)),
+            ]
+        })
+        .collect();
+    table(&["CONSUMER", "ENABLED", "POSITION", "LAG", "LEASE OWNER", "UPDATED", "LAST ERROR"], &cells)
+}
+
+/// `consumers reset`.
+pub(super) fn reset(name: &str, report: &crate::store::ResetReport) -> String {
+    let before = report.before.map_or("no row".to_owned(), |p| p.to_string());
+    format!(
+        "{name}: position {before} -> {}; it resumes with the first event after it (a running instance \
+         loses its lease and takes it again)\n",
+        report.after
+    )
+}
+
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {

@@ -25,7 +25,11 @@ use tower::util::Either;
 
 use crate::admin::{RetentionOptions, run_retention};
 use crate::cluster::{Directory, LeaseKeeper, Ownership};
-use crate::config::{Settings, TencentImSettings, WalletSettings};
+use crate::config::{ConsumerSettings, Settings, TencentImSettings, WalletSettings};
+use crate::consumer::audit::AuditSink;
+use crate::consumer::batch::Batcher;
+use crate::consumer::webhook::WebhookSink;
+use crate::consumer::{self, Consumer, ConsumerName, ConsumerOptions};
 use crate::grpc::{self, GrpcOptions};
 use crate::http::forward::Forwarder;
 use crate::http::server::ServeOptions;
@@ -191,9 +195,14 @@ pub async fn start_with_redis(
         workers.clone(),
     ));
     spawn_outbox_worker(&settings, &repo, worker_wake, &publisher, ownership.clone(), &tracker, &workers);
-    // Retention runs where the outbox worker runs (one purging instance at a time on MySQL).
+    spawn_consumers(&settings, &repo, &tracker, &workers)?;
+    // Retention runs where the outbox worker runs (one purging instance at a time on MySQL),
+    // and keeps every event an enabled consumer has not passed.
     if let Some(retention) = settings.outbox_worker.retention.filter(|_| settings.outbox_worker.enabled) {
-        let options = RetentionOptions::new(retention, settings.node_id.clone());
+        let options = RetentionOptions {
+            consumers: settings.consumers.enabled_names(),
+            ..RetentionOptions::new(retention, settings.node_id.clone())
+        };
         tracker.spawn(run_retention(repo.clone(), options, workers.clone()));
     }
     tracker.close();
@@ -324,6 +333,45 @@ fn spawn_outbox_worker(
     }
     let cancel = cancel.clone();
     tracker.spawn(async move { worker.run_outbox_worker(cancel).await });
+}
+
+/// Starts the enabled event consumers (webhook, audit), each through its own stack.
+fn spawn_consumers(
+    settings: &Settings,
+    repo: &SharedRepository,
+    tracker: &TaskTracker,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
+    let consumers = &settings.consumers;
+    let options = |name: ConsumerName, consumer: &ConsumerSettings| ConsumerOptions {
+        name,
+        node_id: settings.node_id.clone(),
+        batch_size: consumer.batch_size,
+        poll_interval: consumers.poll_interval,
+        gap_grace: consumers.gap_grace,
+        lease_ttl: consumer::stack::lease_ttl(consumer),
+        backoff: OutboxWorkerOptions::from(&settings.outbox_worker),
+    };
+    if let Some(webhook) = &consumers.webhook {
+        let sink = WebhookSink::new(&webhook.url, webhook.secret.clone(), webhook.consumer.timeout)
+            .context("consumers.webhook")?;
+        let batcher = Batcher::new(sink);
+        let stack = consumer::stack::layered(&webhook.consumer, batcher.clone());
+        let consumer = Consumer::new(
+            repo.clone(),
+            stack,
+            batcher,
+            options(ConsumerName::Webhook, &webhook.consumer),
+        );
+        tracker.spawn(consumer.run(cancel.clone()));
+    }
+    if let Some(audit) = &consumers.audit {
+        let batcher = Batcher::new(AuditSink::new(repo.clone()));
+        let stack = consumer::stack::layered(audit, batcher.clone());
+        let consumer = Consumer::new(repo.clone(), stack, batcher, options(ConsumerName::Audit, audit));
+        tracker.spawn(consumer.run(cancel.clone()));
+    }
+    Ok(())
 }
 
 async fn run_metrics_upkeep(

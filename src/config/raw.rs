@@ -42,6 +42,7 @@ pub(crate) fn default_keys() -> Vec<(String, serde_json::Value)> {
         ("database.url", &defaults.database.url),
         ("tencent_im.secret_key", &defaults.tencent_im.secret_key),
         ("redis.url", &defaults.redis.url),
+        ("consumers.webhook.secret", &defaults.consumers.webhook.secret),
     ];
     let mut keys = Vec::new();
     // Serializing plain structs of strings and numbers cannot fail.
@@ -96,6 +97,99 @@ pub(crate) struct RawConfig {
     /// The wallet service gifts are paid from.
     #[serde(deserialize_with = "null_as_default")]
     pub wallet: RawWallet,
+    /// Consumers of the room events besides IM, each with its own position.
+    #[serde(deserialize_with = "null_as_default")]
+    pub consumers: RawConsumers,
+}
+
+/// `consumers.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawConsumers {
+    /// The activity webhook.
+    #[serde(deserialize_with = "null_as_default")]
+    pub webhook: RawWebhookConsumer,
+    /// The audit log (table `room_audit_log`).
+    #[serde(deserialize_with = "null_as_default")]
+    pub audit: RawAuditConsumer,
+    /// How often an idle consumer looks for new events.
+    pub poll_interval: RawDuration,
+    /// How long a missing outbox id is waited for (a transaction that holds it may still
+    /// commit) when the database cannot prove it will never appear.
+    pub gap_grace: RawDuration,
+}
+
+impl Default for RawConsumers {
+    fn default() -> Self {
+        Self {
+            webhook: RawWebhookConsumer::default(),
+            audit: RawAuditConsumer::default(),
+            poll_interval: RawDuration::new("500ms"),
+            gap_grace: RawDuration::new("60s"),
+        }
+    }
+}
+
+/// `consumers.webhook.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawWebhookConsumer {
+    /// POST the room events to `url`.
+    pub enabled: bool,
+    /// The activity service's endpoint.
+    pub url: String,
+    /// HMAC-SHA256 key of the `X-Room-Signature` header.
+    pub secret: Secret,
+    /// Event types sent; empty: every type.
+    pub event_types: Vec<String>,
+    /// Events read, delivered and acknowledged per round.
+    pub batch_size: i64,
+    /// Bound on one POST.
+    pub timeout: RawDuration,
+    /// POSTs per second at most (0: unlimited).
+    pub rate_limit_per_sec: i64,
+}
+
+impl Default for RawWebhookConsumer {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            url: String::new(),
+            secret: Secret::default(),
+            event_types: Vec::new(),
+            batch_size: 100,
+            timeout: RawDuration::new("3s"),
+            rate_limit_per_sec: 500,
+        }
+    }
+}
+
+/// `consumers.audit.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawAuditConsumer {
+    /// Append the room events to `room_audit_log`.
+    pub enabled: bool,
+    /// Event types recorded; empty: every type.
+    pub event_types: Vec<String>,
+    /// Events read, recorded and acknowledged per round.
+    pub batch_size: i64,
+    /// Bound on one append.
+    pub timeout: RawDuration,
+    /// Appends per second at most (0: unlimited).
+    pub rate_limit_per_sec: i64,
+}
+
+impl Default for RawAuditConsumer {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            event_types: Vec::new(),
+            batch_size: 100,
+            timeout: RawDuration::new("3s"),
+            rate_limit_per_sec: 0,
+        }
+    }
 }
 
 /// `cluster.*`

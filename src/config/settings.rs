@@ -61,6 +61,8 @@ pub struct Settings {
     pub redis: Option<RedisSettings>,
     /// The wallet gifts are paid from.
     pub wallet: WalletSettings,
+    /// Consumers of the room events besides IM.
+    pub consumers: ConsumersSettings,
     /// Where the values came from, for the first log line after startup.
     pub source: ConfigSource,
 }
@@ -336,4 +338,50 @@ pub struct WalletSettings {
     pub base_url: String,
     /// Bound on one wallet call.
     pub timeout: Duration,
+}
+
+/// The consumers of room events besides IM (`consumers.*`); a disabled one is `None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumersSettings {
+    /// The activity webhook.
+    pub webhook: Option<WebhookSettings>,
+    /// The audit log.
+    pub audit: Option<ConsumerSettings>,
+    /// How often an idle consumer looks for new events.
+    pub poll_interval: Duration,
+    /// How long a missing outbox id is waited for when the database cannot prove it is gone.
+    pub gap_grace: Duration,
+}
+
+impl ConsumersSettings {
+    /// Names of the enabled consumers: retention keeps every event one of them has not passed.
+    pub fn enabled_names(&self) -> Vec<&'static str> {
+        let webhook = self.webhook.as_ref().map(|_| "webhook");
+        let audit = self.audit.as_ref().map(|_| "audit");
+        webhook.into_iter().chain(audit).collect()
+    }
+}
+
+/// What every consumer has: its event filter, batch, timeout and rate limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumerSettings {
+    /// Event types delivered (the others are skipped); empty: every type.
+    pub event_types: Vec<crate::domain::EventType>,
+    /// Events read, delivered and acknowledged per round (1..=[`MAX_BATCH_SIZE`]).
+    pub batch_size: usize,
+    /// Bound on one delivery.
+    pub timeout: Duration,
+    /// Deliveries per second at most; `None`: unlimited.
+    pub rate_limit_per_sec: Option<u32>,
+}
+
+/// The activity webhook.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookSettings {
+    /// Endpoint the events are POSTed to.
+    pub url: String,
+    /// HMAC-SHA256 key of the signature header.
+    pub secret: Secret,
+    /// Filter, batch, timeout and rate limit.
+    pub consumer: ConsumerSettings,
 }

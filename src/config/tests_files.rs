@@ -85,6 +85,9 @@ fn every_shipped_file_sets_and_documents_every_key() {
         "cluster",
         "redis",
         "wallet",
+        "consumers",
+        "  webhook",
+        "  audit",
     ];
     for name in ["config.yaml", "config.docker.yaml", "config.tencent.example.yaml"] {
         let text = std::fs::read_to_string(shipped(name)).expect("shipped file is readable");

@@ -8,14 +8,15 @@ use std::time::Duration;
 use super::error::ConfigError;
 use super::raw::{
     RawCluster, RawConfig, RawDatabase, RawDuration, RawGrpc, RawHttp, RawImRateLimit, RawLog,
-    RawOutboxWorker, RawPresence, RawRedis, RawRooms, RawTencentIm, RawWallet,
+    RawAuditConsumer, RawConsumers, RawOutboxWorker, RawPresence, RawRedis, RawRooms, RawTencentIm, RawWallet,
+    RawWebhookConsumer,
 };
 use super::rules::{
     MIN_RETENTION, MIN_USERSIG_TTL, Parsed, Problems, check_base_url, check_log_level, is_valid_node_id,
     parse_duration, sanitize_node_id,
 };
 use super::settings::{
-    Backend, ClusterSettings, ConfigSource, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
+    Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings, WebhookSettings, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
     DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, GrpcSettings, HttpSettings,
     ImRateLimitSettings, LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HTTP_LIMIT,
     MAX_IN_FLIGHT, OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings,
@@ -57,6 +58,7 @@ pub(crate) fn validate(
         },
         redis: redis(&mut p, raw.redis),
         wallet: wallet(&mut p, raw.wallet),
+        consumers: consumers(&mut p, raw.consumers),
         source,
     };
     let backend = settings.database.backend();
@@ -408,4 +410,94 @@ fn wallet(p: &mut Problems, raw: RawWallet) -> WalletSettings {
         }
     }
     WalletSettings { enabled: raw.enabled, base_url, timeout }
+}
+
+fn consumers(p: &mut Problems, raw: RawConsumers) -> ConsumersSettings {
+    let poll_interval = p.positive("consumers.poll_interval", &raw.poll_interval, Duration::from_millis(500));
+    let gap_grace = p.positive("consumers.gap_grace", &raw.gap_grace, Duration::from_secs(60));
+    ConsumersSettings { webhook: webhook(p, raw.webhook), audit: audit(p, raw.audit), poll_interval, gap_grace }
+}
+
+fn webhook(p: &mut Problems, raw: RawWebhookConsumer) -> Option<WebhookSettings> {
+    let consumer = consumer(
+        p,
+        "consumers.webhook",
+        ConsumerRaw {
+            event_types: &raw.event_types,
+            batch_size: raw.batch_size,
+            timeout: &raw.timeout,
+            rate_limit_per_sec: raw.rate_limit_per_sec,
+        },
+    );
+    if !raw.enabled {
+        return None;
+    }
+    let url = raw.url.trim();
+    match reqwest::Url::parse(url) {
+        // Not echoed: it may hold a password.
+        Ok(parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
+            p.add("consumers.webhook.url", "must not carry credentials (receivers verify consumers.webhook.secret's signature)")
+        }
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.has_host() => {}
+        Ok(_) => p.add("consumers.webhook.url", format!("{url:?} must be an http:// or https:// URL")),
+        Err(e) => p.add("consumers.webhook.url", format!("{url:?} is not a URL ({e})")),
+    }
+    // The value never goes into a message.
+    if raw.secret.expose().trim().is_empty() {
+        p.add("consumers.webhook.secret", "must be set when consumers.webhook.enabled (receivers verify the signature with it)");
+    }
+    Some(WebhookSettings { url: url.to_owned(), secret: raw.secret, consumer })
+}
+
+fn audit(p: &mut Problems, raw: RawAuditConsumer) -> Option<ConsumerSettings> {
+    let consumer = consumer(
+        p,
+        "consumers.audit",
+        ConsumerRaw {
+            event_types: &raw.event_types,
+            batch_size: raw.batch_size,
+            timeout: &raw.timeout,
+            rate_limit_per_sec: raw.rate_limit_per_sec,
+        },
+    );
+    raw.enabled.then_some(consumer)
+}
+
+/// The keys every consumer has.
+struct ConsumerRaw<'a> {
+    event_types: &'a [String],
+    batch_size: i64,
+    timeout: &'a RawDuration,
+    rate_limit_per_sec: i64,
+}
+
+fn consumer(p: &mut Problems, section: &str, raw: ConsumerRaw<'_>) -> ConsumerSettings {
+    let mut event_types = Vec::new();
+    for name in raw.event_types {
+        match name.trim().parse::<crate::domain::EventType>() {
+            Ok(t) if !event_types.contains(&t) => event_types.push(t),
+            Ok(_) => {}
+            Err(reason) => p.add(&format!("{section}.event_types"), reason),
+        }
+    }
+    let batch_size = match usize::try_from(raw.batch_size) {
+        Ok(n) if (1..=MAX_BATCH_SIZE).contains(&n) => n,
+        _ => {
+            p.add(
+                &format!("{section}.batch_size"),
+                format!("{} is not between 1 and {MAX_BATCH_SIZE}", raw.batch_size),
+            );
+            DEFAULT_BATCH_SIZE
+        }
+    };
+    let timeout = p.positive(&format!("{section}.timeout"), raw.timeout, DEFAULT_PUBLISH_TIMEOUT);
+    let rate_limit_per_sec = match u32::try_from(raw.rate_limit_per_sec) {
+        Ok(0) => None,
+        Ok(n) => Some(n),
+        Err(_) => {
+            p.add(&format!("{section}.rate_limit_per_sec"), format!("{} is negative or too large", raw.rate_limit_per_sec));
+            None
+        }
+    };
+    ConsumerSettings { event_types, batch_size, timeout, rate_limit_per_sec }
 }

@@ -164,18 +164,23 @@ impl OutboxWorker {
 /// Decodes a row's envelope into the message to publish. The body is the stored JSON,
 /// unchanged, so every retry sends the same bytes the synchronous path sent.
 pub(crate) fn decode(row: &OutboxRow) -> Result<Message, String> {
-    let envelope: EventEnvelope =
-        serde_json::from_str(&row.envelope).map_err(|e| format!("undecodable envelope: {e}"))?;
-    if envelope.event_id != row.event_id {
+    decode_envelope(&row.event_id, &row.envelope, Path::Worker)
+}
+
+/// Decodes a stored envelope (of the event `event_id`) into the message `path` publishes.
+pub(crate) fn decode_envelope(event_id: &str, envelope: &str, path: Path) -> Result<Message, String> {
+    let decoded: EventEnvelope =
+        serde_json::from_str(envelope).map_err(|e| format!("undecodable envelope: {e}"))?;
+    if decoded.event_id != event_id {
         return Err("undecodable envelope: its event_id differs from the row's".into());
     }
     Ok(Message {
-        event_id: row.event_id.clone(),
-        event_type: envelope.event_type.as_str(),
-        group: envelope.room_id,
-        priority: if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal },
-        body: Arc::from(row.envelope.as_str()),
-        path: Path::Worker,
+        event_id: event_id.to_owned(),
+        event_type: decoded.event_type.as_str(),
+        group: decoded.room_id,
+        priority: if decoded.event_type.is_high_priority() { Priority::High } else { Priority::Normal },
+        body: Arc::from(envelope),
+        path,
     })
 }
 

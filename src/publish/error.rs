@@ -38,6 +38,30 @@ impl ErrorClass {
     }
 }
 
+/// The error of a leaf outside this module (an event consumer's sink): its class and a short
+/// text free of secrets. Cloneable, so one failed batch answers every event in it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SinkError {
+    /// How the failure is counted and retried.
+    pub class: ErrorClass,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl SinkError {
+    /// A failure of `class`.
+    pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
+        Self { class, message: message.into() }
+    }
+}
+
+impl Classify for SinkError {
+    fn class(&self) -> ErrorClass {
+        self.class
+    }
+}
+
 /// Errors that know their own class implement this; [`classify`] finds them in a chain.
 pub trait Classify {
     /// The class of this error.
@@ -74,6 +98,9 @@ fn find_leaf<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a dyn Classify> {
         if let Some(throttled) = err.downcast_ref::<crate::publish::rate_limit::Throttled>() {
             return Some(throttled);
         }
+        if let Some(sink) = err.downcast_ref::<SinkError>() {
+            return Some(sink);
+        }
         current = err.source();
     }
     None
@@ -102,6 +129,9 @@ fn leaf_class(err: &(dyn Error + 'static)) -> Option<ErrorClass> {
     }
     if err.is::<crate::publish::rate_limit::Throttled>() {
         return Some(ErrorClass::Throttled);
+    }
+    if let Some(sink) = err.downcast_ref::<SinkError>() {
+        return Some(sink.class);
     }
     None
 }

@@ -65,6 +65,10 @@ pub enum Path {
     Sync,
     /// The outbox worker re-delivering what the synchronous push missed.
     Worker,
+    /// The activity webhook consumer (its own stack and position).
+    Webhook,
+    /// The audit log consumer (its own stack and position).
+    Audit,
 }
 
 impl Path {
@@ -73,6 +77,8 @@ impl Path {
         match self {
             Path::Sync => "sync",
             Path::Worker => "worker",
+            Path::Webhook => "webhook",
+            Path::Audit => "audit",
         }
     }
 }

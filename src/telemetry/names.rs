@@ -102,8 +102,16 @@ pub const COMMANDS_FORWARDED_TOTAL: &str = "room_commands_forwarded_total";
 /// Gauge: shards whose lease this node holds (1024 without a cluster).
 pub const CLUSTER_SHARDS_OWNED: &str = "room_cluster_shards_owned";
 
+/// Gauge (seconds): age of the oldest committed event a consumer has not passed, by `consumer`
+/// (0 when caught up).
+pub const CONSUMER_LAG_SECONDS: &str = "room_consumer_lag_seconds";
+/// Gauge: the outbox id up to which a consumer has passed every event, by `consumer`.
+pub const CONSUMER_POSITION: &str = "room_consumer_position";
+
 /// Every metric name above, for tests that compare against dashboards and alert rules.
-pub const ALL: [&str; 34] = [
+pub const ALL: [&str; 36] = [
+    CONSUMER_LAG_SECONDS,
+    CONSUMER_POSITION,
     COMMANDS_FORWARDED_TOTAL,
     CLUSTER_SHARDS_OWNED,
     PUBLISH_SUCCESS_TOTAL,
@@ -144,8 +152,10 @@ pub const ALL: [&str; 34] = [
 pub const HISTOGRAMS: [&str; 3] =
     [PUBLISH_LATENCY_SECONDS, COMMAND_LATENCY_SECONDS, HTTP_REQUEST_DURATION_SECONDS];
 
-/// Label key: who publishes (`sync` | `worker`).
+/// Label key: who publishes (`sync` | `worker` | `webhook` | `audit`).
 pub const LABEL_PATH: &str = "path";
+/// Label key: an event consumer besides IM (`webhook` | `audit`).
+pub const LABEL_CONSUMER: &str = "consumer";
 /// Label key: the event type (closed set).
 pub const LABEL_EVENT_TYPE: &str = "event_type";
 /// Label key: outcome of a successful publish (`delivered` | `skipped`), or of a command.
@@ -239,6 +249,16 @@ pub fn describe_all() {
         "Room requests forwarded to the node owning the room, by result (ok, error)"
     );
     describe_gauge!(CLUSTER_SHARDS_OWNED, Unit::Count, "Shards whose lease this node holds (of 1024)");
+    describe_gauge!(
+        CONSUMER_LAG_SECONDS,
+        Unit::Seconds,
+        "Age of the oldest committed event a consumer has not passed yet, by consumer (0: caught up)"
+    );
+    describe_gauge!(
+        CONSUMER_POSITION,
+        Unit::Count,
+        "Outbox id up to which a consumer has passed every event, by consumer"
+    );
     describe_histogram!(
         COMMAND_LATENCY_SECONDS,
         Unit::Seconds,
@@ -393,6 +413,8 @@ mod tests {
             DB_POOL_MAX_CONNECTIONS,
             HTTP_CONNECTIONS,
             CLUSTER_SHARDS_OWNED,
+            CONSUMER_LAG_SECONDS,
+            CONSUMER_POSITION,
         ];
         gauges.extend(PROCESS.iter().filter(|name| **name != PROCESS_CPU_SECONDS_TOTAL));
         metrics::with_local_recorder(&recorder, || {

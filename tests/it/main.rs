@@ -4,6 +4,7 @@
 mod admin;
 mod api;
 mod cluster;
+mod consumers;
 mod delivery;
 mod grpc;
 mod hostile;

@@ -95,7 +95,10 @@ where
                 Admission::Refused => ResponseFuture::throttled(),
                 Admission::AskCluster => ResponseFuture::asking(self.take_ready(), message, limits),
             },
-            Path::Worker => ResponseFuture::waiting(self.take_ready(), message, limits),
+            // Background paths wait for their permits; a consumer's stack has limits of its own.
+            Path::Worker | Path::Webhook | Path::Audit => {
+                ResponseFuture::waiting(self.take_ready(), message, limits)
+            }
         }
     }
 }

@@ -1,0 +1,59 @@
+//! A consumer's publish stack: the IM stack's own layers, configured for the consumer, around
+//! its [`Batcher`]. Only the rate limit differs in kind: Tencent's (per group, per app, paths
+//! sharing a quota) means nothing to a webhook, so a consumer takes `tower`'s plain one —
+//! events per second — whose `call` reaches the leaf at once, as the [`Batcher`] needs.
+
+use std::time::Duration;
+
+use tower::ServiceBuilder;
+use tower::util::BoxService;
+
+use super::ConsumerStack;
+use super::batch::{Batcher, Sink};
+use crate::config::ConsumerSettings;
+use crate::domain::EventType;
+use crate::publish::filter::EventFilterLayer;
+use crate::publish::metrics::MetricsLayer;
+use crate::publish::trace::TraceLayer;
+
+/// Trace → Metrics → EventFilter → RateLimit → Timeout → `batcher`, as `settings` say.
+pub fn layered<S: Sink>(settings: &ConsumerSettings, batcher: Batcher<S>) -> ConsumerStack {
+    BoxService::new(
+        ServiceBuilder::new()
+            .layer(TraceLayer::new())
+            .layer(MetricsLayer::new())
+            .layer(EventFilterLayer::skip(skipped(&settings.event_types)))
+            .option_layer(
+                settings.rate_limit_per_sec.map(|n| tower::limit::RateLimitLayer::new(n.into(), Duration::from_secs(1))),
+            )
+            .timeout(settings.timeout)
+            .service(batcher),
+    )
+}
+
+/// The event types a consumer asking for `wanted` skips (none when it asks for every type).
+pub fn skipped(wanted: &[EventType]) -> Vec<&'static str> {
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    EventType::ALL.into_iter().filter(|t| !wanted.contains(t)).map(EventType::as_str).collect()
+}
+
+/// The lease on a consumer's row: it must outlast a delivery and the renewals around it.
+pub fn lease_ttl(settings: &ConsumerSettings) -> Duration {
+    (settings.timeout * 3).max(Duration::from_secs(15))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_wish_list_skips_nothing_and_a_list_skips_the_rest() {
+        assert!(skipped(&[]).is_empty());
+        let skipped = skipped(&[EventType::RoomGiftSent, EventType::RoomClosed]);
+        assert_eq!(skipped.len(), EventType::ALL.len() - 2);
+        assert!(!skipped.contains(&"RoomGiftSent"));
+        assert!(skipped.contains(&"RoomUserJoined"));
+    }
+}
