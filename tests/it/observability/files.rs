@@ -101,6 +101,9 @@ fn the_dashboard_draws_the_thresholds_the_alerts_fire_on() {
     assert_eq!(drawn_thresholds("Oldest pending age", "room_outbox_oldest_pending_age_seconds"), [age]);
     let ratio = alert_threshold("RoomOutboxPublishFailureRatioHigh");
     assert_eq!(drawn_thresholds("Publish failure ratio", "room_outbox_publish_failure_total"), [ratio]);
+    let lag = alert_threshold("RoomConsumerLagging");
+    assert_eq!(lag, 300.0);
+    assert_eq!(drawn_thresholds("Consumers: lag by consumer", "room_consumer_lag_seconds"), [lag]);
 }
 
 #[test]
@@ -116,6 +119,7 @@ fn the_alerts_hold_for_their_durations_with_a_severity_a_summary_and_a_descripti
             ("RoomOutboxStalled", Some("10m")),
             ("RoomOutboxRowsParked", None),
             ("RoomOutboxPublishPaused", Some("2m")),
+            ("RoomConsumerLagging", Some("10m")),
             ("RoomServiceTargetDown", Some("2m")),
             ("RoomServiceTargetsAbsent", Some("5m")),
             ("RoomDbPoolAcquireTimeouts", None),
