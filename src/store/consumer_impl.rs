@@ -86,15 +86,30 @@ macro_rules! impl_consumer_repository {
                 &self,
                 since_ms: i64,
             ) -> Result<Option<u64>, $crate::store::StoreError> {
+                use $crate::store::consumer_sql as cs;
                 use $crate::store::sql::Dialect;
-                let Some(mut q) = $crate::store::consumer_sql::open_writers::<$db>(since_ms) else {
+                let Some(probe) = <$db>::OPEN_WRITERS else {
                     return Ok(Some(0));
                 };
-                match q.build_query_scalar::<i64>().fetch_one(&self.pool).await {
-                    Ok(count) => Ok(Some(count.max(0) as u64)),
-                    Err(error) if <$db>::access_denied(&error) => Ok(None),
-                    Err(error) => Err(error.into()),
+                let denied = |error: sqlx::Error| {
+                    if <$db>::access_denied(&error) { Ok(None) } else { Err(error.into()) }
+                };
+                let mut tx = self.pool.begin().await?;
+                if let Err(error) = sqlx::query(probe.begin).execute(&mut *tx).await {
+                    return denied(error);
                 }
+                for attempt in 0..cs::WRITER_PROBES {
+                    if attempt > 0 {
+                        tokio::time::sleep(cs::WRITER_PROBE_PAUSE).await;
+                    }
+                    let mut q = cs::open_writers::<$db>(&probe, since_ms);
+                    match q.build_query_as::<(i64, i64)>().fetch_one(&mut *tx).await {
+                        Ok((own, others)) if own > 0 => return Ok(Some(others.max(0) as u64)),
+                        Ok(_) => {}
+                        Err(error) => return denied(error),
+                    }
+                }
+                Ok(None)
             }
 
             async fn list_consumers(

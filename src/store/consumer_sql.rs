@@ -147,11 +147,18 @@ pub(super) fn now<DB: Dialect>() -> QueryBuilder<DB> {
     QueryBuilder::new(format!("SELECT {}", DB::NOW_MS))
 }
 
-/// `None` where the dialect needs no query (see [`Dialect::OPEN_WRITERS`]).
-pub(super) fn open_writers<DB: Dialect>(since_ms: i64) -> Option<QueryBuilder<DB>> {
-    let mut q = QueryBuilder::new(DB::OPEN_WRITERS?);
+/// How often `open_writers_since` reads a snapshot of the open transactions that predates its
+/// own before it gives up (`None`: cannot tell), and how long it waits in between (longer than
+/// the 0.1 s the server's cache must go unread to be refreshed).
+pub(super) const WRITER_PROBES: u32 = 5;
+pub(super) const WRITER_PROBE_PAUSE: Duration = Duration::from_millis(150);
+
+/// The count of [`OpenWriters`](super::sql::OpenWriters), bound to `since_ms`.
+pub(super) fn open_writers<DB: Dialect>(probe: &super::sql::OpenWriters, since_ms: i64) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(probe.count);
     DB::bind_i64(&mut q, since_ms);
-    Some(q)
+    q.push(probe.count_end);
+    q
 }
 
 pub(super) fn list<DB: Dialect>() -> QueryBuilder<DB> {

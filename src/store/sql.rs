@@ -38,11 +38,22 @@ pub(super) trait Dialect: Database {
     /// Starts a transaction that reads, then writes (SQLite: take the write lock up front, so
     /// the write cannot fail on a snapshot that moved since the read).
     const BEGIN_WRITE: &'static str;
-    /// Counts this database's open transactions that began at or before the bound ms (`None`:
+    /// How to count this database's open transactions that began at or before a time (`None`:
     /// every id is handed out under the one write lock, so none can be open behind a reader).
-    const OPEN_WRITERS: Option<&'static str>;
+    const OPEN_WRITERS: Option<OpenWriters>;
     /// True when `error` says this session may not run [`Dialect::OPEN_WRITERS`].
     fn access_denied(error: &sqlx::Error) -> bool;
+}
+
+/// The statements of [`ConsumerRepository::open_writers_since`](super::ConsumerRepository::open_writers_since),
+/// run in one transaction: `begin` makes the probe's own transaction visible to the server, then
+/// `count` (the bound ms between it and `count_end`) returns `(the probe's own transaction: 0 or 1,
+/// the others open since before the bound)`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OpenWriters {
+    pub(super) begin: &'static str,
+    pub(super) count: &'static str,
+    pub(super) count_end: &'static str,
 }
 
 impl Dialect for MySql {
@@ -52,15 +63,22 @@ impl Dialect for MySql {
     const CLAIM_INDEX: &'static str = " FORCE INDEX (idx_room_outbox_claim)";
     const CLAIM_LOCK: &'static str = " FOR UPDATE SKIP LOCKED";
     const BEGIN_WRITE: &'static str = "BEGIN";
-    // trx_started has whole seconds: a writer that began up to 1 s after the bound is counted
-    // too, which only delays a consumer; one that began before is never missed. The join keeps
-    // other databases of the server out; our own session holds no transaction here.
-    const OPEN_WRITERS: Option<&'static str> = Some(
-        "SELECT COUNT(*) FROM information_schema.INNODB_TRX t \
-         JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
-         WHERE p.DB = DATABASE() AND t.trx_mysql_thread_id <> CONNECTION_ID() \
-         AND UNIX_TIMESTAMP(t.trx_started) * 1000 <= ",
-    );
+    // INNODB_TRX is served from a cache that InnoDB refreshes only once nobody has read it for
+    // 0.1 s, so an answer may be older than the question. The probe's own transaction (a share
+    // lock on the one room_cluster row) is its timestamp: only a snapshot that shows it was
+    // taken after it began, so after `since_ms`. trx_started has whole seconds: a writer that
+    // began up to 1 s after the bound is counted too, which only delays a consumer; one that
+    // began before is never missed. The join keeps other databases of the server out.
+    const OPEN_WRITERS: Option<OpenWriters> = Some(OpenWriters {
+        begin: "SELECT id FROM room_cluster WHERE id = 1 LOCK IN SHARE MODE",
+        count: "SELECT COUNT(CASE WHEN t.trx_mysql_thread_id = CONNECTION_ID() THEN 1 END), \
+                COUNT(CASE WHEN t.trx_mysql_thread_id <> CONNECTION_ID() THEN 1 END) \
+                FROM information_schema.INNODB_TRX t \
+                JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
+                WHERE p.DB = DATABASE() AND (t.trx_mysql_thread_id = CONNECTION_ID() \
+                OR UNIX_TIMESTAMP(t.trx_started) * 1000 <= ",
+        count_end: ")",
+    });
     fn access_denied(error: &sqlx::Error) -> bool {
         // 1227: PROCESS privilege missing; 1142/1044: no access to the table/schema.
         let code =
@@ -92,7 +110,7 @@ impl Dialect for Sqlite {
     // Claims run in BEGIN IMMEDIATE: the one write lock is held.
     const CLAIM_LOCK: &'static str = "";
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
-    const OPEN_WRITERS: Option<&'static str> = None;
+    const OPEN_WRITERS: Option<OpenWriters> = None;
     fn access_denied(_error: &sqlx::Error) -> bool {
         false
     }
