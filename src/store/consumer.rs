@@ -137,8 +137,11 @@ pub trait ConsumerRepository: Send + Sync {
 
     /// How many write transactions that began at or before `since_ms` (database clock) are still
     /// open. Zero proves that an id missing at `since_ms` was rolled back (or deleted) and will
-    /// never appear. `None`: this database cannot tell (MySQL without the PROCESS privilege);
-    /// the consumer then waits out its grace window. SQLite always answers `Some(0)`: ids are
+    /// never appear. `None`: this database cannot tell (MySQL without the PROCESS privilege,
+    /// or a server whose transaction list stayed older than the question for about 0.6 s — its
+    /// `INNODB_TRX` cache is refreshed only once nobody has read it for 0.1 s); the consumer then
+    /// waits out its grace window. On MySQL the count may include writers that began up to a
+    /// second after `since_ms` (whole-second start times): it errs towards waiting. SQLite always answers `Some(0)`: ids are
     /// handed out under its one write lock, so a reader never sees an id above one still open.
     async fn open_writers_since(&self, since_ms: i64) -> Result<Option<u64>, StoreError>;
 

@@ -147,14 +147,25 @@ pub(super) fn now<DB: Dialect>() -> QueryBuilder<DB> {
     QueryBuilder::new(format!("SELECT {}", DB::NOW_MS))
 }
 
+/// The statements of [`ConsumerRepository::open_writers_since`](super::ConsumerRepository::open_writers_since),
+/// run in one transaction: `begin` makes the probe's own transaction visible to the server, then
+/// `count` (the bound ms between it and `count_end`) returns `(the probe's own transaction: 0 or 1,
+/// the others open since before the bound)`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OpenWriters {
+    pub(super) begin: &'static str,
+    pub(super) count: &'static str,
+    pub(super) count_end: &'static str,
+}
+
 /// How often `open_writers_since` reads a snapshot of the open transactions that predates its
 /// own before it gives up (`None`: cannot tell), and how long it waits in between (longer than
 /// the 0.1 s the server's cache must go unread to be refreshed).
 pub(super) const WRITER_PROBES: u32 = 5;
 pub(super) const WRITER_PROBE_PAUSE: Duration = Duration::from_millis(150);
 
-/// The count of [`OpenWriters`](super::sql::OpenWriters), bound to `since_ms`.
-pub(super) fn open_writers<DB: Dialect>(probe: &super::sql::OpenWriters, since_ms: i64) -> QueryBuilder<DB> {
+/// The count of [`OpenWriters`], bound to `since_ms`.
+pub(super) fn open_writers<DB: Dialect>(probe: &OpenWriters, since_ms: i64) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(probe.count);
     DB::bind_i64(&mut q, since_ms);
     q.push(probe.count_end);

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sqlx::{Database, MySql, QueryBuilder, Sqlite};
 
+use super::consumer_sql::OpenWriters;
 use super::types::{ClaimScope, OutboxQuery};
 
 /// Columns of `room_outbox`, in `OutboxRow` order.
@@ -43,17 +44,6 @@ pub(super) trait Dialect: Database {
     const OPEN_WRITERS: Option<OpenWriters>;
     /// True when `error` says this session may not run [`Dialect::OPEN_WRITERS`].
     fn access_denied(error: &sqlx::Error) -> bool;
-}
-
-/// The statements of [`ConsumerRepository::open_writers_since`](super::ConsumerRepository::open_writers_since),
-/// run in one transaction: `begin` makes the probe's own transaction visible to the server, then
-/// `count` (the bound ms between it and `count_end`) returns `(the probe's own transaction: 0 or 1,
-/// the others open since before the bound)`.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct OpenWriters {
-    pub(super) begin: &'static str,
-    pub(super) count: &'static str,
-    pub(super) count_end: &'static str,
 }
 
 impl Dialect for MySql {

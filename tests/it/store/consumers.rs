@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use room_service::store::{AuditEntry, ResetReport, ResetTo, StoreError};
+use room_service::store::{
+    AuditEntry, ConsumerRepository, MySqlRepository, Repository, ResetReport, ResetTo, StoreError,
+};
 use sqlx::Connection;
 
 use super::commit;
@@ -247,4 +249,20 @@ async fn on_mariadb_an_open_writer_is_counted_until_it_ends() {
     tx.commit().await.expect("commit");
     let last = db.repo.database_now_ms().await.unwrap();
     assert_eq!(db.repo.open_writers_since(last).await.unwrap(), Some(0), "committed: nothing open");
+}
+
+#[tokio::test]
+async fn on_mariadb_a_session_without_the_process_privilege_cannot_tell() {
+    let db = TestDb::mysql().await;
+    let user = format!("rs_np_{:08x}", rand::random::<u32>());
+    let database: String = sqlx::query_scalar("SELECT DATABASE()").fetch_one(db.mysql_pool()).await.unwrap();
+    db.execute(format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")).await;
+    db.execute(format!("GRANT ALL PRIVILEGES ON `{database}`.* TO '{user}'@'%'")).await;
+    let options = db.url().parse::<sqlx::mysql::MySqlConnectOptions>().unwrap();
+    let url = format!("mysql://{user}:pw@{}:{}/{database}", options.get_host(), options.get_port());
+    let limited = MySqlRepository::connect(&url, 2).await.expect("limited user");
+    let answer = limited.open_writers_since(limited.database_now_ms().await.unwrap()).await;
+    limited.close().await;
+    db.execute(format!("DROP USER '{user}'@'%'")).await;
+    assert_eq!(answer.expect("not an error"), None, "no PROCESS privilege: the consumer waits out its grace");
 }
