@@ -14,15 +14,20 @@ macro_rules! impl_consumer_repository {
                 ttl: std::time::Duration,
             ) -> Result<Option<i64>, $crate::store::StoreError> {
                 use $crate::store::consumer_sql as cs;
-                let mut taken = cs::take::<$db>(name, owner, ttl).build().execute(&self.pool).await?;
+                let taken = cs::take::<$db>(name, owner, ttl).build().execute(&self.pool).await?;
                 if taken.rows_affected() == 0 {
-                    // Missing (first start), or held by another instance: create it if missing.
+                    // Held by another instance (a standby's every poll: reads only), or missing.
+                    let mut q = cs::holder::<$db>(name);
+                    if q.build_query_as::<cs::Holder>().fetch_optional(&self.pool).await?.is_some() {
+                        return Ok(None);
+                    }
                     cs::create::<$db>(name).build().execute(&self.pool).await?;
-                    taken = cs::take::<$db>(name, owner, ttl).build().execute(&self.pool).await?;
+                    let taken = cs::take::<$db>(name, owner, ttl).build().execute(&self.pool).await?;
                     if taken.rows_affected() == 0 {
                         return Ok(None);
                     }
                 }
+                // Read back, fenced on the owner: a lease lost since the UPDATE is not won.
                 let mut q = cs::holder::<$db>(name);
                 let held = q.build_query_as::<cs::Holder>().fetch_optional(&self.pool).await?;
                 Ok(held.filter(|h| h.owner.as_deref() == Some(owner)).map(|h| h.position))
@@ -86,6 +91,7 @@ macro_rules! impl_consumer_repository {
                 &self,
                 since_ms: i64,
             ) -> Result<Option<u64>, $crate::store::StoreError> {
+                use sqlx::Row;
                 use $crate::store::consumer_sql as cs;
                 use $crate::store::sql::Dialect;
                 let Some(probe) = <$db>::OPEN_WRITERS else {
@@ -102,8 +108,9 @@ macro_rules! impl_consumer_repository {
                     if attempt > 0 {
                         tokio::time::sleep(cs::WRITER_PROBE_PAUSE).await;
                     }
-                    let mut q = cs::open_writers::<$db>(&probe, since_ms);
-                    match q.build_query_as::<(i64, i64)>().fetch_one(&mut *tx).await {
+                    let text = (probe.count)(since_ms, &cs::probe_tag());
+                    let counted = sqlx::raw_sql(sqlx::AssertSqlSafe(text)).fetch_one(&mut *tx).await;
+                    match counted.and_then(|row| Ok((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?))) {
                         Ok((own, others)) if own > 0 => return Ok(Some(others.max(0) as u64)),
                         Ok(_) => {}
                         Err(error) => return denied(error),

@@ -53,21 +53,10 @@ impl Dialect for MySql {
     const CLAIM_INDEX: &'static str = " FORCE INDEX (idx_room_outbox_claim)";
     const CLAIM_LOCK: &'static str = " FOR UPDATE SKIP LOCKED";
     const BEGIN_WRITE: &'static str = "BEGIN";
-    // INNODB_TRX is served from a cache that InnoDB refreshes only once nobody has read it for
-    // 0.1 s, so an answer may be older than the question. The probe's own transaction (a share
-    // lock on the one room_cluster row) is its timestamp: only a snapshot that shows it was
-    // taken after it began, so after `since_ms`. trx_started has whole seconds: a writer that
-    // began up to 1 s after the bound is counted too, which only delays a consumer; one that
-    // began before is never missed. The join keeps other databases of the server out.
+    // INNODB_TRX, read past its cache: see `consumer_sql::mysql_open_writers`.
     const OPEN_WRITERS: Option<OpenWriters> = Some(OpenWriters {
         begin: "SELECT id FROM room_cluster WHERE id = 1 LOCK IN SHARE MODE",
-        count: "SELECT COUNT(CASE WHEN t.trx_mysql_thread_id = CONNECTION_ID() THEN 1 END), \
-                COUNT(CASE WHEN t.trx_mysql_thread_id <> CONNECTION_ID() THEN 1 END) \
-                FROM information_schema.INNODB_TRX t \
-                JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
-                WHERE p.DB = DATABASE() AND (t.trx_mysql_thread_id = CONNECTION_ID() \
-                OR UNIX_TIMESTAMP(t.trx_started) * 1000 <= ",
-        count_end: ")",
+        count: super::consumer_sql::mysql_open_writers,
     });
     fn access_denied(error: &sqlx::Error) -> bool {
         // 1227: PROCESS privilege missing; 1142/1044: no access to the table/schema.
