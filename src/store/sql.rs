@@ -53,7 +53,8 @@ impl Dialect for MySql {
     const CLAIM_INDEX: &'static str = " FORCE INDEX (idx_room_outbox_claim)";
     const CLAIM_LOCK: &'static str = " FOR UPDATE SKIP LOCKED";
     const BEGIN_WRITE: &'static str = "BEGIN";
-    // INNODB_TRX, read past its cache: see `consumer_sql::mysql_open_writers`.
+    // INNODB_TRX, read past its cache: see `consumer_sql::mysql_open_writers`. The probe's
+    // transaction locks the one room_cluster row: it always exists and nothing writes it.
     const OPEN_WRITERS: Option<OpenWriters> = Some(OpenWriters {
         begin: "SELECT id FROM room_cluster WHERE id = 1 LOCK IN SHARE MODE",
         count: super::consumer_sql::mysql_open_writers,
