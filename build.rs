@@ -25,6 +25,10 @@ fn main() {
         panic!("generating the gRPC code from {PROTO_ROOT}/: {error}");
     }
     record_git_commit();
+    // `sqlx::migrate!` embeds `migrations/` at compile time, but on stable Rust it cannot tell
+    // cargo to watch the directory: without this line a new migration file would not rebuild
+    // the crate, and the binary would ship without it.
+    println!("cargo:rerun-if-changed=migrations");
 }
 
 /// Compiles [`PROTOS`] with `protox` and generates the server and client code.

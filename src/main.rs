@@ -127,7 +127,7 @@ async fn main() -> anyhow::Result<()> {
             let repo = store::connect_existing(db.url.expose(), 2)
                 .await
                 .with_context(|| format!("opening database {}", db.redacted_url()))?;
-            let result = admin::run_outbox(repo.as_ref(), args, &mut std::io::stdout().lock()).await;
+            let result = admin::run_outbox(repo.as_ref(), args, &[], &mut std::io::stdout().lock()).await;
             repo.close().await;
             result
         }

@@ -113,8 +113,14 @@ struct PurgeOutput {
     batches: u32,
 }
 
-/// Runs one outbox command against `repo`, writing its output to `out`.
-pub async fn run_outbox(repo: &dyn Repository, args: OutboxArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+/// Runs one outbox command against `repo`, writing its output to `out`. `purge-delivered` keeps
+/// the rows some of `consumers` (the enabled event consumers) has not passed yet.
+pub async fn run_outbox(
+    repo: &dyn Repository,
+    args: OutboxArgs,
+    consumers: &[&str],
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let json = args.json;
     match args.command {
         OutboxCommand::Stats => {
@@ -142,9 +148,9 @@ pub async fn run_outbox(repo: &dyn Repository, args: OutboxArgs, out: &mut dyn W
         }
         OutboxCommand::PurgeDelivered { older_than, dry_run } => {
             let report = if dry_run {
-                ops::count_purgeable(repo, older_than).await
+                ops::count_purgeable(repo, older_than, consumers).await
             } else {
-                ops::purge_delivered(repo, older_than, crate::store::MAX_PURGE_BATCH, None).await
+                ops::purge_delivered(repo, older_than, consumers, crate::store::MAX_PURGE_BATCH, None).await
             }
             .context("purging delivered rows")?;
             if !dry_run {

@@ -139,17 +139,22 @@ fn audit(rows: &[RequeuedRow], status: Option<OutboxStatus>) {
 
 /// Deletes `delivered` rows delivered more than `older_than` ago, in batches of at most
 /// `batch_size` (capped at [`MAX_PURGE_BATCH`]) by primary key, until none is left or `cancel`
-/// fires (checked between batches). Counts [`names::OUTBOX_PURGED_ROWS_TOTAL`].
+/// fires (checked between batches). Rows above the lowest position of `consumers` stay: an
+/// event is deleted only once every enabled consumer has passed it (the floor is read once, so
+/// consumers advancing meanwhile free their rows for the next call). Counts
+/// [`names::OUTBOX_PURGED_ROWS_TOTAL`].
 pub async fn purge_delivered(
     repo: &dyn Repository,
     older_than: Duration,
+    consumers: &[&str],
     batch_size: u32,
     cancel: Option<&CancellationToken>,
 ) -> Result<PurgeReport, StoreError> {
     let batch_size = batch_size.clamp(1, MAX_PURGE_BATCH);
+    let up_to = repo.consumers_floor(consumers).await?;
     let mut report = PurgeReport::default();
     loop {
-        let deleted = repo.purge_delivered_batch(older_than, batch_size).await?;
+        let deleted = repo.purge_delivered_batch(older_than, up_to, batch_size).await?;
         report.rows += deleted;
         report.batches += 1;
         metrics::counter!(names::OUTBOX_PURGED_ROWS_TOTAL).increment(deleted);
@@ -161,7 +166,12 @@ pub async fn purge_delivered(
     }
 }
 
-/// How many rows [`purge_delivered`] would delete now.
-pub async fn count_purgeable(repo: &dyn Repository, older_than: Duration) -> Result<PurgeReport, StoreError> {
-    Ok(PurgeReport { rows: repo.count_purgeable(older_than).await?, batches: 0 })
+/// How many rows [`purge_delivered`] would delete now, with the same `consumers`.
+pub async fn count_purgeable(
+    repo: &dyn Repository,
+    older_than: Duration,
+    consumers: &[&str],
+) -> Result<PurgeReport, StoreError> {
+    let up_to = repo.consumers_floor(consumers).await?;
+    Ok(PurgeReport { rows: repo.count_purgeable(older_than, up_to).await?, batches: 0 })
 }

@@ -29,12 +29,21 @@ pub struct RetentionOptions {
     pub batch_size: u32,
     /// This instance, for the log lines.
     pub node_id: String,
+    /// The enabled event consumers: a row stays until each has passed it (their floor is read
+    /// every round).
+    pub consumers: Vec<&'static str>,
 }
 
 impl RetentionOptions {
-    /// Rounds every [`DEFAULT_INTERVAL`], batches of [`MAX_PURGE_BATCH`].
+    /// Rounds every [`DEFAULT_INTERVAL`], batches of [`MAX_PURGE_BATCH`], no consumers.
     pub fn new(retention: Duration, node_id: impl Into<String>) -> Self {
-        Self { retention, interval: DEFAULT_INTERVAL, batch_size: MAX_PURGE_BATCH, node_id: node_id.into() }
+        Self {
+            retention,
+            interval: DEFAULT_INTERVAL,
+            batch_size: MAX_PURGE_BATCH,
+            node_id: node_id.into(),
+            consumers: Vec::new(),
+        }
     }
 }
 
@@ -92,7 +101,9 @@ pub async fn run_retention_once(
     let Some(lock) = repo.try_purge_lock().await? else {
         return Ok(RetentionRound::Skipped);
     };
-    let purged = ops::purge_delivered(repo, options.retention, options.batch_size, Some(cancel)).await;
+    let purged =
+        ops::purge_delivered(repo, options.retention, &options.consumers, options.batch_size, Some(cancel))
+            .await;
     // Released even when the purge failed (dropping the lock would release it too, by closing
     // its session).
     let released = lock.release().await;

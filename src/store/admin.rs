@@ -85,13 +85,23 @@ pub trait AdminRepository: Send + Sync {
     /// kept). Rows in any other status are left alone. Returns the rows changed, by id.
     async fn requeue_outbox(&self, target: RequeueTarget<'_>) -> Result<Vec<RequeuedRow>, StoreError>;
 
-    /// How many `delivered` rows were delivered more than `older_than` ago.
-    async fn count_purgeable(&self, older_than: Duration) -> Result<u64, StoreError>;
+    /// How many `delivered` rows were delivered more than `older_than` ago (and, with
+    /// `up_to`, have an id up to it).
+    async fn count_purgeable(&self, older_than: Duration, up_to: Option<i64>) -> Result<u64, StoreError>;
 
     /// Deletes one batch, by ascending primary key, of at most `limit` (capped at
-    /// [`MAX_PURGE_BATCH`]) `delivered` rows delivered more than `older_than` ago. Returns how
-    /// many rows were deleted; fewer than `limit` means nothing older is left.
-    async fn purge_delivered_batch(&self, older_than: Duration, limit: u32) -> Result<u64, StoreError>;
+    /// [`MAX_PURGE_BATCH`]) `delivered` rows delivered more than `older_than` ago. `up_to`
+    /// (the consumers' floor, [`ConsumerRepository::consumers_floor`]) keeps every row above it:
+    /// an event is deleted only once every enabled consumer has passed it. Returns how many rows
+    /// were deleted; fewer than `limit` means nothing older is left.
+    ///
+    /// [`ConsumerRepository::consumers_floor`]: super::ConsumerRepository::consumers_floor
+    async fn purge_delivered_batch(
+        &self,
+        older_than: Duration,
+        up_to: Option<i64>,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
 
     /// Tries, without waiting, to become the one instance that purges. `None`: another
     /// instance holds the lock.

@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+
 use super::types::StoreError;
 
 /// A consumer's row as read.
@@ -34,7 +35,7 @@ pub struct ConsumerRow {
 }
 
 /// One committed event, as a consumer reads it from `room_outbox`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct EventRow {
     /// Its position: the outbox row id.
     pub id: i64,
@@ -48,6 +49,24 @@ pub struct EventRow {
     pub envelope: String,
     /// When the command committed (database clock, ms).
     pub created_at_ms: i64,
+}
+
+/// One row of `room_audit_log`: an event as the audit consumer recorded it. The log outlives
+/// `room_outbox`'s retention, so it carries the whole envelope.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct AuditEntry {
+    /// The `room_outbox` id it came from (that row may be purged since).
+    pub outbox_id: i64,
+    /// Stable id of the event: one entry per event, however often it is delivered.
+    pub event_id: String,
+    /// Event type name.
+    pub event_type: String,
+    /// The room.
+    pub room_id: String,
+    /// The envelope JSON, as published to IM.
+    pub envelope: String,
+    /// When the command committed (database clock, ms).
+    pub committed_at_ms: i64,
 }
 
 /// Where `consumers reset` moves a consumer.
@@ -74,7 +93,12 @@ pub trait ConsumerRepository: Send + Sync {
     /// Takes (or renews) the lease of consumer `name` for `owner`, for `ttl` from now, when it
     /// is free, expired or already `owner`'s; creates the row at position 0 when missing.
     /// Returns the position to resume after, or `None` when another instance holds the lease.
-    async fn acquire_consumer(&self, name: &str, owner: &str, ttl: Duration) -> Result<Option<i64>, StoreError>;
+    async fn acquire_consumer(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<i64>, StoreError>;
 
     /// Records that every event up to `position` was passed, clears `last_error` and renews
     /// the lease — fenced on `owner` still holding the row. `false`: the lease was lost (taken
@@ -113,8 +137,11 @@ pub trait ConsumerRepository: Send + Sync {
 
     /// How many write transactions that began at or before `since_ms` (database clock) are still
     /// open. Zero proves that an id missing at `since_ms` was rolled back (or deleted) and will
-    /// never appear. `None`: this database cannot tell (MySQL without the PROCESS privilege);
-    /// the consumer then waits out its grace window. SQLite always answers `Some(0)`: ids are
+    /// never appear. `None`: this database cannot tell (MySQL without the PROCESS privilege,
+    /// or a server whose transaction list stayed older than the question for about 0.6 s — its
+    /// `INNODB_TRX` cache is refreshed only once nobody has read it for 0.1 s); the consumer then
+    /// waits out its grace window. On MySQL the count may include writers that began up to a
+    /// second after `since_ms` (whole-second start times): it errs towards waiting. SQLite always answers `Some(0)`: ids are
     /// handed out under its one write lock, so a reader never sees an id above one still open.
     async fn open_writers_since(&self, since_ms: i64) -> Result<Option<u64>, StoreError>;
 
@@ -128,4 +155,13 @@ pub trait ConsumerRepository: Send + Sync {
     /// The lowest position among `names` (a consumer without a row counts as 0): retention
     /// deletes no event above it. `None` when `names` is empty.
     async fn consumers_floor(&self, names: &[&str]) -> Result<Option<i64>, StoreError>;
+
+    /// Appends `entry` to the audit log, stamped with the database clock. `false`: an entry
+    /// for its event is already there (a redelivery after a crash between the append and the
+    /// consumer's advance), and nothing changed.
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<bool, StoreError>;
+
+    /// Up to `limit` audit entries (of `room_id` only, when given), oldest first: the order
+    /// they were recorded in.
+    async fn audit_entries(&self, room_id: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>, StoreError>;
 }

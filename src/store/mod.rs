@@ -9,6 +9,8 @@
 
 mod admin;
 mod consumer;
+mod consumer_impl;
+mod consumer_sql;
 mod flows;
 mod lease;
 mod lease_sql;
@@ -29,7 +31,7 @@ pub use admin::{
     AdminRepository, MAX_PURGE_BATCH, MAX_REQUEUE_BATCH, PURGE_LOCK_PREFIX, PurgeLock, REQUEUEABLE,
     RequeueTarget, RequeuedRow,
 };
-pub use consumer::{ConsumerRepository, ConsumerRow, EventRow, ResetReport, ResetTo};
+pub use consumer::{AuditEntry, ConsumerRepository, ConsumerRow, EventRow, ResetReport, ResetTo};
 pub use lease::{ClusterNode, LeaseRepository, ShardLease};
 pub use mysql::MySqlRepository;
 pub use sqlite::SqliteRepository;
@@ -52,10 +54,12 @@ pub enum Backend {
 pub type SharedRepository = Arc<dyn Repository>;
 
 /// Everything the service stores. One conformance suite (`tests/it/store.rs`) runs unchanged
-/// against both implementations. The operator operations ([`AdminRepository`]) and the shard leases
-/// ([`LeaseRepository`]) come with it.
+/// against both implementations. The operator operations ([`AdminRepository`]), the shard leases
+/// ([`LeaseRepository`]) and the event consumers' positions ([`ConsumerRepository`]) come with it.
 #[async_trait]
-pub trait Repository: AdminRepository + LeaseRepository + Send + Sync + std::fmt::Debug + 'static {
+pub trait Repository:
+    AdminRepository + LeaseRepository + ConsumerRepository + Send + Sync + std::fmt::Debug + 'static
+{
     /// Which database this is.
     fn backend(&self) -> Backend;
 

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{Executor, MySql, Row};
 
+use super::consumer_impl;
 use super::flows;
 use super::lease_sql;
 use super::room_sql;
@@ -88,6 +89,7 @@ pub(crate) fn check_engine_version(version: &str) -> Result<(), String> {
 }
 
 lease_sql::impl_lease_repository!(MySqlRepository, MySql);
+consumer_impl::impl_consumer_repository!(MySqlRepository, MySql);
 
 #[async_trait]
 impl Repository for MySqlRepository {

@@ -60,20 +60,25 @@ impl AdminRepository for MySqlRepository {
         Ok(rows)
     }
 
-    async fn count_purgeable(&self, older_than: Duration) -> Result<u64, StoreError> {
-        let count: i64 = sql::count_purgeable::<MySql>(age_ms(older_than))
+    async fn count_purgeable(&self, older_than: Duration, up_to: Option<i64>) -> Result<u64, StoreError> {
+        let count: i64 = sql::count_purgeable::<MySql>(age_ms(older_than), up_to)
             .build_query_scalar()
             .fetch_one(self.pool())
             .await?;
         Ok(count.max(0) as u64)
     }
 
-    async fn purge_delivered_batch(&self, older_than: Duration, limit: u32) -> Result<u64, StoreError> {
+    async fn purge_delivered_batch(
+        &self,
+        older_than: Duration,
+        up_to: Option<i64>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
         let age = age_ms(older_than);
         let mut select = QueryBuilder::<MySql>::new(
             "SELECT id FROM room_outbox FORCE INDEX (idx_room_outbox_status) WHERE ",
         );
-        sql::push_purgeable(&mut select, age);
+        sql::push_purgeable(&mut select, age, up_to);
         select.push(" ORDER BY id LIMIT ").push_bind(batch_limit(limit, MAX_PURGE_BATCH));
         let ids: Vec<i64> = select.build_query_scalar().fetch_all(self.pool()).await?;
         if ids.is_empty() {
@@ -81,7 +86,7 @@ impl AdminRepository for MySqlRepository {
         }
         // Re-checks the predicate: a row requeued meanwhile is not deleted.
         let mut delete = QueryBuilder::<MySql>::new("DELETE FROM room_outbox WHERE ");
-        sql::push_purgeable(&mut delete, age);
+        sql::push_purgeable(&mut delete, age, up_to);
         delete.push(" AND id IN ");
         sql::push_ids(&mut delete, &ids);
         Ok(delete.build().execute(self.pool()).await?.rows_affected())

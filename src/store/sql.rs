@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sqlx::{Database, MySql, QueryBuilder, Sqlite};
 
+use super::consumer_sql::OpenWriters;
 use super::types::{ClaimScope, OutboxQuery};
 
 /// Columns of `room_outbox`, in `OutboxRow` order.
@@ -35,6 +36,14 @@ pub(super) trait Dialect: Database {
     /// Appended to the claim's SELECT: lock the rows, skipping those another claim holds
     /// (empty where the transaction already holds the only write lock).
     const CLAIM_LOCK: &'static str;
+    /// Starts a transaction that reads, then writes (SQLite: take the write lock up front, so
+    /// the write cannot fail on a snapshot that moved since the read).
+    const BEGIN_WRITE: &'static str;
+    /// How to count this database's open transactions that began at or before a time (`None`:
+    /// every id is handed out under the one write lock, so none can be open behind a reader).
+    const OPEN_WRITERS: Option<OpenWriters>;
+    /// True when `error` says this session may not run [`Dialect::OPEN_WRITERS`].
+    fn access_denied(error: &sqlx::Error) -> bool;
 }
 
 impl Dialect for MySql {
@@ -43,6 +52,19 @@ impl Dialect for MySql {
     const SHARED_READ: &'static str = " LOCK IN SHARE MODE";
     const CLAIM_INDEX: &'static str = " FORCE INDEX (idx_room_outbox_claim)";
     const CLAIM_LOCK: &'static str = " FOR UPDATE SKIP LOCKED";
+    const BEGIN_WRITE: &'static str = "BEGIN";
+    // INNODB_TRX, read past its cache: see `consumer_sql::mysql_open_writers`. The probe's
+    // transaction locks the one room_cluster row: it always exists and nothing writes it.
+    const OPEN_WRITERS: Option<OpenWriters> = Some(OpenWriters {
+        begin: "SELECT id FROM room_cluster WHERE id = 1 LOCK IN SHARE MODE",
+        count: super::consumer_sql::mysql_open_writers,
+    });
+    fn access_denied(error: &sqlx::Error) -> bool {
+        // 1227: PROCESS privilege missing; 1142/1044: no access to the table/schema.
+        let code =
+            error.as_database_error().and_then(|e| e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>());
+        code.is_some_and(|e| matches!(e.number(), 1044 | 1142 | 1227))
+    }
     fn upsert(_key: &str, columns: &[&str]) -> String {
         let set: Vec<String> = columns.iter().map(|c| format!("{c} = VALUES({c})")).collect();
         format!(" ON DUPLICATE KEY UPDATE {}", set.join(", "))
@@ -67,6 +89,11 @@ impl Dialect for Sqlite {
     const CLAIM_INDEX: &'static str = " INDEXED BY idx_room_outbox_claim";
     // Claims run in BEGIN IMMEDIATE: the one write lock is held.
     const CLAIM_LOCK: &'static str = "";
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    const OPEN_WRITERS: Option<OpenWriters> = None;
+    fn access_denied(_error: &sqlx::Error) -> bool {
+        false
+    }
     fn upsert(key: &str, columns: &[&str]) -> String {
         let set: Vec<String> = columns.iter().map(|c| format!("{c} = excluded.{c}")).collect();
         format!(" ON CONFLICT ({key}) DO UPDATE SET {}", set.join(", "))
@@ -287,18 +314,23 @@ pub(super) fn find_outbox<DB: Dialect>(event_id: &str) -> QueryBuilder<DB> {
     q
 }
 
-/// Appends the purge predicate: delivered longer ago than `age_ms` (database clock).
-/// `delivered_at_ms` is always set by a delivery mark; `updated_at_ms` stands in should it be
-/// missing.
-pub(super) fn push_purgeable<DB: Dialect>(q: &mut QueryBuilder<DB>, age_ms: i64) {
+/// Appends the purge predicate: delivered longer ago than `age_ms` (database clock), and with
+/// an id up to `up_to` when given (the lowest consumer position: a row some consumer has not
+/// passed yet stays). `delivered_at_ms` is always set by a delivery mark; `updated_at_ms`
+/// stands in should it be missing.
+pub(super) fn push_purgeable<DB: Dialect>(q: &mut QueryBuilder<DB>, age_ms: i64, up_to: Option<i64>) {
     q.push(format!("status = 'delivered' AND COALESCE(delivered_at_ms, updated_at_ms) < {} - ", DB::NOW_MS));
     DB::bind_i64(q, age_ms);
+    if let Some(up_to) = up_to {
+        q.push(" AND id <= ");
+        DB::bind_i64(q, up_to);
+    }
 }
 
 /// How many rows a purge would delete.
-pub(super) fn count_purgeable<DB: Dialect>(age_ms: i64) -> QueryBuilder<DB> {
+pub(super) fn count_purgeable<DB: Dialect>(age_ms: i64, up_to: Option<i64>) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("SELECT COUNT(*) FROM room_outbox WHERE ");
-    push_purgeable(&mut q, age_ms);
+    push_purgeable(&mut q, age_ms, up_to);
     q
 }
 

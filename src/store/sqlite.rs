@@ -13,6 +13,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, Sqlite};
 
+use super::consumer_impl;
 use super::flows;
 use super::lease_sql;
 use super::room_sql;
@@ -80,6 +81,7 @@ impl SqliteRepository {
 }
 
 lease_sql::impl_lease_repository!(SqliteRepository, Sqlite);
+consumer_impl::impl_consumer_repository!(SqliteRepository, Sqlite);
 
 #[async_trait]
 impl Repository for SqliteRepository {

@@ -49,19 +49,24 @@ impl AdminRepository for SqliteRepository {
         Ok(rows)
     }
 
-    async fn count_purgeable(&self, older_than: Duration) -> Result<u64, StoreError> {
-        let count: i64 = sql::count_purgeable::<Sqlite>(age_ms(older_than))
+    async fn count_purgeable(&self, older_than: Duration, up_to: Option<i64>) -> Result<u64, StoreError> {
+        let count: i64 = sql::count_purgeable::<Sqlite>(age_ms(older_than), up_to)
             .build_query_scalar()
             .fetch_one(self.pool())
             .await?;
         Ok(count.max(0) as u64)
     }
 
-    async fn purge_delivered_batch(&self, older_than: Duration, limit: u32) -> Result<u64, StoreError> {
+    async fn purge_delivered_batch(
+        &self,
+        older_than: Duration,
+        up_to: Option<i64>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
         let mut delete = QueryBuilder::<Sqlite>::new(
             "DELETE FROM room_outbox WHERE id IN (SELECT id FROM room_outbox INDEXED BY idx_room_outbox_status WHERE ",
         );
-        sql::push_purgeable(&mut delete, age_ms(older_than));
+        sql::push_purgeable(&mut delete, age_ms(older_than), up_to);
         delete.push(" ORDER BY id LIMIT ").push_bind(batch_limit(limit, MAX_PURGE_BATCH)).push(")");
         Ok(delete.build().execute(self.pool()).await?.rows_affected())
     }

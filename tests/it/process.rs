@@ -100,8 +100,8 @@ fn migrate_creates_the_schema_and_exits() {
         .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&tables.stdout).trim(),
-        "['room_cluster', 'room_cluster_node', 'room_command_log', 'room_gift_total', 'room_member', 'room_outbox', \
-         'room_shard_lease', 'room_snapshot']"
+        "['room_audit_log', 'room_cluster', 'room_cluster_node', 'room_command_log', 'room_event_consumer', \
+         'room_gift_total', 'room_member', 'room_outbox', 'room_shard_lease', 'room_snapshot']"
     );
 }
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use room_service::admin::{PurgeReport, RetentionOptions, RetentionRound, run_retention, run_retention_once};
-use room_service::store::{AdminRepository, MySqlRepository, Repository};
+use room_service::store::{AdminRepository, MySqlRepository, Repository, ResetTo};
 use sqlx::{AssertSqlSafe, Connection};
 use tokio_util::sync::CancellationToken;
 
@@ -87,7 +87,7 @@ async fn a_cancelled_round_stops_after_the_batch_in_flight() {
 async fn one_purge_batch_deletes_the_lowest_ids_first_and_at_most_1000_rows() {
     for db in backends().await {
         seed_mix(&db).await;
-        assert_eq!(db.repo.purge_delivered_batch(WEEK, 2).await.expect("purge"), 2, "{db}");
+        assert_eq!(db.repo.purge_delivered_batch(WEEK, None, 2).await.expect("purge"), 2, "{db}");
         let left = event_ids(&db).await;
         assert!(!left.contains(&"d1".into()) && !left.contains(&"d2".into()), "{db}: {left:?}");
         assert!(left.contains(&"d3".into()), "{db}: {left:?}");
@@ -103,9 +103,13 @@ async fn one_purge_batch_deletes_the_lowest_ids_first_and_at_most_1000_rows() {
             values.join(", ")
         ))
         .await;
-        assert_eq!(db.repo.count_purgeable(WEEK).await.expect("count"), 1004, "{db}");
-        assert_eq!(db.repo.purge_delivered_batch(WEEK, 5000).await.expect("purge"), 1000, "{db}: capped");
-        assert_eq!(db.repo.count_purgeable(WEEK).await.expect("count"), 4, "{db}");
+        assert_eq!(db.repo.count_purgeable(WEEK, None).await.expect("count"), 1004, "{db}");
+        assert_eq!(
+            db.repo.purge_delivered_batch(WEEK, None, 5000).await.expect("purge"),
+            1000,
+            "{db}: capped"
+        );
+        assert_eq!(db.repo.count_purgeable(WEEK, None).await.expect("count"), 4, "{db}");
     }
 }
 
@@ -213,4 +217,33 @@ async fn on_mariadb_a_second_instance_skips_while_the_first_holds_the_purge_lock
     }
     other.close().await.expect("close");
     second.close().await;
+}
+
+#[tokio::test]
+async fn a_round_keeps_the_rows_a_consumer_has_not_passed() {
+    for db in backends().await {
+        seed_mix(&db).await;
+        let d3 = db.outbox_row("d3").await.id;
+        db.repo.reset_consumer("webhook", ResetTo::Id(d3)).await.expect("position");
+        let waiting = RetentionOptions { consumers: vec!["webhook", "audit"], ..options(1000) };
+        let round = run_retention_once(db.repo.as_ref(), &waiting, &CancellationToken::new()).await;
+        assert_eq!(
+            round.expect("round"),
+            RetentionRound::Purged(PurgeReport { rows: 0, batches: 1 }),
+            "{db}: audit has no row yet (position 0): nothing is purged"
+        );
+        assert_eq!(db.repo.count_purgeable(WEEK, Some(d3)).await.expect("count"), 3, "{db}");
+        let webhook = RetentionOptions { consumers: vec!["webhook"], ..options(1000) };
+        let round = run_retention_once(db.repo.as_ref(), &webhook, &CancellationToken::new()).await;
+        assert_eq!(
+            round.expect("round"),
+            RetentionRound::Purged(PurgeReport { rows: 3, batches: 1 }),
+            "{db}"
+        );
+        assert_eq!(
+            event_ids(&db).await,
+            ["p", "r", "f", "d4", "dl", "d5", "recent"],
+            "{db}: d1..d3 (up to webhook's position) went; d4 and d5 wait for it"
+        );
+    }
 }

@@ -6,6 +6,7 @@
 mod admin;
 mod claim;
 mod commit;
+mod consumers;
 mod leases;
 mod mariadb;
 mod sqlite;

@@ -1,0 +1,292 @@
+//! The SQL of [`ConsumerRepository`](super::ConsumerRepository), once for both backends; each
+//! repository runs it on its pool through [`impl_consumer_repository`].
+//!
+//! The lease fences count on `rows_affected` being the rows a statement *matched*: sqlx opens
+//! MySQL sessions with CLIENT_FOUND_ROWS (and every write here moves `updated_at_ms` anyway),
+//! so a renewal that changes nothing else still counts its row. An acquisition reads the owner
+//! back too, so a lease lost between its UPDATE and its read is never reported as won.
+
+use std::time::Duration;
+
+use sqlx::QueryBuilder;
+
+use super::consumer::{AuditEntry, ConsumerRow, ResetTo};
+use super::sql::{Dialect, millis};
+use super::types::StoreError;
+
+/// `room_event_consumer` as read, with the lease's time left on the database clock.
+#[derive(sqlx::FromRow)]
+pub(super) struct ConsumerRecord {
+    name: String,
+    position: i64,
+    owner: Option<String>,
+    remaining_ms: i64,
+    updated_at_ms: i64,
+    last_error: Option<String>,
+}
+
+impl From<ConsumerRecord> for ConsumerRow {
+    fn from(r: ConsumerRecord) -> Self {
+        ConsumerRow {
+            name: r.name,
+            position: r.position,
+            owner: r.owner,
+            lease_remaining: (r.remaining_ms > 0).then(|| Duration::from_millis(r.remaining_ms as u64)),
+            updated_at_ms: r.updated_at_ms,
+            last_error: r.last_error,
+        }
+    }
+}
+
+/// A consumer's position and owner, read back after an acquisition.
+#[derive(sqlx::FromRow)]
+pub(super) struct Holder {
+    pub(super) position: i64,
+    pub(super) owner: Option<String>,
+}
+
+/// Takes the lease when it is free, expired or already `owner`'s (`<=`: a lease ending now is
+/// over, as `list` reports it).
+pub(super) fn take<DB: Dialect>(name: &str, owner: &str, ttl: Duration) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new("UPDATE room_event_consumer SET owner = ");
+    DB::bind_str(&mut q, owner);
+    q.push(format!(", lease_until_ms = {now} + "));
+    DB::bind_i64(&mut q, millis(ttl));
+    q.push(format!(", updated_at_ms = {now} WHERE name = "));
+    DB::bind_str(&mut q, name);
+    q.push(" AND (owner IS NULL OR owner = ");
+    DB::bind_str(&mut q, owner);
+    q.push(format!(" OR lease_until_ms <= {now})"));
+    q
+}
+
+/// Creates the row, free at position 0; an existing row is left as it is (the upsert sets the
+/// key to itself: an insert-or-ignore that still fails on anything but the duplicate key).
+pub(super) fn create<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("INSERT INTO room_event_consumer (name, updated_at_ms) VALUES (");
+    DB::bind_str(&mut q, name);
+    q.push(format!(", {})", DB::NOW_MS));
+    q.push(DB::upsert("name", &["name"]));
+    q
+}
+
+pub(super) fn holder<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT position, owner FROM room_event_consumer WHERE name = ");
+    DB::bind_str(&mut q, name);
+    q
+}
+
+/// Appends the lease renewal and the owner fence of every write of a running consumer.
+fn push_renewal<DB: Dialect>(q: &mut QueryBuilder<DB>, name: &str, owner: &str, ttl: Duration) {
+    let now = DB::NOW_MS;
+    q.push(format!(", lease_until_ms = {now} + "));
+    DB::bind_i64(q, millis(ttl));
+    q.push(format!(", updated_at_ms = {now} WHERE name = "));
+    DB::bind_str(q, name);
+    q.push(" AND owner = ");
+    DB::bind_str(q, owner);
+}
+
+pub(super) fn advance<DB: Dialect>(
+    name: &str,
+    owner: &str,
+    position: i64,
+    ttl: Duration,
+) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("UPDATE room_event_consumer SET last_error = NULL, position = ");
+    DB::bind_i64(&mut q, position);
+    push_renewal(&mut q, name, owner, ttl);
+    q
+}
+
+pub(super) fn record_error<DB: Dialect>(
+    name: &str,
+    owner: &str,
+    error: &str,
+    ttl: Duration,
+) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("UPDATE room_event_consumer SET last_error = ");
+    DB::bind_str(&mut q, &super::short_error(error));
+    push_renewal(&mut q, name, owner, ttl);
+    q
+}
+
+pub(super) fn release<DB: Dialect>(name: &str, owner: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!(
+        "UPDATE room_event_consumer SET owner = NULL, lease_until_ms = 0, updated_at_ms = {} WHERE name = ",
+        DB::NOW_MS
+    ));
+    DB::bind_str(&mut q, name);
+    q.push(" AND owner = ");
+    DB::bind_str(&mut q, owner);
+    q
+}
+
+/// A walk of the primary key: no index but the PK is needed, however many rows IM delivered.
+pub(super) fn events_after<DB: Dialect>(position: i64, limit: u32) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "SELECT id, event_id, event_type, room_id, envelope, created_at_ms FROM room_outbox WHERE id > ",
+    );
+    DB::bind_i64(&mut q, position);
+    q.push(" ORDER BY id LIMIT ");
+    DB::bind_i64(&mut q, i64::from(limit));
+    q
+}
+
+/// The age of the first event after `position`, on the database clock (no row: caught up).
+pub(super) fn lag<DB: Dialect>(position: i64) -> QueryBuilder<DB> {
+    let mut q =
+        QueryBuilder::new(format!("SELECT {} - created_at_ms FROM room_outbox WHERE id > ", DB::NOW_MS));
+    DB::bind_i64(&mut q, position);
+    q.push(" ORDER BY id LIMIT 1");
+    q
+}
+
+pub(super) fn now<DB: Dialect>() -> QueryBuilder<DB> {
+    QueryBuilder::new(format!("SELECT {}", DB::NOW_MS))
+}
+
+/// The statements of [`ConsumerRepository::open_writers_since`](super::ConsumerRepository::open_writers_since),
+/// run in one transaction: `begin` makes the probe's own transaction visible to the server, then
+/// the text `count(since_ms, tag)` returns `(the probe's own transaction, seen running the query
+/// marked `tag`: 0 or 1; the others open since before the bound)`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OpenWriters {
+    pub(super) begin: &'static str,
+    pub(super) count: fn(i64, &str) -> String,
+}
+
+/// How often `open_writers_since` reads a snapshot of the open transactions that predates its
+/// own before it gives up (`None`: cannot tell), and how long it waits in between (longer than
+/// the 0.1 s the server's cache must go unread to be refreshed).
+pub(super) const WRITER_PROBES: u32 = 5;
+pub(super) const WRITER_PROBE_PAUSE: Duration = Duration::from_millis(150);
+
+/// A tag no earlier probe of this process used (connections belong to one process).
+pub(super) fn probe_tag() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("open-writers:{}:", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
+/// MySQL/MariaDB's count. `INNODB_TRX` is served from a cache that InnoDB refreshes only once
+/// nobody has read it for 0.1 s, so an answer may be older than the question. The probe's own
+/// transaction dates the snapshot: only a snapshot that shows it running this very statement
+/// (its `tag` — the same session may appear in an old snapshot running an earlier one) was
+/// taken after it began, so after `since_ms`. Text, not a prepared statement: `trx_query` must
+/// hold the tag, and each text is used once. `trx_started` has whole seconds: a writer that
+/// began up to 1 s after the bound is counted too, which only delays a consumer; one that began
+/// before is never missed. The join keeps the server's other databases out.
+pub(super) fn mysql_open_writers(since_ms: i64, tag: &str) -> String {
+    format!(
+        "SELECT /* {tag} */ COUNT(CASE WHEN t.trx_mysql_thread_id = CONNECTION_ID() \
+         AND t.trx_query LIKE '%{tag}%' THEN 1 END), \
+         COUNT(CASE WHEN t.trx_mysql_thread_id <> CONNECTION_ID() THEN 1 END) \
+         FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
+         WHERE p.DB = DATABASE() AND (t.trx_mysql_thread_id = CONNECTION_ID() \
+         OR UNIX_TIMESTAMP(t.trx_started) * 1000 <= {since_ms})"
+    )
+}
+
+pub(super) fn list<DB: Dialect>() -> QueryBuilder<DB> {
+    QueryBuilder::new(format!(
+        "SELECT name, position, owner, lease_until_ms - {} AS remaining_ms, updated_at_ms, last_error \
+         FROM room_event_consumer ORDER BY name",
+        DB::NOW_MS
+    ))
+}
+
+/// The position of `name`, locked until the reset's transaction ends.
+pub(super) fn locked_position<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT position FROM room_event_consumer WHERE name = ");
+    DB::bind_str(&mut q, name);
+    q.push(DB::LOCKING_READ);
+    q
+}
+
+/// The position a reset moves to. By time: just before the lowest id committed at or after
+/// `t` — ids and commit times can disagree by a few rows, and delivering an older event again
+/// (receivers dedup on event id) beats skipping a newer one; with nothing that recent, the
+/// newest id (everything stored is older); with nothing stored, 0. A scan of `room_outbox`:
+/// an operator's command, on a table retention keeps small.
+pub(super) fn reset_target<DB: Dialect>(to: ResetTo) -> Result<QueryBuilder<DB>, StoreError> {
+    match to {
+        ResetTo::Id(id) if id < 0 => {
+            Err(StoreError::Config(format!("reset position {id} is negative: outbox ids start at 1")))
+        }
+        ResetTo::Id(id) => {
+            let mut q = QueryBuilder::new("SELECT ");
+            DB::bind_i64(&mut q, id);
+            Ok(q)
+        }
+        ResetTo::TimeMs(t) => {
+            let mut q =
+                QueryBuilder::new("SELECT COALESCE((SELECT MIN(id) FROM room_outbox WHERE created_at_ms >= ");
+            DB::bind_i64(&mut q, t);
+            q.push(") - 1, (SELECT MAX(id) FROM room_outbox), 0)");
+            Ok(q)
+        }
+    }
+}
+
+/// Moves `name` to `position` and frees its lease, creating the row when missing.
+pub(super) fn reset<DB: Dialect>(name: &str, position: i64) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_event_consumer (name, position, owner, lease_until_ms, updated_at_ms) VALUES (",
+    );
+    DB::bind_str(&mut q, name);
+    q.push(", ");
+    DB::bind_i64(&mut q, position);
+    q.push(format!(", NULL, 0, {})", DB::NOW_MS));
+    q.push(DB::upsert("name", &["position", "owner", "lease_until_ms", "updated_at_ms"]));
+    q
+}
+
+pub(super) fn positions<DB: Dialect>(names: &[String]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT position FROM room_event_consumer WHERE name IN ");
+    super::sql::push_strs(&mut q, names);
+    q
+}
+
+pub(super) fn append_audit<DB: Dialect>(e: &AuditEntry) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_audit_log (event_id, outbox_id, event_type, room_id, envelope, committed_at_ms, \
+         recorded_at_ms) VALUES (",
+    );
+    DB::bind_str(&mut q, &e.event_id);
+    q.push(", ");
+    DB::bind_i64(&mut q, e.outbox_id);
+    for text in [&e.event_type, &e.room_id, &e.envelope] {
+        q.push(", ");
+        DB::bind_str(&mut q, text);
+    }
+    q.push(", ");
+    DB::bind_i64(&mut q, e.committed_at_ms);
+    q.push(format!(", {})", DB::NOW_MS));
+    q
+}
+
+pub(super) fn audit_entries<DB: Dialect>(room_id: Option<&str>, limit: u32) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "SELECT outbox_id, event_id, event_type, room_id, envelope, committed_at_ms FROM room_audit_log",
+    );
+    if let Some(room_id) = room_id {
+        q.push(" WHERE room_id = ");
+        DB::bind_str(&mut q, room_id);
+    }
+    q.push(" ORDER BY id LIMIT ");
+    DB::bind_i64(&mut q, i64::from(limit));
+    q
+}
+
+/// The insert hit the unique `event_id`: the event is already in the log. (A plain INSERT
+/// rather than an insert-ignore, which on MySQL would also turn a too-long value into a
+/// warning and a silently truncated row.)
+pub(super) fn is_duplicate(error: &sqlx::Error) -> bool {
+    error.as_database_error().is_some_and(|e| e.is_unique_violation())
+}
+
+/// The lowest of `positions` read for `wanted` distinct names; a name without a row counts 0.
+pub(super) fn floor(wanted: usize, positions: &[i64]) -> i64 {
+    if positions.len() < wanted { 0 } else { positions.iter().copied().min().unwrap_or(0) }
+}
