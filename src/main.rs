@@ -127,7 +127,10 @@ async fn main() -> anyhow::Result<()> {
             let repo = store::connect_existing(db.url.expose(), 2)
                 .await
                 .with_context(|| format!("opening database {}", db.redacted_url()))?;
-            let result = admin::run_outbox(repo.as_ref(), args, &[], &mut std::io::stdout().lock()).await;
+            // A purge keeps the rows the enabled consumers have not passed.
+            let consumers = settings.consumers.enabled_names();
+            let result =
+                admin::run_outbox(repo.as_ref(), args, &consumers, &mut std::io::stdout().lock()).await;
             repo.close().await;
             result
         }
@@ -138,7 +141,8 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("opening database {}", db.redacted_url()))?;
             let enabled = settings.consumers.enabled_names();
-            let result = admin::run_consumers(repo.as_ref(), args, &enabled, &mut std::io::stdout().lock()).await;
+            let result =
+                admin::run_consumers(repo.as_ref(), args, &enabled, &mut std::io::stdout().lock()).await;
             repo.close().await;
             result
         }

@@ -22,13 +22,12 @@ CREATE TABLE IF NOT EXISTS room_event_consumer (
 CREATE TABLE IF NOT EXISTS room_audit_log (
     id              BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
     event_id        VARCHAR(64) NOT NULL,
-    -- The room_outbox row it came from (that row may be purged since).
-    outbox_id       BIGINT      NOT NULL,
     event_type      VARCHAR(64) NOT NULL,
     room_id         VARCHAR(64) NOT NULL,
     envelope        LONGTEXT    NOT NULL,
-    -- When the command committed, and when the audit consumer recorded it (database clock, ms).
-    committed_at_ms BIGINT      NOT NULL,
+    -- When the command was applied (the envelope's occurred_at_ms), and when the audit
+    -- consumer recorded it (database clock), ms.
+    occurred_at_ms  BIGINT      NOT NULL,
     recorded_at_ms  BIGINT      NOT NULL,
     UNIQUE KEY uk_room_audit_log_event_id (event_id),
     -- A room's history, in the order it was recorded.

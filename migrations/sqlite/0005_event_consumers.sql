@@ -14,11 +14,10 @@ CREATE TABLE IF NOT EXISTS room_event_consumer (
 CREATE TABLE IF NOT EXISTS room_audit_log (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id        TEXT    NOT NULL UNIQUE,
-    outbox_id       INTEGER NOT NULL,
     event_type      TEXT    NOT NULL,
     room_id         TEXT    NOT NULL,
     envelope        TEXT    NOT NULL,
-    committed_at_ms INTEGER NOT NULL,
+    occurred_at_ms  INTEGER NOT NULL,
     recorded_at_ms  INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idx_room_audit_log_room ON room_audit_log (room_id, id);

@@ -108,7 +108,8 @@ pub async fn run_consumers(
             {
                 anyhow::bail!("--to-time is in the future: the consumer would skip events not committed yet");
             }
-            let report = repo.reset_consumer(name.as_str(), target).await.context("resetting the consumer")?;
+            let report =
+                repo.reset_consumer(name.as_str(), target).await.context("resetting the consumer")?;
             tracing::info!(
                 target: crate::telemetry::AUDIT_TARGET,
                 audit = "consumer_reset",
@@ -149,7 +150,9 @@ async fn list(repo: &dyn Repository, enabled: &[&str]) -> anyhow::Result<Vec<Con
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]
@@ -183,7 +186,8 @@ mod tests {
             args.command,
             ConsumersCommand::Reset { name: ConsumerName::Webhook, to: Some(42), to_time: None }
         ));
-        let args = parse(&["reset", "audit", "--to-time", "2026-12-01T10:00:00Z", "--json"]).expect("by time");
+        let args =
+            parse(&["reset", "audit", "--to-time", "2026-12-01T10:00:00Z", "--json"]).expect("by time");
         assert!(args.json);
         assert!(matches!(
             args.command,

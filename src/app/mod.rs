@@ -357,12 +357,8 @@ fn spawn_consumers(
             .context("consumers.webhook")?;
         let batcher = Batcher::new(sink);
         let stack = consumer::stack::layered(&webhook.consumer, batcher.clone());
-        let consumer = Consumer::new(
-            repo.clone(),
-            stack,
-            batcher,
-            options(ConsumerName::Webhook, &webhook.consumer),
-        );
+        let consumer =
+            Consumer::new(repo.clone(), stack, batcher, options(ConsumerName::Webhook, &webhook.consumer));
         tracker.spawn(consumer.run(cancel.clone()));
     }
     if let Some(audit) = &consumers.audit {

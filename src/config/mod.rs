@@ -38,11 +38,12 @@ use serde_saphyr::figment::Yaml;
 
 pub use error::ConfigError;
 pub use settings::{
-    Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings, WebhookSettings, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
-    DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, GrpcSettings, HttpSettings,
-    ImRateLimitSettings, LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, MIN_LEASE,
-    OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings,
-    TencentImSettings, WalletSettings, lease_for,
+    Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings, DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL,
+    DatabaseSettings, GrpcSettings, HttpSettings, ImRateLimitSettings, LogFormat, LogSettings,
+    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, MIN_LEASE, OutboxWorkerSettings, PresenceSettings,
+    RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, WalletSettings,
+    WebhookSettings, lease_for,
 };
 
 use error::Origins;

@@ -20,6 +20,32 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// Deserializes a list of names written as a YAML sequence, or as one string — as an
+/// environment variable carries it: `RoomGiftSent,RoomClosed` or `[RoomGiftSent, RoomClosed]`.
+fn names<'de, D>(deserializer: D) -> Result<Vec<String>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Names {
+        List(Vec<String>),
+        Text(String),
+    }
+    Ok(match Names::deserialize(deserializer)? {
+        Names::List(list) => list,
+        Names::Text(text) => text
+            .trim()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    })
+}
+
 /// Every key of the configuration as a dotted path (`http.listen`, ...) with its default
 /// value as YAML would show it, in file order: the one list the docs and the shipped files are
 /// checked against. Secrets show their real default (serializing a [`Secret`] redacts it).
@@ -141,6 +167,7 @@ pub(crate) struct RawWebhookConsumer {
     /// HMAC-SHA256 key of the `X-Room-Signature` header.
     pub secret: Secret,
     /// Event types sent; empty: every type.
+    #[serde(deserialize_with = "names")]
     pub event_types: Vec<String>,
     /// Events read, delivered and acknowledged per round.
     pub batch_size: i64,
@@ -171,6 +198,7 @@ pub(crate) struct RawAuditConsumer {
     /// Append the room events to `room_audit_log`.
     pub enabled: bool,
     /// Event types recorded; empty: every type.
+    #[serde(deserialize_with = "names")]
     pub event_types: Vec<String>,
     /// Events read, recorded and acknowledged per round.
     pub batch_size: i64,

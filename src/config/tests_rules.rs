@@ -309,3 +309,67 @@ fn an_enabled_wallet_needs_its_url() {
     assert_eq!(s.wallet.base_url, "http://127.0.0.1:7000");
     assert_eq!(s.wallet.timeout, Duration::from_millis(500));
 }
+
+#[test]
+fn an_enabled_webhook_needs_a_url_without_credentials_and_a_secret() {
+    const HOOK: &str = "url: \"http://hooks:8000/rooms\", secret: \"s3cret\"";
+    fails_on("consumers: {webhook: {enabled: true, secret: \"s\"}}\n", &[], "consumers.webhook.url");
+    fails_on(
+        &format!("consumers: {{webhook: {{enabled: true, url: \"http://h/x\"}}}}\n"),
+        &[],
+        "consumers.webhook.secret",
+    );
+    let message = fails_on(
+        "consumers: {webhook: {enabled: true, url: \"http://u:hunter2@h/x\", secret: \"s\"}}\n",
+        &[],
+        "consumers.webhook.url",
+    );
+    assert!(!message.contains("hunter2"), "{message}");
+    fails_on(
+        &format!("consumers: {{webhook: {{enabled: true, {HOOK}, event_types: [Nope]}}}}\n"),
+        &[],
+        "consumers.webhook.event_types",
+    );
+    fails_on(
+        &format!("consumers: {{webhook: {{enabled: true, {HOOK}, batch_size: 0}}}}\n"),
+        &[],
+        "consumers.webhook.batch_size",
+    );
+    fails_on("consumers: {audit: {rate_limit_per_sec: -1}}\n", &[], "consumers.audit.rate_limit_per_sec");
+    fails_on("consumers: {gap_grace: \"0s\"}\n", &[], "consumers.gap_grace");
+    let s = ok(&format!(
+        "consumers: {{webhook: {{enabled: true, {HOOK}, event_types: [RoomGiftSent, RoomClosed]}}}}\n"
+    ));
+    let webhook = s.consumers.webhook.clone().expect("enabled");
+    assert_eq!(webhook.url, "http://hooks:8000/rooms");
+    assert_eq!(webhook.secret.expose(), "s3cret");
+    assert_eq!(
+        webhook.consumer.event_types,
+        [crate::domain::EventType::RoomGiftSent, crate::domain::EventType::RoomClosed]
+    );
+    assert_eq!(webhook.consumer.rate_limit_per_sec, Some(500));
+    assert!(s.consumers.audit.is_none());
+    assert_eq!(s.consumers.enabled_names(), ["webhook"]);
+    assert!(!format!("{:?}", s.consumers).contains("s3cret"), "the secret is redacted");
+}
+
+#[test]
+fn consumer_event_types_come_from_the_environment_as_one_string() {
+    for value in ["RoomGiftSent,RoomClosed", "[RoomGiftSent, RoomClosed]"] {
+        let s = load_yaml(
+            "",
+            &[
+                ("ROOM_SERVICE__CONSUMERS__AUDIT__EVENT_TYPES", value),
+                ("ROOM_SERVICE__CONSUMERS__AUDIT__ENABLED", "true"),
+            ],
+        )
+        .expect("valid");
+        let audit = s.consumers.audit.expect("enabled");
+        assert_eq!(
+            audit.event_types,
+            [crate::domain::EventType::RoomGiftSent, crate::domain::EventType::RoomClosed],
+            "{value}"
+        );
+        assert_eq!(audit.rate_limit_per_sec, None, "0 is unlimited");
+    }
+}

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use super::raw::{
-    RawCluster, RawConfig, RawDatabase, RawDuration, RawGrpc, RawHttp, RawImRateLimit, RawLog,
-    RawAuditConsumer, RawConsumers, RawOutboxWorker, RawPresence, RawRedis, RawRooms, RawTencentIm, RawWallet,
+    RawAuditConsumer, RawCluster, RawConfig, RawConsumers, RawDatabase, RawDuration, RawGrpc, RawHttp,
+    RawImRateLimit, RawLog, RawOutboxWorker, RawPresence, RawRedis, RawRooms, RawTencentIm, RawWallet,
     RawWebhookConsumer,
 };
 use super::rules::{
@@ -16,11 +16,12 @@ use super::rules::{
     parse_duration, sanitize_node_id,
 };
 use super::settings::{
-    Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings, WebhookSettings, DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL,
-    DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL, DatabaseSettings, GrpcSettings, HttpSettings,
-    ImRateLimitSettings, LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HTTP_LIMIT,
-    MAX_IN_FLIGHT, OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings,
-    Settings, TencentImSettings, WalletSettings,
+    Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings, DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL,
+    DatabaseSettings, GrpcSettings, HttpSettings, ImRateLimitSettings, LogFormat, LogSettings,
+    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HTTP_LIMIT, MAX_IN_FLIGHT, OutboxWorkerSettings, PresenceSettings,
+    RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, WalletSettings,
+    WebhookSettings,
 };
 use crate::secret::Secret;
 
@@ -415,7 +416,12 @@ fn wallet(p: &mut Problems, raw: RawWallet) -> WalletSettings {
 fn consumers(p: &mut Problems, raw: RawConsumers) -> ConsumersSettings {
     let poll_interval = p.positive("consumers.poll_interval", &raw.poll_interval, Duration::from_millis(500));
     let gap_grace = p.positive("consumers.gap_grace", &raw.gap_grace, Duration::from_secs(60));
-    ConsumersSettings { webhook: webhook(p, raw.webhook), audit: audit(p, raw.audit), poll_interval, gap_grace }
+    ConsumersSettings {
+        webhook: webhook(p, raw.webhook),
+        audit: audit(p, raw.audit),
+        poll_interval,
+        gap_grace,
+    }
 }
 
 fn webhook(p: &mut Problems, raw: RawWebhookConsumer) -> Option<WebhookSettings> {
@@ -435,16 +441,20 @@ fn webhook(p: &mut Problems, raw: RawWebhookConsumer) -> Option<WebhookSettings>
     let url = raw.url.trim();
     match reqwest::Url::parse(url) {
         // Not echoed: it may hold a password.
-        Ok(parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
-            p.add("consumers.webhook.url", "must not carry credentials (receivers verify consumers.webhook.secret's signature)")
-        }
+        Ok(parsed) if !parsed.username().is_empty() || parsed.password().is_some() => p.add(
+            "consumers.webhook.url",
+            "must not carry credentials (receivers verify consumers.webhook.secret's signature)",
+        ),
         Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.has_host() => {}
-        Ok(_) => p.add("consumers.webhook.url", format!("{url:?} must be an http:// or https:// URL")),
-        Err(e) => p.add("consumers.webhook.url", format!("{url:?} is not a URL ({e})")),
+        Ok(_) => p.add("consumers.webhook.url", "must be an http:// or https:// URL with a host"),
+        Err(e) => p.add("consumers.webhook.url", format!("is not a URL ({e})")),
     }
     // The value never goes into a message.
     if raw.secret.expose().trim().is_empty() {
-        p.add("consumers.webhook.secret", "must be set when consumers.webhook.enabled (receivers verify the signature with it)");
+        p.add(
+            "consumers.webhook.secret",
+            "must be set when consumers.webhook.enabled (receivers verify the signature with it)",
+        );
     }
     Some(WebhookSettings { url: url.to_owned(), secret: raw.secret, consumer })
 }
@@ -495,7 +505,10 @@ fn consumer(p: &mut Problems, section: &str, raw: ConsumerRaw<'_>) -> ConsumerSe
         Ok(0) => None,
         Ok(n) => Some(n),
         Err(_) => {
-            p.add(&format!("{section}.rate_limit_per_sec"), format!("{} is negative or too large", raw.rate_limit_per_sec));
+            p.add(
+                &format!("{section}.rate_limit_per_sec"),
+                format!("{} is negative or too large", raw.rate_limit_per_sec),
+            );
             None
         }
     };

@@ -8,11 +8,18 @@
 //! the service updates or deletes its rows (retention of the log is the compliance team's
 //! decision, not ours).
 
+use serde::Deserialize;
+
+use super::batch::Sink;
 use crate::publish::error::SinkError;
 use crate::publish::{ErrorClass, Message};
 use crate::store::{AuditEntry, SharedRepository};
 
-use super::batch::Sink;
+/// The one envelope field the log keeps in a column of its own.
+#[derive(Deserialize)]
+struct Occurred {
+    occurred_at_ms: i64,
+}
 
 /// Appends batches to `room_audit_log`.
 #[derive(Debug, Clone)]
@@ -29,19 +36,22 @@ impl AuditSink {
 
 impl Sink for AuditSink {
     async fn deliver(&self, messages: Vec<Message>) -> Result<(), SinkError> {
-        let entries: Vec<AuditEntry> = messages
-            .into_iter()
-            .map(|m| AuditEntry {
+        let mut entries = Vec::with_capacity(messages.len());
+        for m in messages {
+            // The consumer decoded every envelope before publishing it.
+            let occurred: Occurred = serde_json::from_str(&m.body)
+                .map_err(|e| SinkError::new(ErrorClass::Permanent, format!("audit log: envelope: {e}")))?;
+            entries.push(AuditEntry {
                 event_id: m.event_id,
                 event_type: m.event_type.to_owned(),
                 room_id: m.group,
                 envelope: m.body.to_string(),
-            })
-            .collect();
+                occurred_at_ms: occurred.occurred_at_ms,
+            });
+        }
         self.repo
             .append_audit(&entries)
             .await
-            .map(|_| ())
             .map_err(|e| SinkError::new(ErrorClass::Transient, format!("audit log: {e}")))
     }
 }

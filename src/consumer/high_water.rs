@@ -94,7 +94,12 @@ impl HighWater {
                     }
                     Some(_) => return Walk { ready: index, blocked: true },
                     None => {
-                        self.marks.push(GapMark { below: event.id, seen_at: now, db_ms: None, settled: false });
+                        self.marks.push(GapMark {
+                            below: event.id,
+                            seen_at: now,
+                            db_ms: None,
+                            settled: false,
+                        });
                         return Walk { ready: index, blocked: true };
                     }
                 }

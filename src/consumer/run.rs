@@ -74,7 +74,12 @@ pub struct Consumer<S: Sink> {
 
 impl<S: Sink> Consumer<S> {
     /// A consumer publishing through `stack`, whose leaf is `batcher`.
-    pub fn new(repo: SharedRepository, stack: ConsumerStack, batcher: Batcher<S>, options: ConsumerOptions) -> Self {
+    pub fn new(
+        repo: SharedRepository,
+        stack: ConsumerStack,
+        batcher: Batcher<S>,
+        options: ConsumerOptions,
+    ) -> Self {
         // Unique per run: a restarted instance is a new owner, so it never inherits a fence.
         let owner = format!("{}-{:016x}", options.node_id, rand::random::<u64>());
         Self { repo, stack, batcher, options, owner }
@@ -100,6 +105,9 @@ impl<S: Sink> Consumer<S> {
                         if held.take().is_some() {
                             tracing::warn!(consumer = name, owner = %self.owner, "Consumer lease taken over");
                         }
+                        // Standing by, this instance reports the holder's progress, never a stale
+                        // figure of its own (dashboards and the alert take the max over instances).
+                        self.export_stored().await;
                         self.sleep(self.options.lease_ttl / 3, &cancel).await;
                         continue;
                     }
@@ -132,7 +140,11 @@ impl<S: Sink> Consumer<S> {
         tracing::info!(consumer = name, owner = %self.owner, "Consumer stopped");
     }
 
-    async fn round(&mut self, high_water: &mut HighWater, cancel: &CancellationToken) -> Result<Round, StoreError> {
+    async fn round(
+        &mut self,
+        high_water: &mut HighWater,
+        cancel: &CancellationToken,
+    ) -> Result<Round, StoreError> {
         let read_at = Instant::now();
         let events = self.repo.events_after(high_water.position(), self.options.batch_size as u32).await?;
         let walk = high_water.walk(&events, read_at);
@@ -264,6 +276,19 @@ impl<S: Sink> Consumer<S> {
 
     async fn sleep(&self, duration: Duration, cancel: &CancellationToken) {
         cancel.run_until_cancelled(tokio::time::sleep(duration)).await;
+    }
+
+    /// Exports the stored position of this consumer (another instance holds it).
+    async fn export_stored(&self) {
+        let name = self.options.name.as_str();
+        match self.repo.list_consumers().await {
+            Ok(rows) => {
+                if let Some(row) = rows.into_iter().find(|r| r.name == name) {
+                    self.export(row.position).await;
+                }
+            }
+            Err(error) => tracing::debug!(consumer = name, %error, "Cannot read the consumer's row"),
+        }
     }
 
     /// Sets the position and lag gauges (the lag on the database clock).

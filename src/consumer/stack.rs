@@ -24,7 +24,9 @@ pub fn layered<S: Sink>(settings: &ConsumerSettings, batcher: Batcher<S>) -> Con
             .layer(MetricsLayer::new())
             .layer(EventFilterLayer::skip(skipped(&settings.event_types)))
             .option_layer(
-                settings.rate_limit_per_sec.map(|n| tower::limit::RateLimitLayer::new(n.into(), Duration::from_secs(1))),
+                settings
+                    .rate_limit_per_sec
+                    .map(|n| tower::limit::RateLimitLayer::new(n.into(), Duration::from_secs(1))),
             )
             .timeout(settings.timeout)
             .service(batcher),

@@ -55,8 +55,6 @@ pub struct EventRow {
 /// `room_outbox`'s retention, so it carries the whole envelope.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct AuditEntry {
-    /// The `room_outbox` id it came from (that row may be purged since).
-    pub outbox_id: i64,
     /// Stable id of the event: one entry per event, however often it is delivered.
     pub event_id: String,
     /// Event type name.
@@ -65,8 +63,8 @@ pub struct AuditEntry {
     pub room_id: String,
     /// The envelope JSON, as published to IM.
     pub envelope: String,
-    /// When the command committed (database clock, ms).
-    pub committed_at_ms: i64,
+    /// When the command was applied (the envelope's `occurred_at_ms`).
+    pub occurred_at_ms: i64,
 }
 
 /// Where `consumers reset` moves a consumer.
@@ -156,10 +154,10 @@ pub trait ConsumerRepository: Send + Sync {
     /// deletes no event above it. `None` when `names` is empty.
     async fn consumers_floor(&self, names: &[&str]) -> Result<Option<i64>, StoreError>;
 
-    /// Appends `entry` to the audit log, stamped with the database clock. `false`: an entry
-    /// for its event is already there (a redelivery after a crash between the append and the
-    /// consumer's advance), and nothing changed.
-    async fn append_audit(&self, entry: &AuditEntry) -> Result<bool, StoreError>;
+    /// Appends `entries` to the audit log in one statement, in order, stamped with the database
+    /// clock. An entry whose event is already there (a redelivery after a crash between the
+    /// append and the consumer's advance) is left as it is.
+    async fn append_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError>;
 
     /// Up to `limit` audit entries (of `room_id` only, when given), oldest first: the order
     /// they were recorded in.

@@ -162,14 +162,13 @@ macro_rules! impl_consumer_repository {
 
             async fn append_audit(
                 &self,
-                entry: &$crate::store::AuditEntry,
-            ) -> Result<bool, $crate::store::StoreError> {
-                use $crate::store::consumer_sql as cs;
-                match cs::append_audit::<$db>(entry).build().execute(&self.pool).await {
-                    Ok(_) => Ok(true),
-                    Err(error) if cs::is_duplicate(&error) => Ok(false),
-                    Err(error) => Err(error.into()),
+                entries: &[$crate::store::AuditEntry],
+            ) -> Result<(), $crate::store::StoreError> {
+                if entries.is_empty() {
+                    return Ok(());
                 }
+                $crate::store::consumer_sql::append_audit::<$db>(entries).build().execute(&self.pool).await?;
+                Ok(())
             }
 
             async fn audit_entries(

@@ -248,27 +248,31 @@ pub(super) fn positions<DB: Dialect>(names: &[String]) -> QueryBuilder<DB> {
     q
 }
 
-pub(super) fn append_audit<DB: Dialect>(e: &AuditEntry) -> QueryBuilder<DB> {
+/// One multi-row INSERT; a row whose `event_id` is there already changes nothing (an upsert
+/// that rewrites the key with itself, not an insert-ignore, which on MySQL would also turn a
+/// too-long value into a warning and a silently truncated row).
+pub(super) fn append_audit<DB: Dialect>(entries: &[AuditEntry]) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
-        "INSERT INTO room_audit_log (event_id, outbox_id, event_type, room_id, envelope, committed_at_ms, \
-         recorded_at_ms) VALUES (",
+        "INSERT INTO room_audit_log (event_id, event_type, room_id, envelope, occurred_at_ms, recorded_at_ms) VALUES ",
     );
-    DB::bind_str(&mut q, &e.event_id);
-    q.push(", ");
-    DB::bind_i64(&mut q, e.outbox_id);
-    for text in [&e.event_type, &e.room_id, &e.envelope] {
+    for (i, e) in entries.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { ", (" });
+        DB::bind_str(&mut q, &e.event_id);
+        for text in [&e.event_type, &e.room_id, &e.envelope] {
+            q.push(", ");
+            DB::bind_str(&mut q, text);
+        }
         q.push(", ");
-        DB::bind_str(&mut q, text);
+        DB::bind_i64(&mut q, e.occurred_at_ms);
+        q.push(format!(", {})", DB::NOW_MS));
     }
-    q.push(", ");
-    DB::bind_i64(&mut q, e.committed_at_ms);
-    q.push(format!(", {})", DB::NOW_MS));
+    q.push(DB::upsert("event_id", &["event_id"]));
     q
 }
 
 pub(super) fn audit_entries<DB: Dialect>(room_id: Option<&str>, limit: u32) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
-        "SELECT outbox_id, event_id, event_type, room_id, envelope, committed_at_ms FROM room_audit_log",
+        "SELECT event_id, event_type, room_id, envelope, occurred_at_ms FROM room_audit_log",
     );
     if let Some(room_id) = room_id {
         q.push(" WHERE room_id = ");
@@ -277,13 +281,6 @@ pub(super) fn audit_entries<DB: Dialect>(room_id: Option<&str>, limit: u32) -> Q
     q.push(" ORDER BY id LIMIT ");
     DB::bind_i64(&mut q, i64::from(limit));
     q
-}
-
-/// The insert hit the unique `event_id`: the event is already in the log. (A plain INSERT
-/// rather than an insert-ignore, which on MySQL would also turn a too-long value into a
-/// warning and a silently truncated row.)
-pub(super) fn is_duplicate(error: &sqlx::Error) -> bool {
-    error.as_database_error().is_some_and(|e| e.is_unique_violation())
 }
 
 /// The lowest of `positions` read for `wanted` distinct names; a name without a row counts 0.

@@ -18,8 +18,11 @@ async fn audit_ids(db: &crate::support::TestDb) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_audit_log_records_every_event_exactly_once_in_commit_order() {
     for db in backends().await {
-        let overrides =
-            [("consumers.audit.enabled", "true"), ("consumers.audit.batch_size", "5"), ("consumers.poll_interval", "50ms")];
+        let overrides = [
+            ("consumers.audit.enabled", "true"),
+            ("consumers.audit.batch_size", "5"),
+            ("consumers.poll_interval", "50ms"),
+        ];
         let app = TestApp::start(settings(db.url(), None, &overrides)).await;
         traffic(&app, "audit-a", 3).await;
         traffic(&app, "audit-b", 2).await;

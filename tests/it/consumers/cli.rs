@@ -48,6 +48,10 @@ async fn consumers_list_shows_enabled_and_stored_consumers_and_reset_moves_one_w
         assert!(err.contains("future"), "{db}: {err}");
         let (ok, _, err) = run(db.url(), &["reset", "im", "--to", "1"]);
         assert!(!ok && err.contains("unknown consumer"), "{db}: {err}");
-        assert_eq!(db.repo.list_consumers().await.unwrap().iter().find(|r| r.name == "webhook").map(|r| r.position), Some(3), "{db}: refused resets change nothing");
+        assert_eq!(
+            db.repo.list_consumers().await.unwrap().iter().find(|r| r.name == "webhook").map(|r| r.position),
+            Some(3),
+            "{db}: refused resets change nothing"
+        );
     }
 }

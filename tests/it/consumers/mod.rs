@@ -48,7 +48,7 @@ async fn traffic(app: &TestApp, room: &str, joins: usize) {
         assert_eq!(status, 200, "{body}");
     }
     let gift = json!({"command_id": format!("g-{room}"), "sender_id": "u0", "receiver_id": "o", "gift_id": "rose", "count": 2, "unit_value": 5});
-    let (status, body) = app.post(&format!("/v1/rooms/{room}/gift"), gift).await;
+    let (status, body) = app.post(&format!("/v1/rooms/{room}/gifts"), gift).await;
     assert_eq!(status, 200, "{body}");
 }
 
@@ -59,7 +59,8 @@ async fn outbox_event_ids(db: &TestDb) -> Vec<String> {
 
 /// Waits until the receiver acknowledged `n` events.
 async fn wait_received(receiver: &Receiver, n: usize, limit: Duration) {
-    eventually(&format!("{n} events at the receiver"), limit, || async { receiver.event_ids().len() >= n }).await;
+    eventually(&format!("{n} events at the receiver"), limit, || async { receiver.event_ids().len() >= n })
+        .await;
 }
 
 /// `room_event_consumer.position` of `name`.

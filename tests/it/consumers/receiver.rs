@@ -108,7 +108,8 @@ impl Receiver {
 
 /// Recomputes the HMAC of the raw body and compares in constant time.
 fn verified(headers: &HeaderMap, body: &[u8]) -> bool {
-    let Some(hex) = headers.get("x-room-signature").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("sha256="))
+    let Some(hex) =
+        headers.get("x-room-signature").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("sha256="))
     else {
         return false;
     };
@@ -121,7 +122,9 @@ fn verified(headers: &HeaderMap, body: &[u8]) -> bool {
     };
     let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
     mac.update(body);
-    hex.len() == 64 && hex.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)) && mac.verify_slice(&signature).is_ok()
+    hex.len() == 64
+        && hex.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+        && mac.verify_slice(&signature).is_ok()
 }
 
 async fn receive(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> StatusCode {

@@ -33,8 +33,12 @@ async fn webhook_delivers_every_event_once_in_commit_order_with_valid_signatures
         })
         .await;
         // The recorder is the process's (tests run side by side): check the series exist.
-        let metrics = reqwest::get(format!("{}/metrics", app.admin_base)).await.unwrap().text().await.unwrap();
-        for series in ["room_consumer_position{consumer=\"webhook\"}", "room_consumer_lag_seconds{consumer=\"webhook\"}"] {
+        let metrics =
+            reqwest::get(format!("{}/metrics", app.admin_base)).await.unwrap().text().await.unwrap();
+        for series in [
+            "room_consumer_position{consumer=\"webhook\"}",
+            "room_consumer_lag_seconds{consumer=\"webhook\"}",
+        ] {
             assert!(metrics.contains(series), "{db}: {series} exported");
         }
         assert!(
@@ -51,8 +55,13 @@ async fn webhook_event_filter_sends_only_the_configured_types_and_still_moves_pa
         let receiver = Receiver::start().await;
         let app = start_webhook(&db, &receiver, &[("consumers.webhook.event_types", "[RoomGiftSent]")]).await;
         traffic(&app, "wh-filter", 3).await;
-        let gifts: Vec<String> =
-            db.outbox().await.into_iter().filter(|r| r.event_type == "RoomGiftSent").map(|r| r.event_id).collect();
+        let gifts: Vec<String> = db
+            .outbox()
+            .await
+            .into_iter()
+            .filter(|r| r.event_type == "RoomGiftSent")
+            .map(|r| r.event_id)
+            .collect();
         assert_eq!(gifts.len(), 1, "{db}");
         let last_id = db.outbox().await.last().map(|r| r.id).unwrap();
         eventually("the position passes every event", Duration::from_secs(10), || async {
@@ -60,6 +69,7 @@ async fn webhook_event_filter_sends_only_the_configured_types_and_still_moves_pa
         })
         .await;
         assert_eq!(receiver.event_ids(), gifts, "{db}: only the gift");
+        assert!(receiver.events().iter().all(|e| e.event_type == "RoomGiftSent" && e.room_id == "wh-filter"));
         app.stop().await;
     }
 }
@@ -115,4 +125,56 @@ async fn two_instances_never_consume_the_webhook_at_once_and_the_second_takes_ov
     wait_received(&receiver, expected.len(), Duration::from_secs(30)).await;
     assert_eq!(receiver.event_ids(), expected, "the survivor delivers what came after");
     second.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_stuck_on_its_receiver_records_why_and_retention_keeps_what_it_has_not_passed() {
+    use room_service::admin::{RetentionOptions, RetentionRound, run_retention_once};
+    use tokio_util::sync::CancellationToken;
+
+    for db in backends().await {
+        let receiver = Receiver::start().await;
+        receiver.fail_all(true);
+        let app = start_webhook(&db, &receiver, &[]).await;
+        traffic(&app, "stuck", 2).await;
+        app.settle().await;
+        let total = db.outbox().await.len();
+        eventually("the failure is on the consumer's row", Duration::from_secs(10), || async {
+            db.repo
+                .list_consumers()
+                .await
+                .unwrap()
+                .iter()
+                .any(|c| c.name == "webhook" && c.last_error.is_some())
+        })
+        .await;
+        let row = db.repo.list_consumers().await.unwrap().into_iter().find(|c| c.name == "webhook").unwrap();
+        assert!(row.last_error.as_deref().unwrap().contains("503"), "{db}: {row:?}");
+        eventually("the batch is sent again", Duration::from_secs(10), || async { receiver.requests() >= 3 }).await;
+
+        // IM has every event (the log sink acknowledged them), the webhook none: nothing goes.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let options = RetentionOptions {
+            consumers: vec!["webhook"],
+            ..RetentionOptions::new(Duration::from_millis(1), "test")
+        };
+        let round = run_retention_once(db.repo.as_ref(), &options, &CancellationToken::new()).await.unwrap();
+        assert!(matches!(round, RetentionRound::Purged(r) if r.rows == 0), "{db}: {round:?}");
+        assert_eq!(db.outbox().await.len(), total, "{db}");
+
+        receiver.fail_all(false);
+        wait_received(&receiver, total, Duration::from_secs(20)).await;
+        let last = db.outbox().await.last().map(|r| r.id).unwrap();
+        eventually("the position passes every event", Duration::from_secs(5), || async {
+            position(&db, "webhook").await == last
+        })
+        .await;
+        let round = run_retention_once(db.repo.as_ref(), &options, &CancellationToken::new()).await.unwrap();
+        assert!(matches!(round, RetentionRound::Purged(r) if r.rows == total as u64), "{db}: {round:?}");
+        assert!(
+            db.repo.list_consumers().await.unwrap().iter().all(|c| c.last_error.is_none()),
+            "{db}: a success clears the error"
+        );
+        app.stop().await;
+    }
 }

@@ -19,13 +19,16 @@ use crate::support::TestDb;
 use crate::support::app::{TestApp, settings};
 
 /// The outbox worker on, polling every 100 ms, each publish bounded by 300 ms.
-pub const FAST_WORKER: [(&str, &str); 3] = [
+pub const FAST_WORKER: [(&str, &str); 5] = [
     ("outbox_worker.enabled", "true"),
     ("outbox_worker.poll_interval", "100ms"),
     ("outbox_worker.publish_timeout", "300ms"),
+    // A consumer, so its gauges (and the `path="audit"` publishes) are exported too.
+    ("consumers.audit.enabled", "true"),
+    ("consumers.poll_interval", "100ms"),
 ];
 
-/// Starts the service on `db`, publishing to `im`, with [`FAST_WORKER`].
+/// Starts the service on `db`, publishing to `im`, with [`FAST_WORKER`] (and the audit consumer).
 pub async fn start(db: &TestDb, im: &FakeIm) -> TestApp {
     TestApp::start(settings(db.url(), Some(im), &FAST_WORKER)).await
 }

@@ -170,21 +170,22 @@ async fn the_floor_is_the_lowest_position_and_a_consumer_without_a_row_counts_ze
 }
 
 #[tokio::test]
-async fn the_audit_log_takes_each_event_once() {
+async fn the_audit_log_takes_each_event_once_in_batch_order_and_keeps_the_first_record() {
     for db in backends().await {
         let repo = &db.repo;
         let entry = |n: i64, room: &str| AuditEntry {
-            outbox_id: n,
             event_id: format!("ev-{n}"),
             event_type: "GiftSent".into(),
             room_id: room.into(),
             envelope: format!(r#"{{"n":{n}}}"#),
-            committed_at_ms: 1_700_000_000_000 + n,
+            occurred_at_ms: 1_700_000_000_000 + n,
         };
-        assert!(repo.append_audit(&entry(1, "r1")).await.unwrap(), "{db}");
-        assert!(repo.append_audit(&entry(2, "r2")).await.unwrap(), "{db}");
-        assert!(!repo.append_audit(&entry(1, "r1")).await.unwrap(), "{db}: a redelivery is a no-op");
-        assert!(repo.append_audit(&entry(3, "r1")).await.unwrap(), "{db}");
+        repo.append_audit(&[entry(1, "r1"), entry(2, "r2")]).await.unwrap();
+        // A redelivered batch: its first entry is there already, its second is new.
+        let mut again = entry(1, "r1");
+        again.envelope = "changed".into();
+        repo.append_audit(&[again, entry(3, "r1")]).await.unwrap();
+        repo.append_audit(&[]).await.unwrap();
         assert_eq!(db.count("room_audit_log").await, 3, "{db}");
         assert_eq!(
             repo.audit_entries(None, 10).await.unwrap(),
