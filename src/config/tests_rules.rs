@@ -314,11 +314,7 @@ fn an_enabled_wallet_needs_its_url() {
 fn an_enabled_webhook_needs_a_url_without_credentials_and_a_secret() {
     const HOOK: &str = "url: \"http://hooks:8000/rooms\", secret: \"s3cret\"";
     fails_on("consumers: {webhook: {enabled: true, secret: \"s\"}}\n", &[], "consumers.webhook.url");
-    fails_on(
-        &format!("consumers: {{webhook: {{enabled: true, url: \"http://h/x\"}}}}\n"),
-        &[],
-        "consumers.webhook.secret",
-    );
+    fails_on("consumers: {webhook: {enabled: true, url: \"http://h/x\"}}\n", &[], "consumers.webhook.secret");
     let message = fails_on(
         "consumers: {webhook: {enabled: true, url: \"http://u:hunter2@h/x\", secret: \"s\"}}\n",
         &[],

@@ -150,7 +150,8 @@ async fn a_consumer_stuck_on_its_receiver_records_why_and_retention_keeps_what_i
         .await;
         let row = db.repo.list_consumers().await.unwrap().into_iter().find(|c| c.name == "webhook").unwrap();
         assert!(row.last_error.as_deref().unwrap().contains("503"), "{db}: {row:?}");
-        eventually("the batch is sent again", Duration::from_secs(10), || async { receiver.requests() >= 3 }).await;
+        eventually("the batch is sent again", Duration::from_secs(10), || async { receiver.requests() >= 3 })
+            .await;
 
         // IM has every event (the log sink acknowledged them), the webhook none: nothing goes.
         tokio::time::sleep(Duration::from_millis(20)).await;
