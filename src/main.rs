@@ -42,7 +42,7 @@ enum Cmd {
     FakeWallet(FakeWalletArgs),
     /// Inspect and repair the outbox: stats, list, show, requeue, purge-delivered.
     Outbox(admin::OutboxArgs),
-    /// Inspect and move the event consumers (webhook, audit): list, reset.
+    /// Inspect and move the event consumers (webhook, audit): list, reset, retire.
     Consumers(admin::ConsumersArgs),
     /// Work with the configuration file.
     #[command(subcommand)]

@@ -1,5 +1,6 @@
-//! `room-service consumers ...`: where each event consumer stands, and moving one (SPEC §11.6).
-//! A reset is audited (one line at `info` on the audit target) and frees the consumer's lease,
+//! `room-service consumers ...`: where each event consumer stands, moving one, and retiring one
+//! (SPEC §11.6).
+//! A reset or a retirement is audited (one line at `info` on the audit target) and frees the consumer's lease,
 //! so a running instance loses its fence at its next write and resumes from the new position.
 
 use std::io::Write;
@@ -43,6 +44,14 @@ pub enum ConsumersCommand {
         #[arg(long, value_parser = parse_time)]
         to_time: Option<i64>,
     },
+    /// Forgets a consumer that is disabled everywhere: its position no longer holds retention
+    /// back (every stored consumer does, whichever node enables it). Enabled again later, it
+    /// starts from the oldest stored event.
+    Retire {
+        /// The consumer.
+        #[arg(value_parser = parse_name)]
+        name: ConsumerName,
+    },
 }
 
 /// One line of `consumers list`.
@@ -70,6 +79,13 @@ struct ResetOutput {
     consumer: &'static str,
     before: Option<i64>,
     after: i64,
+}
+
+/// `consumers retire --json`.
+#[derive(Debug, Serialize)]
+struct RetireOutput {
+    consumer: &'static str,
+    retired: bool,
 }
 
 fn parse_name(text: &str) -> Result<ConsumerName, String> {
@@ -108,6 +124,14 @@ pub async fn run_consumers(
             {
                 anyhow::bail!("--to-time is in the future: the consumer would skip events not committed yet");
             }
+            if let ResetTo::Id(id) = target
+                && id > 0
+                && repo.events_after(id - 1, 1).await.context("reading the outbox")?.is_empty()
+            {
+                anyhow::bail!(
+                    "--to {id} is past the newest stored event: the consumer would skip events not committed yet"
+                );
+            }
             let report =
                 repo.reset_consumer(name.as_str(), target).await.context("resetting the consumer")?;
             tracing::info!(
@@ -120,6 +144,28 @@ pub async fn run_consumers(
             );
             let output = ResetOutput { consumer: name.as_str(), before: report.before, after: report.after };
             emit(out, args.json, &output, || render::reset(name.as_str(), &report))
+        }
+        ConsumersCommand::Retire { name } => {
+            if enabled.contains(&name.as_str()) {
+                anyhow::bail!(
+                    "{} is enabled in this configuration: disable it on every node first",
+                    name.as_str()
+                );
+            }
+            let retired = repo.retire_consumer(name.as_str()).await.context("retiring the consumer")?;
+            if retired {
+                tracing::info!(
+                    target: crate::telemetry::AUDIT_TARGET,
+                    audit = "consumer_retire",
+                    consumer = name.as_str(),
+                    "Consumer retired"
+                );
+            }
+            let output = RetireOutput { consumer: name.as_str(), retired };
+            emit(out, args.json, &output, || match retired {
+                true => format!("{}: retired; retention no longer waits for it\n", name.as_str()),
+                false => format!("{}: no stored position; nothing to retire\n", name.as_str()),
+            })
         }
     }
 }
@@ -199,5 +245,10 @@ mod tests {
         assert!(parse(&["reset", "webhook", "--to", "-1"]).is_err());
         assert!(parse(&["reset", "webhook", "--to-time", "yesterday"]).is_err());
         assert!(parse(&["list"]).is_ok());
+        assert!(matches!(
+            parse(&["retire", "audit"]).expect("retire").command,
+            ConsumersCommand::Retire { name: ConsumerName::Audit }
+        ));
+        assert!(parse(&["retire"]).is_err());
     }
 }

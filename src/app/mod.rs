@@ -362,7 +362,7 @@ fn spawn_consumers(
         tracker.spawn(consumer.run(cancel.clone()));
     }
     if let Some(audit) = &consumers.audit {
-        let batcher = Batcher::new(AuditSink::new(repo.clone()));
+        let batcher = Batcher::new(AuditSink::new(repo.clone(), audit.timeout));
         let stack = consumer::stack::layered(audit, batcher.clone());
         let consumer = Consumer::new(repo.clone(), stack, batcher, options(ConsumerName::Audit, audit));
         tracker.spawn(consumer.run(cancel.clone()));

@@ -173,7 +173,7 @@ pub(crate) struct RawWebhookConsumer {
     pub batch_size: i64,
     /// Bound on one POST.
     pub timeout: RawDuration,
-    /// POSTs per second at most (0: unlimited).
+    /// Events per second at most (0: unlimited).
     pub rate_limit_per_sec: i64,
 }
 

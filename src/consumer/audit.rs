@@ -8,6 +8,8 @@
 //! the service updates or deletes its rows (retention of the log is the compliance team's
 //! decision, not ours).
 
+use std::time::Duration;
+
 use serde::Deserialize;
 
 use super::batch::Sink;
@@ -25,12 +27,14 @@ struct Occurred {
 #[derive(Debug, Clone)]
 pub struct AuditSink {
     repo: SharedRepository,
+    timeout: Duration,
 }
 
 impl AuditSink {
-    /// A sink writing through `repo`.
-    pub fn new(repo: SharedRepository) -> Self {
-        Self { repo }
+    /// A sink writing through `repo`, each append bounded by `timeout` (the stack's timeout
+    /// answers the events; this one ends the append itself, so the round does not wait on it).
+    pub fn new(repo: SharedRepository, timeout: Duration) -> Self {
+        Self { repo, timeout }
     }
 }
 
@@ -49,9 +53,11 @@ impl Sink for AuditSink {
                 occurred_at_ms: occurred.occurred_at_ms,
             });
         }
-        self.repo
-            .append_audit(&entries)
-            .await
-            .map_err(|e| SinkError::new(ErrorClass::Transient, format!("audit log: {e}")))
+        match tokio::time::timeout(self.timeout, self.repo.append_audit(&entries)).await {
+            Ok(appended) => {
+                appended.map_err(|e| SinkError::new(ErrorClass::Transient, format!("audit log: {e}")))
+            }
+            Err(_) => Err(SinkError::new(ErrorClass::Timeout, "audit log: the append timed out")),
+        }
     }
 }

@@ -11,8 +11,10 @@
 //! - the mark is *settled* when the database proves that no transaction that was open at that
 //!   time is still open ([`ConsumerRepository::open_writers_since`]), so a read taken after the
 //!   proof shows every id of the mark that will ever exist — the missing ones were rolled back;
-//! - failing a proof (no privilege to ask), after a grace window: a command transaction that
-//!   stays open longer than that is taken as gone.
+//! - when the database cannot answer at all (no privilege to ask), after a grace window: a
+//!   command transaction open longer than that is taken as gone. While the database answers
+//!   that a writer is still open, the mark waits, however long (a stalled commit must not lose
+//!   its event; the lag alert tells).
 //!
 //! This is the high-water mark of event stores that read an auto-increment log (Marten's
 //! "stale sequence threshold", EventStore's checkpoint over committed positions). On SQLite the
@@ -38,6 +40,10 @@ pub struct GapMark {
     pub db_ms: Option<i64>,
     /// Proven: a read after the proof shows every id below `below` that will ever exist.
     pub settled: bool,
+    /// The database could not tell (no privilege): the grace window applies.
+    pub unprovable: bool,
+    /// A warning that the gap is held longer than the grace window was logged.
+    pub reported: bool,
 }
 
 /// What [`HighWater::walk`] found in one read.
@@ -45,8 +51,9 @@ pub struct GapMark {
 pub struct Walk {
     /// How many of the events read (from the first) may be delivered now.
     pub ready: usize,
-    /// A gap stopped the walk and its mark is neither settled nor past its grace.
-    pub blocked: bool,
+    /// The mark (an index into [`HighWater::marks`]) of the gap that stopped the walk: neither
+    /// settled nor, unprovable, past its grace.
+    pub blocked: Option<usize>,
 }
 
 /// The position of a consumer and the gaps it is waiting on; see the module docs.
@@ -74,10 +81,10 @@ impl HighWater {
         &self.marks
     }
 
-    /// The oldest mark that is neither settled nor proven yet, for the caller to ask the database
-    /// about (it fills `db_ms` first, then sets `settled` on a proof).
-    pub fn pending_mark(&mut self) -> Option<&mut GapMark> {
-        self.marks.iter_mut().find(|m| !m.settled)
+    /// The mark at `index` (the one a [`Walk`] was blocked by), for the caller to ask the
+    /// database about: it fills `db_ms` first, then sets `settled` on a proof (or `unprovable`).
+    pub fn mark_mut(&mut self, index: usize) -> Option<&mut GapMark> {
+        self.marks.get_mut(index)
     }
 
     /// Walks `events` (ids above the position, ascending, as read at `now`): every event is ready
@@ -88,25 +95,37 @@ impl HighWater {
         for (index, event) in events.iter().enumerate() {
             while expected < event.id {
                 // The mark covering `expected`: the first one with `below` above it.
-                match self.marks.iter().find(|m| m.below > expected) {
-                    Some(mark) if mark.settled || now.duration_since(mark.seen_at) >= self.grace => {
-                        expected = mark.below.min(event.id);
+                match self.marks.iter().position(|m| m.below > expected) {
+                    Some(i) if self.passable(&self.marks[i], now) => {
+                        expected = self.marks[i].below.min(event.id);
                     }
-                    Some(_) => return Walk { ready: index, blocked: true },
+                    Some(i) => return Walk { ready: index, blocked: Some(i) },
                     None => {
                         self.marks.push(GapMark {
                             below: event.id,
                             seen_at: now,
                             db_ms: None,
                             settled: false,
+                            unprovable: false,
+                            reported: false,
                         });
-                        return Walk { ready: index, blocked: true };
+                        return Walk { ready: index, blocked: Some(self.marks.len() - 1) };
                     }
                 }
             }
             expected = event.id + 1;
         }
-        Walk { ready: events.len(), blocked: false }
+        Walk { ready: events.len(), blocked: None }
+    }
+
+    /// The grace window.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
+    /// Settled, or past the grace window while the database cannot tell.
+    fn passable(&self, mark: &GapMark, now: Instant) -> bool {
+        mark.settled || (mark.unprovable && now.duration_since(mark.seen_at) >= self.grace)
     }
 
     /// Records that every event up to `id` (one returned ready by [`HighWater::walk`]) has been
@@ -142,7 +161,7 @@ mod tests {
     fn contiguous_ids_are_all_ready() {
         let mut hw = HighWater::new(4, GRACE);
         let walk = hw.walk(&rows(&[5, 6, 7]), Instant::now());
-        assert_eq!(walk, Walk { ready: 3, blocked: false });
+        assert_eq!(walk, Walk { ready: 3, blocked: None });
         assert!(hw.marks().is_empty());
     }
 
@@ -150,7 +169,7 @@ mod tests {
     fn a_missing_id_stops_the_walk_and_is_marked() {
         let mut hw = HighWater::new(4, GRACE);
         let walk = hw.walk(&rows(&[5, 7, 8]), Instant::now());
-        assert_eq!(walk, Walk { ready: 1, blocked: true });
+        assert_eq!(walk, Walk { ready: 1, blocked: Some(0) });
         assert_eq!(hw.marks().len(), 1);
         assert_eq!(hw.marks()[0].below, 7);
     }
@@ -163,7 +182,7 @@ mod tests {
         hw.pass(5);
         // 6 committed late: read again, nothing is missing any more.
         let walk = hw.walk(&rows(&[6, 7, 8]), now);
-        assert_eq!(walk, Walk { ready: 3, blocked: false });
+        assert_eq!(walk, Walk { ready: 3, blocked: None });
         hw.pass(8);
         assert!(hw.marks().is_empty(), "marks below the position are forgotten");
     }
@@ -172,21 +191,30 @@ mod tests {
     fn a_settled_mark_lets_the_walk_skip_its_missing_ids() {
         let now = Instant::now();
         let mut hw = HighWater::new(4, GRACE);
-        hw.walk(&rows(&[7, 8]), now);
-        let mark = hw.pending_mark().expect("a mark to prove");
+        let walk = hw.walk(&rows(&[7, 8]), now);
+        let mark = hw.mark_mut(walk.blocked.expect("blocked")).expect("a mark to prove");
         mark.db_ms = Some(1);
         mark.settled = true;
-        assert!(hw.pending_mark().is_none());
-        assert_eq!(hw.walk(&rows(&[7, 8]), now), Walk { ready: 2, blocked: false });
+        assert_eq!(hw.walk(&rows(&[7, 8]), now), Walk { ready: 2, blocked: None });
     }
 
     #[test]
-    fn an_unproven_gap_is_skipped_only_after_the_grace_window() {
+    fn a_gap_the_database_cannot_judge_is_passed_only_after_the_grace_window() {
         let start = Instant::now();
         let mut hw = HighWater::new(4, GRACE);
         hw.walk(&rows(&[7]), start);
-        assert_eq!(hw.walk(&rows(&[7]), start + GRACE / 2), Walk { ready: 0, blocked: true });
-        assert_eq!(hw.walk(&rows(&[7]), start + GRACE), Walk { ready: 1, blocked: false });
+        hw.mark_mut(0).expect("mark").unprovable = true;
+        assert_eq!(hw.walk(&rows(&[7]), start + GRACE / 2), Walk { ready: 0, blocked: Some(0) });
+        assert_eq!(hw.walk(&rows(&[7]), start + GRACE), Walk { ready: 1, blocked: None });
+    }
+
+    #[test]
+    fn a_gap_behind_a_writer_the_database_sees_open_waits_past_the_grace_window() {
+        let start = Instant::now();
+        let mut hw = HighWater::new(4, GRACE);
+        hw.walk(&rows(&[7]), start);
+        // Neither settled nor unprovable: the database answered "a writer is still open".
+        assert_eq!(hw.walk(&rows(&[7]), start + GRACE * 10), Walk { ready: 0, blocked: Some(0) });
     }
 
     #[test]
@@ -194,15 +222,16 @@ mod tests {
         let start = Instant::now();
         let mut hw = HighWater::new(4, GRACE);
         hw.walk(&rows(&[7]), start);
-        hw.pending_mark().expect("mark").settled = true;
+        hw.mark_mut(0).expect("mark").settled = true;
         // 6 stays missing (settled); 8 and 9 go missing after the proof, revealed by 10.
         let walk = hw.walk(&rows(&[7, 10]), start);
-        assert_eq!(walk, Walk { ready: 1, blocked: true });
+        assert_eq!(walk, Walk { ready: 1, blocked: Some(1) }, "blocked by the new mark, not the old");
         assert_eq!(hw.marks().iter().map(|m| m.below).collect::<Vec<_>>(), vec![7, 10]);
         assert!(!hw.marks()[1].settled);
         hw.pass(7);
         assert_eq!(hw.marks().len(), 1, "the settled mark below the position is gone");
-        assert_eq!(hw.walk(&rows(&[10]), start + GRACE), Walk { ready: 1, blocked: false });
+        hw.mark_mut(0).expect("mark").settled = true;
+        assert_eq!(hw.walk(&rows(&[10]), start), Walk { ready: 1, blocked: None });
     }
 
     #[test]

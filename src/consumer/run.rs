@@ -52,6 +52,15 @@ pub struct ConsumerOptions {
     pub backoff: OutboxWorkerOptions,
 }
 
+/// How a round's publish ended, when no delivery failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Published {
+    /// Every event acknowledged.
+    All,
+    /// The lease went to another instance (or a reset) between two partial deliveries.
+    LeaseLost,
+}
+
 /// What one round came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Round {
@@ -148,7 +157,9 @@ impl<S: Sink> Consumer<S> {
         let read_at = Instant::now();
         let events = self.repo.events_after(high_water.position(), self.options.batch_size as u32).await?;
         let walk = high_water.walk(&events, read_at);
-        if walk.blocked && self.prove_gap(high_water).await? {
+        if let Some(mark) = walk.blocked
+            && self.prove_gap(high_water, mark).await?
+        {
             // Read again: the read after a proof shows every id that will ever exist below it.
             return Ok(Round::Busy);
         }
@@ -158,8 +169,14 @@ impl<S: Sink> Consumer<S> {
             return Ok(Round::Idle);
         };
         let messages = self.decode(ready);
+        let from = high_water.position();
         let mut attempt = 0_u32;
-        while let Err(error) = self.publish(&messages).await {
+        loop {
+            let error = match self.publish(&messages, from).await {
+                Ok(Published::All) => break,
+                Ok(Published::LeaseLost) => return Ok(Round::Lost),
+                Err(error) => error,
+            };
             attempt = attempt.saturating_add(1);
             let class = classify(error.as_ref());
             let text = short_error(&format!("{}: {error}", class.as_str()));
@@ -176,12 +193,12 @@ impl<S: Sink> Consumer<S> {
             }
             self.export(high_water.position()).await;
             let delay = self.options.backoff.retry_after(attempt, rand::rng().random_range(0.5..=1.0));
-            if !self.back_off(delay, cancel).await? {
+            if !self.back_off(delay, from, cancel).await? {
                 return Ok(if cancel.is_cancelled() { Round::Idle } else { Round::Lost });
             }
         }
         let name = self.options.name.as_str();
-        if !self.repo.advance_consumer(name, &self.owner, last, self.options.lease_ttl).await? {
+        if !self.repo.advance_consumer(name, &self.owner, from, last, self.options.lease_ttl).await? {
             return Ok(Round::Lost);
         }
         high_water.pass(last);
@@ -189,9 +206,10 @@ impl<S: Sink> Consumer<S> {
         Ok(Round::Busy)
     }
 
-    /// Asks the database whether the oldest unproven gap is certainly gone; true when it is.
-    async fn prove_gap(&self, high_water: &mut HighWater) -> Result<bool, StoreError> {
-        let Some(mark) = high_water.pending_mark() else { return Ok(false) };
+    /// Asks the database whether the gap of mark `index` is certainly gone; true when it is.
+    async fn prove_gap(&self, high_water: &mut HighWater, index: usize) -> Result<bool, StoreError> {
+        let grace = high_water.grace();
+        let Some(mark) = high_water.mark_mut(index) else { return Ok(false) };
         let since = match mark.db_ms {
             Some(ms) => ms,
             None => {
@@ -202,26 +220,54 @@ impl<S: Sink> Consumer<S> {
                 now
             }
         };
-        if self.repo.open_writers_since(since).await? == Some(0) {
-            mark.settled = true;
-            return Ok(true);
+        let open = self.repo.open_writers_since(since).await?;
+        match open {
+            Some(0) => mark.settled = true,
+            None => mark.unprovable = true,
+            Some(_) => {}
         }
-        Ok(false)
+        if !mark.settled && !mark.reported && mark.seen_at.elapsed() >= grace {
+            mark.reported = true;
+            tracing::warn!(
+                consumer = self.options.name.as_str(),
+                below = mark.below,
+                open_writers = open,
+                "A missing outbox id is held longer than consumers.gap_grace: the consumer waits for it"
+            );
+        }
+        Ok(mark.settled)
     }
 
-    /// Publishes `messages` in order through the stack and delivers them as one batch (or a
+    /// Publishes `messages` in order through the stack and delivers them as one batch — or a
     /// few, when the rate limit makes the stack wait: what is queued goes first, so no queued
-    /// event waits out its timeout behind the limiter).
-    async fn publish(&mut self, messages: &[Message]) -> Result<(), BoxError> {
+    /// event waits out its timeout behind the limiter, and the lease (read at `from`) is renewed
+    /// between them, so a slow round never outlives it.
+    async fn publish(&mut self, messages: &[Message], from: i64) -> Result<Published, BoxError> {
         let mut answers = Vec::with_capacity(messages.len());
+        let mut renewed = Instant::now();
         for message in messages {
             if self.stack.ready().now_or_never().is_none() {
                 self.flush(std::mem::take(&mut answers)).await?;
+                if renewed.elapsed() >= self.options.lease_ttl / 3 {
+                    if !self.still_held(from).await? {
+                        return Ok(Published::LeaseLost);
+                    }
+                    renewed = Instant::now();
+                }
             }
             let svc = self.stack.ready().await?;
             answers.push(svc.call(message.clone()));
         }
-        self.flush(answers).await
+        self.flush(answers).await?;
+        Ok(Published::All)
+    }
+
+    /// Renews the lease; false when another instance holds it now or the consumer was moved
+    /// away from `from` (an operator's reset).
+    async fn still_held(&self, from: i64) -> Result<bool, StoreError> {
+        let name = self.options.name.as_str();
+        let held = self.repo.acquire_consumer(name, &self.owner, self.options.lease_ttl).await?;
+        Ok(held == Some(from))
     }
 
     async fn flush<F>(&self, answers: Vec<F>) -> Result<(), BoxError>
@@ -255,8 +301,13 @@ impl<S: Sink> Consumer<S> {
     }
 
     /// Waits `delay` before a retry, renewing the lease meanwhile. False: stopping, or the lease
-    /// was lost.
-    async fn back_off(&self, delay: Duration, cancel: &CancellationToken) -> Result<bool, StoreError> {
+    /// was lost (or the consumer reset away from `from`).
+    async fn back_off(
+        &self,
+        delay: Duration,
+        from: i64,
+        cancel: &CancellationToken,
+    ) -> Result<bool, StoreError> {
         let until = Instant::now() + delay;
         let step = self.options.lease_ttl / 3;
         loop {
@@ -267,8 +318,7 @@ impl<S: Sink> Consumer<S> {
             if cancel.run_until_cancelled(tokio::time::sleep(left.min(step))).await.is_none() {
                 return Ok(false);
             }
-            let name = self.options.name.as_str();
-            if self.repo.acquire_consumer(name, &self.owner, self.options.lease_ttl).await?.is_none() {
+            if !self.still_held(from).await? {
                 return Ok(false);
             }
         }

@@ -3,7 +3,8 @@
 //! `X-Room-Signature: sha256=<lowercase hex HMAC-SHA256(secret, raw body)>`. Any 2xx answer
 //! acknowledges the whole batch; anything else fails it, and the consumer sends the same events
 //! again after the delivery policy's backoff. The envelopes are the stored JSON, byte for byte,
-//! so a retried batch has the same body (and signature) as the first try.
+//! so a retried batch has the same body (and signature) as the first try (unless the consumer's
+//! rate limit split the round differently). Redirects are never followed.
 
 use std::time::Duration;
 
@@ -52,6 +53,10 @@ impl WebhookSink {
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(1)))
             .user_agent(concat!("room-service/", env!("CARGO_PKG_VERSION")))
+            // A redirect is an answer, not an acknowledgement: followed, a 301/302 turns the POST
+            // into a body-less GET whose 2xx would count as delivered, and a 307/308 would hand
+            // the signed body to whatever host it names.
+            .redirect(reqwest::redirect::Policy::none())
             .build()?;
         Ok(Self { client, url, secret })
     }
@@ -86,6 +91,7 @@ fn class_of(status: StatusCode) -> ErrorClass {
     match status {
         StatusCode::TOO_MANY_REQUESTS => ErrorClass::RateLimited,
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::NOT_FOUND => ErrorClass::Configuration,
+        s if s.is_redirection() => ErrorClass::Configuration,
         s if s.is_client_error() => ErrorClass::Permanent,
         _ => ErrorClass::Transient,
     }
@@ -128,6 +134,7 @@ mod tests {
         assert_eq!(class_of(StatusCode::TOO_MANY_REQUESTS), ErrorClass::RateLimited);
         assert_eq!(class_of(StatusCode::UNAUTHORIZED), ErrorClass::Configuration);
         assert_eq!(class_of(StatusCode::BAD_REQUEST), ErrorClass::Permanent);
+        assert_eq!(class_of(StatusCode::MOVED_PERMANENTLY), ErrorClass::Configuration);
         assert_eq!(class_of(StatusCode::BAD_GATEWAY), ErrorClass::Transient);
     }
 }

@@ -98,14 +98,16 @@ pub trait ConsumerRepository: Send + Sync {
         ttl: Duration,
     ) -> Result<Option<i64>, StoreError>;
 
-    /// Records that every event up to `position` was passed, clears `last_error` and renews
-    /// the lease — fenced on `owner` still holding the row. `false`: the lease was lost (taken
-    /// over, or reset by an operator); nothing changed.
+    /// Records that every event up to `to` was passed, clears `last_error` and renews the lease
+    /// — fenced on `owner` still holding the row and on the position still being `from` (what
+    /// this owner read). `false`: the lease was lost (taken over, or the consumer reset by an
+    /// operator); nothing changed.
     async fn advance_consumer(
         &self,
         name: &str,
         owner: &str,
-        position: i64,
+        from: i64,
+        to: i64,
         ttl: Duration,
     ) -> Result<bool, StoreError>;
 
@@ -150,9 +152,16 @@ pub trait ConsumerRepository: Send + Sync {
     /// instance loses its fence and resumes from the new position.
     async fn reset_consumer(&self, name: &str, to: ResetTo) -> Result<ResetReport, StoreError>;
 
-    /// The lowest position among `names` (a consumer without a row counts as 0): retention
-    /// deletes no event above it. `None` when `names` is empty.
-    async fn consumers_floor(&self, names: &[&str]) -> Result<Option<i64>, StoreError>;
+    /// The lowest position among every stored consumer and the `enabled` ones (an enabled
+    /// consumer without a row yet counts as 0): retention deletes no event above it. Every
+    /// stored row counts, whichever node's configuration enables it, so a node that does not
+    /// know a consumer (a rolling deploy, an operator's file) never purges what it still needs;
+    /// [`ConsumerRepository::retire_consumer`] lets a consumer go for good. `None`: no consumer.
+    async fn consumers_floor(&self, enabled: &[&str]) -> Result<Option<i64>, StoreError>;
+
+    /// Deletes the row of `name`: it no longer holds retention back, and if it is enabled again
+    /// it starts from the oldest stored event. `false`: there was none.
+    async fn retire_consumer(&self, name: &str) -> Result<bool, StoreError>;
 
     /// Appends `entries` to the audit log in one statement, in order, stamped with the database
     /// clock. An entry whose event is already there (a redelivery after a crash between the

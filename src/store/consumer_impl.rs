@@ -37,10 +37,11 @@ macro_rules! impl_consumer_repository {
                 &self,
                 name: &str,
                 owner: &str,
-                position: i64,
+                from: i64,
+                to: i64,
                 ttl: std::time::Duration,
             ) -> Result<bool, $crate::store::StoreError> {
-                let mut q = $crate::store::consumer_sql::advance::<$db>(name, owner, position, ttl);
+                let mut q = $crate::store::consumer_sql::advance::<$db>(name, owner, from, to, ttl);
                 Ok(q.build().execute(&self.pool).await?.rows_affected() > 0)
             }
 
@@ -147,17 +148,16 @@ macro_rules! impl_consumer_repository {
 
             async fn consumers_floor(
                 &self,
-                names: &[&str],
+                enabled: &[&str],
             ) -> Result<Option<i64>, $crate::store::StoreError> {
-                let mut wanted: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-                wanted.sort();
-                wanted.dedup();
-                if wanted.is_empty() {
-                    return Ok(None);
-                }
-                let mut q = $crate::store::consumer_sql::positions::<$db>(&wanted);
-                let positions: Vec<i64> = q.build_query_scalar().fetch_all(&self.pool).await?;
-                Ok(Some($crate::store::consumer_sql::floor(wanted.len(), &positions)))
+                let mut q = $crate::store::consumer_sql::positions::<$db>();
+                let stored: Vec<(String, i64)> = q.build_query_as().fetch_all(&self.pool).await?;
+                Ok($crate::store::consumer_sql::floor(&stored, enabled))
+            }
+
+            async fn retire_consumer(&self, name: &str) -> Result<bool, $crate::store::StoreError> {
+                let mut q = $crate::store::consumer_sql::retire::<$db>(name);
+                Ok(q.build().execute(&self.pool).await?.rows_affected() > 0)
             }
 
             async fn append_audit(

@@ -88,15 +88,20 @@ fn push_renewal<DB: Dialect>(q: &mut QueryBuilder<DB>, name: &str, owner: &str, 
     DB::bind_str(q, owner);
 }
 
+/// Fenced on the owner and on the position it moves from: a reset (or another instance) that
+/// moved the consumer in between wins.
 pub(super) fn advance<DB: Dialect>(
     name: &str,
     owner: &str,
-    position: i64,
+    from: i64,
+    to: i64,
     ttl: Duration,
 ) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("UPDATE room_event_consumer SET last_error = NULL, position = ");
-    DB::bind_i64(&mut q, position);
+    DB::bind_i64(&mut q, to);
     push_renewal(&mut q, name, owner, ttl);
+    q.push(" AND position = ");
+    DB::bind_i64(&mut q, from);
     q
 }
 
@@ -176,15 +181,20 @@ pub(super) fn probe_tag() -> String {
 /// taken after it began, so after `since_ms`. Text, not a prepared statement: `trx_query` must
 /// hold the tag, and each text is used once. `trx_started` has whole seconds: a writer that
 /// began up to 1 s after the bound is counted too, which only delays a consumer; one that began
-/// before is never missed. The join keeps the server's other databases out.
+/// before is never missed. The join keeps the server's other databases out. Only writers count
+/// (`trx_rows_modified > 0`: a transaction holding an outbox id has inserted its row), so a long
+/// read-only transaction (a `mysqldump --single-transaction`) holds nobody back. `trx_started`
+/// is in the server's system time zone whatever the session's (ours is UTC): it is converted
+/// before the comparison, and a conversion that fails counts the writer (waiting is safe).
 pub(super) fn mysql_open_writers(since_ms: i64, tag: &str) -> String {
     format!(
         "SELECT /* {tag} */ COUNT(CASE WHEN t.trx_mysql_thread_id = CONNECTION_ID() \
          AND t.trx_query LIKE '%{tag}%' THEN 1 END), \
-         COUNT(CASE WHEN t.trx_mysql_thread_id <> CONNECTION_ID() THEN 1 END) \
+         COUNT(CASE WHEN t.trx_mysql_thread_id <> CONNECTION_ID() AND t.trx_rows_modified > 0 THEN 1 END) \
          FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
          WHERE p.DB = DATABASE() AND (t.trx_mysql_thread_id = CONNECTION_ID() \
-         OR UNIX_TIMESTAMP(t.trx_started) * 1000 <= {since_ms})"
+         OR COALESCE(UNIX_TIMESTAMP(CONVERT_TZ(t.trx_started, 'SYSTEM', @@session.time_zone)), 0) * 1000 \
+         <= {since_ms})"
     )
 }
 
@@ -242,9 +252,14 @@ pub(super) fn reset<DB: Dialect>(name: &str, position: i64) -> QueryBuilder<DB> 
     q
 }
 
-pub(super) fn positions<DB: Dialect>(names: &[String]) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT position FROM room_event_consumer WHERE name IN ");
-    super::sql::push_strs(&mut q, names);
+pub(super) fn positions<DB: Dialect>() -> QueryBuilder<DB> {
+    QueryBuilder::new("SELECT name, position FROM room_event_consumer")
+}
+
+/// Deletes the row of `name`.
+pub(super) fn retire<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("DELETE FROM room_event_consumer WHERE name = ");
+    DB::bind_str(&mut q, name);
     q
 }
 
@@ -283,7 +298,10 @@ pub(super) fn audit_entries<DB: Dialect>(room_id: Option<&str>, limit: u32) -> Q
     q
 }
 
-/// The lowest of `positions` read for `wanted` distinct names; a name without a row counts 0.
-pub(super) fn floor(wanted: usize, positions: &[i64]) -> i64 {
-    if positions.len() < wanted { 0 } else { positions.iter().copied().min().unwrap_or(0) }
+/// The lowest position among the stored consumers and the `enabled` ones (one without a row
+/// counts 0); `None` when there is neither.
+pub(super) fn floor(stored: &[(String, i64)], enabled: &[&str]) -> Option<i64> {
+    let missing = enabled.iter().any(|name| !stored.iter().any(|(n, _)| n == name));
+    let lowest = stored.iter().map(|(_, p)| *p).min();
+    if missing { Some(0) } else { lowest }
 }

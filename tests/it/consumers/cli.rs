@@ -23,8 +23,11 @@ fn run(db_url: &str, args: &[&str]) -> (bool, String, String) {
 }
 
 #[tokio::test]
-async fn consumers_list_shows_enabled_and_stored_consumers_and_reset_moves_one_with_an_audit_line() {
+async fn consumers_list_shows_enabled_and_stored_consumers_reset_moves_one_and_retire_forgets_one_audited() {
     for db in backends().await {
+        let outbox = crate::outbox::harness::Db::over(db);
+        outbox.insert_events("cli-room", &[room_service::domain::EventType::RoomUserJoined; 8]).await;
+        let db = outbox.test_db();
         db.repo.reset_consumer("webhook", ResetTo::Id(7)).await.expect("a webhook row");
         let (ok, out, err) = run(db.url(), &["--json", "list"]);
         assert!(ok, "{db}: {err}");
@@ -48,10 +51,19 @@ async fn consumers_list_shows_enabled_and_stored_consumers_and_reset_moves_one_w
         assert!(err.contains("future"), "{db}: {err}");
         let (ok, _, err) = run(db.url(), &["reset", "im", "--to", "1"]);
         assert!(!ok && err.contains("unknown consumer"), "{db}: {err}");
+        let (ok, _, err) = run(db.url(), &["reset", "webhook", "--to", "9"]);
+        assert!(!ok && err.contains("past the newest"), "{db}: the newest id is 8: {err}");
         assert_eq!(
             db.repo.list_consumers().await.unwrap().iter().find(|r| r.name == "webhook").map(|r| r.position),
             Some(3),
             "{db}: refused resets change nothing"
         );
+
+        let (ok, _, err) = run(db.url(), &["retire", "audit"]);
+        assert!(!ok && err.contains("enabled"), "{db}: an enabled consumer is not retired: {err}");
+        let (ok, out, err) = run(db.url(), &["retire", "webhook"]);
+        assert!(ok && out.contains("retired"), "{db}: {out} {err}");
+        assert!(err.contains("consumer_retire"), "{db}: audited: {err}");
+        assert!(db.repo.list_consumers().await.unwrap().iter().all(|r| r.name != "webhook"), "{db}");
     }
 }

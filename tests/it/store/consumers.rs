@@ -38,7 +38,7 @@ async fn one_owner_holds_a_consumer_until_its_lease_expires_or_it_releases() {
         );
         assert_eq!(repo.acquire_consumer("webhook", "b", LONG).await.unwrap(), None, "{db}: a holds it");
         assert_eq!(repo.acquire_consumer("webhook", "a", SHORT).await.unwrap(), Some(0), "{db}: renewed");
-        assert!(repo.advance_consumer("webhook", "a", 7, SHORT).await.unwrap(), "{db}");
+        assert!(repo.advance_consumer("webhook", "a", 0, 7, SHORT).await.unwrap(), "{db}");
         let row = &repo.list_consumers().await.unwrap()[0];
         assert_eq!((row.name.as_str(), row.owner.as_deref()), ("webhook", Some("a")), "{db}");
         assert!(row.lease_remaining.is_some_and(|d| d <= SHORT), "{db}: {row:?}");
@@ -61,13 +61,17 @@ async fn a_lost_lease_fences_advance_and_error_after_a_takeover_or_a_reset() {
         repo.acquire_consumer("audit", "a", SHORT).await.unwrap().expect("free");
         tokio::time::sleep(SHORT + Duration::from_millis(100)).await;
         repo.acquire_consumer("audit", "b", LONG).await.unwrap().expect("expired: b takes it");
-        assert!(!repo.advance_consumer("audit", "a", 50, LONG).await.unwrap(), "{db}: a was taken over");
+        assert!(!repo.advance_consumer("audit", "a", 0, 50, LONG).await.unwrap(), "{db}: a was taken over");
         assert!(!repo.record_consumer_error("audit", "a", "late", LONG).await.unwrap(), "{db}");
-        assert!(repo.advance_consumer("audit", "b", 3, LONG).await.unwrap(), "{db}");
+        assert!(
+            !repo.advance_consumer("audit", "b", 2, 3, LONG).await.unwrap(),
+            "{db}: not from where it is"
+        );
+        assert!(repo.advance_consumer("audit", "b", 0, 3, LONG).await.unwrap(), "{db}");
         let report = repo.reset_consumer("audit", ResetTo::Id(1)).await.unwrap();
         assert_eq!(report, ResetReport { before: Some(3), after: 1 }, "{db}");
         assert!(
-            !repo.advance_consumer("audit", "b", 9, LONG).await.unwrap(),
+            !repo.advance_consumer("audit", "b", 3, 9, LONG).await.unwrap(),
             "{db}: a reset frees the lease"
         );
         let row = &repo.list_consumers().await.unwrap()[0];
@@ -87,7 +91,7 @@ async fn an_error_is_recorded_truncated_and_cleared_by_the_next_advance() {
         let error = row.last_error.expect("recorded");
         assert!(error.len() <= 512 && error.ends_with("..."), "{db}: {} chars", error.len());
         assert_eq!(row.position, 0, "{db}: an error does not move the consumer");
-        assert!(repo.advance_consumer("webhook", "a", 4, LONG).await.unwrap(), "{db}");
+        assert!(repo.advance_consumer("webhook", "a", 0, 4, LONG).await.unwrap(), "{db}");
         let row = repo.list_consumers().await.unwrap().remove(0);
         assert_eq!((row.position, row.last_error), (4, None), "{db}");
     }
@@ -157,15 +161,23 @@ async fn a_reset_moves_to_an_id_or_to_the_first_event_at_a_time() {
 }
 
 #[tokio::test]
-async fn the_floor_is_the_lowest_position_and_a_consumer_without_a_row_counts_zero() {
+async fn the_floor_is_the_lowest_stored_position_and_an_enabled_consumer_without_a_row_counts_zero() {
     for db in backends().await {
         let repo = &db.repo;
-        assert_eq!(repo.consumers_floor(&[]).await.unwrap(), None, "{db}");
+        assert_eq!(repo.consumers_floor(&[]).await.unwrap(), None, "{db}: no consumer at all");
         repo.reset_consumer("webhook", ResetTo::Id(10)).await.unwrap();
+        assert_eq!(
+            repo.consumers_floor(&[]).await.unwrap(),
+            Some(10),
+            "{db}: a stored one counts, enabled or not"
+        );
         repo.reset_consumer("audit", ResetTo::Id(4)).await.unwrap();
-        assert_eq!(repo.consumers_floor(&["webhook"]).await.unwrap(), Some(10), "{db}");
+        assert_eq!(repo.consumers_floor(&["webhook"]).await.unwrap(), Some(4), "{db}: audit's row holds too");
         assert_eq!(repo.consumers_floor(&["webhook", "audit", "webhook"]).await.unwrap(), Some(4), "{db}");
         assert_eq!(repo.consumers_floor(&["webhook", "new"]).await.unwrap(), Some(0), "{db}: never started");
+        assert!(repo.retire_consumer("audit").await.unwrap(), "{db}");
+        assert!(!repo.retire_consumer("audit").await.unwrap(), "{db}: gone already");
+        assert_eq!(repo.consumers_floor(&[]).await.unwrap(), Some(10), "{db}: a retired one holds nothing");
     }
 }
 
