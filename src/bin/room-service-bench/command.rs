@@ -130,7 +130,7 @@ pub(crate) fn request(room: &str, command_id: &str, command: &Command) -> (Strin
 }
 
 /// The service over HTTP: every client posts its commands one after another.
-async fn run_service(
+pub(crate) async fn run_service(
     base: &str,
     plans: Vec<Plan>,
     args: &Args,

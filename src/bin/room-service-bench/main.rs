@@ -12,12 +12,16 @@
 //! B6 resident memory with many active rooms and with one big room (in a child process, so
 //! nothing else counts) · B7 hot rooms: latency and bytes per command by room size, one hot
 //! room vs the same load spread · B8 many nodes: 3 cluster nodes vs 1 node under the same
-//! load sent to random nodes, and what a forward hop adds.
+//! load sent to random nodes, and what a forward hop adds · B9 consumers: webhook events/s vs a
+//! raw sqlx + reqwest loop, and the webhook and audit consumers' lag under B1's load.
 
 mod backlog;
 mod claim;
 mod command;
 mod command_raw;
+mod consumers;
+mod consumers_hook;
+mod consumers_lag;
 mod drain;
 mod fill;
 mod hot;
@@ -47,7 +51,7 @@ pub struct Args {
     /// MariaDB server (no database path); each benchmark creates and drops its own database.
     #[arg(long, env = "ROOM_SERVICE_BENCH_MYSQL_URL", default_value = "mysql://root@127.0.0.1:3306")]
     pub mysql_url: String,
-    /// Benchmarks to run, comma-separated (b1..b8); all when absent.
+    /// Benchmarks to run, comma-separated (b1..b9); all when absent.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// B1, B8: concurrent clients.
@@ -117,6 +121,9 @@ pub struct Args {
     /// B8: timed requests at the owner, and as many through a non-owner (one hop).
     #[arg(long, default_value_t = 2_000)]
     pub hop_samples: usize,
+    /// B9: committed events the webhook consumer (and the raw loop) delivers.
+    #[arg(long, default_value_t = 20_000)]
+    pub consumer_events: usize,
 }
 
 impl Args {
@@ -145,6 +152,7 @@ impl Args {
             self.hot_members = self.hot_members.min(100);
             self.spread_rooms = self.spread_rooms.min(8);
             self.hop_samples = self.hop_samples.min(20);
+            self.consumer_events = self.consumer_events.min(300);
         }
         // Sizes smallest first (the smallest is the baseline), none empty (a sender must exist).
         self.hot_sizes.retain(|&n| n > 0);
@@ -160,6 +168,7 @@ impl Args {
         self.spread_rooms = self.spread_rooms.max(1);
         self.spread_members = self.spread_members.max(1);
         self.hop_samples = self.hop_samples.max(1);
+        self.consumer_events = self.consumer_events.max(1);
         self
     }
 }
@@ -181,7 +190,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 8] = [
+    let benches: [(&str, &str, Bench); 9] = [
         ("b1", "command path", |a| Box::pin(command::run(a))),
         ("b2", "worker drain", |a| Box::pin(drain::run(a))),
         ("b3", "claim scaling", |a| Box::pin(claim::run(a))),
@@ -190,6 +199,7 @@ async fn main() -> anyhow::Result<()> {
         ("b6", "memory", |a| Box::pin(memory::run(a))),
         ("b7", "hot rooms", |a| Box::pin(hot::run(a))),
         ("b8", "many nodes", |a| Box::pin(many::run(a))),
+        ("b9", "consumers", |a| Box::pin(consumers::run(a))),
     ];
     for (id, what, bench) in benches {
         if !args.wants(id) {
