@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use room_service::store::{Claim, MySqlRepository, Repository};
+use room_service::store::{Claim, MySqlRepository, OutboxQueue, Repository};
 use serde_json::Value;
 use sqlx::Row;
 
