@@ -14,7 +14,7 @@ use super::types::StoreError;
 /// The outbox worker's view of the store (and the synchronous path's marks); see the module
 /// docs.
 #[async_trait]
-pub trait OutboxQueue: Send + Sync {
+pub trait OutboxQueue: Send + Sync + std::fmt::Debug {
     /// Claims up to `claim.limit` claimable rows for `claim.worker_id` under a lease; returns
     /// them in claim order (the order they fell due, then id).
     async fn claim_outbox(&self, claim: &Claim) -> Result<Vec<OutboxRow>, StoreError>;
