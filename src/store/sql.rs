@@ -55,6 +55,22 @@ pub(super) trait Dialect: Database {
     fn try_purge_lock(pool: &Pool<Self>) -> BoxFuture<'_, Result<Option<PurgeLock>, StoreError>>;
 }
 
+/// The part of a [`Dialect`] both backends write alike (sqlx's bounds are concrete only in the
+/// impl of each).
+macro_rules! binds_by_value {
+    () => {
+        fn bind_i64(q: &mut QueryBuilder<Self>, value: i64) {
+            q.push_bind(value);
+        }
+        fn bind_str(q: &mut QueryBuilder<Self>, value: &str) {
+            q.push_bind(value.to_owned());
+        }
+        fn rows_affected(result: &Self::QueryResult) -> u64 {
+            result.rows_affected()
+        }
+    };
+}
+
 impl Dialect for MySql {
     const NOW_MS: &'static str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
     const LOCKING_READ: &'static str = " FOR UPDATE";
@@ -82,15 +98,7 @@ impl Dialect for MySql {
         let set: Vec<String> = columns.iter().map(|c| format!("{c} = VALUES({c})")).collect();
         format!(" ON DUPLICATE KEY UPDATE {}", set.join(", "))
     }
-    fn bind_i64(q: &mut QueryBuilder<Self>, value: i64) {
-        q.push_bind(value);
-    }
-    fn bind_str(q: &mut QueryBuilder<Self>, value: &str) {
-        q.push_bind(value.to_owned());
-    }
-    fn rows_affected(result: &Self::QueryResult) -> u64 {
-        result.rows_affected()
-    }
+    binds_by_value!();
 }
 
 impl Dialect for Sqlite {
@@ -116,15 +124,7 @@ impl Dialect for Sqlite {
         let set: Vec<String> = columns.iter().map(|c| format!("{c} = excluded.{c}")).collect();
         format!(" ON CONFLICT ({key}) DO UPDATE SET {}", set.join(", "))
     }
-    fn bind_i64(q: &mut QueryBuilder<Self>, value: i64) {
-        q.push_bind(value);
-    }
-    fn bind_str(q: &mut QueryBuilder<Self>, value: &str) {
-        q.push_bind(value.to_owned());
-    }
-    fn rows_affected(result: &Self::QueryResult) -> u64 {
-        result.rows_affected()
-    }
+    binds_by_value!();
 }
 
 pub(super) fn millis(d: Duration) -> i64 {
