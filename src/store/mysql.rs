@@ -1,5 +1,7 @@
 //! What only MySQL 8 / MariaDB >= 10.6 does: opening the pool, its migrations, the engine
-//! check and the purge lock. Every session runs at READ COMMITTED (set on connect): REPEATABLE READ gap locks taken by
+//! check and the purge lock.
+//!
+//! Every session runs at READ COMMITTED (set on connect): REPEATABLE READ gap locks taken by
 //! the claim would block the command path's inserts. The claim is one short transaction:
 //! `SELECT id ... FOR UPDATE SKIP LOCKED` on `idx_room_outbox_claim`, then `UPDATE ... WHERE
 //! id IN (...)`. No transaction is ever held across an IM call.
