@@ -1,5 +1,5 @@
-//! The outbox operations behind the CLI and the retention task, over any
-//! [`Repository`]: requeues (by event ids, or every row of a status page by page) with an
+//! The outbox operations behind the CLI and the retention task, over the store's
+//! [`OutboxAdmin`] role (purges also read the consumers' floor): requeues (by event ids, or every row of a status page by page) with an
 //! audit log line per batch, and the batched purge of old delivered rows.
 
 use std::collections::HashMap;

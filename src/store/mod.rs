@@ -10,7 +10,7 @@
 //!
 //! [`Repository`] gathers them (plus ping, pool stats, close) for wiring. One implementation,
 //! [`SqlRepository`], serves MySQL/MariaDB and SQLite: the SQL is written once over the
-//! [`Dialect`](sql::Dialect), which states what differs. Every time comparison on outbox rows
+//! `Dialect` (`sql.rs`), which states what differs. Every time comparison on outbox rows
 //! uses the database's clock, never the node's.
 
 mod admin;
