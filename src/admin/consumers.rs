@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::cli::emit;
 use super::render;
 use crate::consumer::ConsumerName;
-use crate::store::{Repository, ResetTo};
+use crate::store::{ConsumerRepository, ResetTo};
 
 /// `room-service consumers [--json] <command>`.
 #[derive(Debug, Clone, clap::Args)]
@@ -102,7 +102,7 @@ fn parse_time(text: &str) -> Result<i64, String> {
 /// Runs one consumers command against `repo`; `enabled` names the consumers this configuration
 /// enables.
 pub async fn run_consumers(
-    repo: &dyn Repository,
+    repo: &dyn ConsumerRepository,
     args: ConsumersArgs,
     enabled: &[&str],
     out: &mut dyn Write,
@@ -171,7 +171,7 @@ pub async fn run_consumers(
 }
 
 /// The stored consumers, and the enabled ones that never ran (position 0).
-async fn list(repo: &dyn Repository, enabled: &[&str]) -> anyhow::Result<Vec<ConsumerView>> {
+async fn list(repo: &dyn ConsumerRepository, enabled: &[&str]) -> anyhow::Result<Vec<ConsumerView>> {
     let rows = repo.list_consumers().await.context("reading the consumers")?;
     let mut list = Vec::new();
     for name in ConsumerName::ALL.map(ConsumerName::as_str) {

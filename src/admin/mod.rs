@@ -3,7 +3,7 @@
 //! worker.
 //!
 //! ```text
-//! main.rs `outbox` ─▶ cli (clap args) ─▶ ops (requeue, purge loop) ─▶ store::AdminRepository
+//! main.rs `outbox` ─▶ cli (clap args) ─▶ ops (requeue, purge loop) ─▶ store::OutboxAdmin
 //!                         └─▶ render (tables | JSON on stdout)
 //! app start ─▶ retention::run_retention (every few minutes, GET_LOCK on MySQL) ─▶ ops::purge
 //! ```

@@ -1,5 +1,5 @@
-//! The outbox operations behind the CLI and the retention task, over any
-//! [`Repository`]: requeues (by event ids, or every row of a status page by page) with an
+//! The outbox operations behind the CLI and the retention task, over the store's
+//! [`OutboxAdmin`] role (purges also read the consumers' floor): requeues (by event ids, or every row of a status page by page) with an
 //! audit log line per batch, and the batched purge of old delivered rows.
 
 use std::collections::HashMap;
@@ -9,8 +9,8 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::{
-    MAX_PURGE_BATCH, MAX_REQUEUE_BATCH, OutboxStatus, REQUEUEABLE, Repository, RequeueTarget, RequeuedRow,
-    StoreError,
+    ConsumerRepository, MAX_PURGE_BATCH, MAX_REQUEUE_BATCH, OutboxAdmin, OutboxStatus, REQUEUEABLE,
+    RequeueTarget, RequeuedRow, StoreError,
 };
 use crate::telemetry::names;
 
@@ -59,7 +59,7 @@ pub enum OpsError {
 /// (otherwise nothing changes and [`OpsError::UnknownEventIds`] names the missing ones); rows in
 /// other statuses are reported as skipped.
 pub async fn requeue_event_ids(
-    repo: &dyn Repository,
+    repo: &dyn OutboxAdmin,
     event_ids: &[String],
 ) -> Result<RequeueReport, OpsError> {
     let mut ids: Vec<String> = Vec::with_capacity(event_ids.len());
@@ -100,7 +100,7 @@ pub async fn requeue_event_ids(
 /// Requeues every row in `status` (`retryable` or `failed`), in pages of at most
 /// [`MAX_REQUEUE_BATCH`] by ascending id. Rows that come back into `status` while it runs (a
 /// requeued row failing again) are not requeued twice: each page starts after the last id seen.
-pub async fn requeue_status(repo: &dyn Repository, status: OutboxStatus) -> Result<RequeueReport, OpsError> {
+pub async fn requeue_status(repo: &dyn OutboxAdmin, status: OutboxStatus) -> Result<RequeueReport, OpsError> {
     if !REQUEUEABLE.contains(&status) {
         return Err(OpsError::NotRequeueable(status.as_str()));
     }
@@ -144,7 +144,7 @@ fn audit(rows: &[RequeuedRow], status: Option<OutboxStatus>) {
 /// consumers advancing meanwhile free their rows for the next call). Counts
 /// [`names::OUTBOX_PURGED_ROWS_TOTAL`].
 pub async fn purge_delivered(
-    repo: &dyn Repository,
+    repo: &(impl OutboxAdmin + ConsumerRepository + ?Sized),
     older_than: Duration,
     consumers: &[&str],
     batch_size: u32,
@@ -168,7 +168,7 @@ pub async fn purge_delivered(
 
 /// How many rows [`purge_delivered`] would delete now, with the same `consumers`.
 pub async fn count_purgeable(
-    repo: &dyn Repository,
+    repo: &(impl OutboxAdmin + ConsumerRepository + ?Sized),
     older_than: Duration,
     consumers: &[&str],
 ) -> Result<PurgeReport, StoreError> {

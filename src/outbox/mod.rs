@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::Ownership;
 use crate::domain::EventEnvelope;
 use crate::publish::{Message, Path, Priority, Publisher};
-use crate::store::{ClaimScope, OutboxRow, SharedRepository, StoreError};
+use crate::store::{ClaimScope, OutboxQueue, OutboxRow, StoreError};
 
 /// Value of the `worker` field on every outbox log line.
 pub const WORKER_NAME: &str = "room_outbox";
@@ -52,7 +52,8 @@ const MAX_NODE_ID_IN_WORKER_ID: usize = 96;
 /// The outbox worker of one node. Cheap to share behind an `Arc`; every method takes `&self`.
 #[derive(Debug, Clone)]
 pub struct OutboxWorker {
-    repo: SharedRepository,
+    /// The worker sees the store as the outbox queue only.
+    repo: Arc<dyn OutboxQueue>,
     publisher: Publisher,
     node_id: String,
     options: OutboxWorkerOptions,
@@ -90,7 +91,7 @@ impl OutboxWorker {
     /// A worker for node `node_id` over `repo`, publishing through `publisher`. The options are
     /// normalised here.
     pub fn new(
-        repo: SharedRepository,
+        repo: Arc<dyn OutboxQueue>,
         publisher: Publisher,
         node_id: impl Into<String>,
         options: OutboxWorkerOptions,

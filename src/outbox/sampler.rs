@@ -2,15 +2,16 @@
 //! `room_outbox_oldest_pending_age_seconds` from cheap indexed queries, so dashboards and
 //! alerts see the backlog even when no worker is publishing.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{OutboxStats, SharedRepository, StoreError};
+use crate::store::{OutboxAdmin, OutboxStats, StoreError};
 use crate::telemetry::names;
 
 /// Reads the backlog once and sets the gauges.
-pub async fn sample_backlog(repo: &SharedRepository) -> Result<OutboxStats, StoreError> {
+pub async fn sample_backlog(repo: &dyn OutboxAdmin) -> Result<OutboxStats, StoreError> {
     let stats = repo.outbox_stats().await?;
     for (status, count) in [
         ("pending", stats.pending),
@@ -26,11 +27,11 @@ pub async fn sample_backlog(repo: &SharedRepository) -> Result<OutboxStats, Stor
 }
 
 /// Samples every `interval` until cancelled; a failed read is logged and retried next tick.
-pub async fn run_backlog_sampler(repo: SharedRepository, interval: Duration, cancel: CancellationToken) {
+pub async fn run_backlog_sampler(repo: Arc<dyn OutboxAdmin>, interval: Duration, cancel: CancellationToken) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while cancel.run_until_cancelled(tick.tick()).await.is_some() {
-        if let Err(error) = sample_backlog(&repo).await {
+        if let Err(error) = sample_backlog(repo.as_ref()).await {
             tracing::warn!(worker = "room_outbox", %error, "Could not sample the outbox backlog");
         }
     }

@@ -1,17 +1,20 @@
-//! Operator storage operations on `room_outbox` (SPEC §11): look a row up by event id, requeue
-//! parked or retryable rows, and purge old delivered rows in small batches by primary key.
+//! [`OutboxAdmin`]: the operator's view of `room_outbox` (SPEC §11) — backlog stats, listing,
+//! look a row up by event id, requeue parked or retryable rows, and purge old delivered rows in
+//! small batches by primary key — and its one SQL implementation over any
+//! [`Dialect`](super::sql::Dialect) ([`impl_outbox_admin`]).
 //!
-//! [`AdminRepository`] is a supertrait of [`Repository`](super::Repository), so a
-//! [`SharedRepository`](super::SharedRepository) offers these too; it is implemented for each
-//! backend in its own file (`mysql_admin.rs`, `sqlite_admin.rs`). Every write here is fenced on
-//! the row status: `delivering` rows (a worker holds their lease) and `delivered` rows are never
-//! requeued, and only `delivered` rows are ever deleted. Ages use the database's clock.
+//! Every write here is fenced on the row status: `delivering` rows (a worker holds their lease)
+//! and `delivered` rows are never requeued, and only `delivered` rows are ever deleted. A
+//! requeue locks its rows in one short write transaction, so the rows reported are exactly the
+//! rows changed; a purge reads one batch of ids on the status index and deletes by primary key,
+//! re-checking the predicate. Ages use the database's clock.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::types::{OutboxRow, OutboxStatus, StoreError};
+use super::outbox_types::{OutboxQuery, OutboxRow, OutboxStats, OutboxStatus};
+use super::types::StoreError;
 
 /// Largest purge batch: one `DELETE` touches at most this many rows.
 pub const MAX_PURGE_BATCH: u32 = 1000;
@@ -76,7 +79,16 @@ impl PurgeLock {
 
 /// Operator operations on `room_outbox`; see the module docs.
 #[async_trait]
-pub trait AdminRepository: Send + Sync {
+pub trait OutboxAdmin: Send + Sync {
+    /// Counts per undelivered status and the age of the oldest undelivered row.
+    async fn outbox_stats(&self) -> Result<OutboxStats, StoreError>;
+
+    /// Rows for the admin listing, by ascending id.
+    async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// Current status of the given events (also read for replayed command responses).
+    async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError>;
+
     /// The row of `event_id`, if any.
     async fn find_outbox(&self, event_id: &str) -> Result<Option<OutboxRow>, StoreError>;
 
@@ -131,3 +143,119 @@ pub(super) fn check_requeueable(status: OutboxStatus) -> Result<(), StoreError> 
         )))
     }
 }
+
+/// [`OutboxAdmin`] for `SqlRepository<$db>`.
+macro_rules! impl_outbox_admin {
+    ($db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::OutboxAdmin for $crate::store::SqlRepository<$db> {
+            async fn outbox_stats(&self) -> Result<$crate::store::OutboxStats, $crate::store::StoreError> {
+                use sqlx::Row;
+                use $crate::store::admin_sql;
+                let rows = admin_sql::outbox_stats::<$db>().build().fetch_all(&self.pool).await?;
+                let groups = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+                let mut stats = $crate::store::outbox_types::stats_from_groups(groups);
+                if stats.failed > 0 {
+                    let parked = admin_sql::parked_by_reason::<$db>().build().fetch_all(&self.pool).await?;
+                    stats.parked_by_reason = parked
+                        .iter()
+                        .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1).max(0) as u64))
+                        .collect();
+                }
+                Ok(stats)
+            }
+
+            async fn list_outbox(
+                &self,
+                query: &$crate::store::OutboxQuery,
+            ) -> Result<Vec<$crate::store::OutboxRow>, $crate::store::StoreError> {
+                let mut q = $crate::store::admin_sql::list_outbox::<$db>(query);
+                Ok(q.build_query_as::<$crate::store::OutboxRow>().fetch_all(&self.pool).await?)
+            }
+
+            async fn outbox_statuses(
+                &self,
+                event_ids: &[String],
+            ) -> Result<Vec<(String, $crate::store::OutboxStatus)>, $crate::store::StoreError> {
+                use sqlx::Row;
+                if event_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut q = $crate::store::admin_sql::outbox_statuses::<$db>(event_ids);
+                let rows = q.build().fetch_all(&self.pool).await?;
+                Ok($crate::store::outbox_types::parse_statuses(rows.iter().map(|r| (r.get(0), r.get(1)))))
+            }
+
+            async fn find_outbox(
+                &self,
+                event_id: &str,
+            ) -> Result<Option<$crate::store::OutboxRow>, $crate::store::StoreError> {
+                let mut q = $crate::store::admin_sql::find_outbox::<$db>(event_id);
+                Ok(q.build_query_as::<$crate::store::OutboxRow>().fetch_optional(&self.pool).await?)
+            }
+
+            async fn requeue_outbox(
+                &self,
+                target: $crate::store::RequeueTarget<'_>,
+            ) -> Result<Vec<$crate::store::RequeuedRow>, $crate::store::StoreError> {
+                use $crate::store::admin::{batch_limit, check_requeueable};
+                use $crate::store::sql::Dialect;
+                use $crate::store::{MAX_REQUEUE_BATCH, RequeueTarget, RequeuedRow, admin_sql};
+                let limit = match target {
+                    RequeueTarget::EventIds([]) => return Ok(Vec::new()),
+                    RequeueTarget::EventIds(_) => 0,
+                    RequeueTarget::Status { status, limit, .. } => {
+                        check_requeueable(status)?;
+                        batch_limit(limit, MAX_REQUEUE_BATCH)
+                    }
+                };
+                let mut tx = self.pool.begin_with(<$db>::BEGIN_WRITE).await?;
+                let mut select = admin_sql::requeue_select::<$db>(&target, limit);
+                let rows = select.build_query_as::<RequeuedRow>().fetch_all(&mut *tx).await?;
+                if !rows.is_empty() {
+                    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+                    admin_sql::requeue_ids::<$db>(&ids).build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(rows)
+            }
+
+            async fn count_purgeable(
+                &self,
+                older_than: std::time::Duration,
+                up_to: Option<i64>,
+            ) -> Result<u64, $crate::store::StoreError> {
+                let age = $crate::store::admin::age_ms(older_than);
+                let mut q = $crate::store::admin_sql::count_purgeable::<$db>(age, up_to);
+                let count: i64 = q.build_query_scalar().fetch_one(&self.pool).await?;
+                Ok(count.max(0) as u64)
+            }
+
+            async fn purge_delivered_batch(
+                &self,
+                older_than: std::time::Duration,
+                up_to: Option<i64>,
+                limit: u32,
+            ) -> Result<u64, $crate::store::StoreError> {
+                use $crate::store::admin::{age_ms, batch_limit};
+                use $crate::store::{MAX_PURGE_BATCH, admin_sql};
+                let age = age_ms(older_than);
+                let mut select = admin_sql::purge_ids::<$db>(age, up_to, batch_limit(limit, MAX_PURGE_BATCH));
+                let ids: Vec<i64> = select.build_query_scalar().fetch_all(&self.pool).await?;
+                if ids.is_empty() {
+                    return Ok(0);
+                }
+                let mut delete = admin_sql::purge_delete::<$db>(age, up_to, &ids);
+                Ok(delete.build().execute(&self.pool).await?.rows_affected())
+            }
+
+            async fn try_purge_lock(
+                &self,
+            ) -> Result<Option<$crate::store::PurgeLock>, $crate::store::StoreError> {
+                <$db as $crate::store::sql::Dialect>::try_purge_lock(&self.pool).await
+            }
+        }
+    };
+}
+
+pub(super) use impl_outbox_admin;

@@ -5,13 +5,12 @@
 use sqlx::{Executor, FromRow, IntoArguments, Row, Transaction};
 
 use super::lease_sql;
+use super::outbox_types::{Claim, Mark, MarkReport, OutboxRow, PublishResult, RoomHead, group_marks};
+use super::queue_sql as sql;
 use super::room_sql;
 use super::rows::{EpochRow, GiftRow, MemberRow, RoomRow, VersionRow};
-use super::sql::{self, Dialect};
-use super::types::{
-    Claim, CommitError, GiftTotalRow, Mark, MarkReport, OutboxRow, PublishResult, RoomCommit, RoomHead,
-    StoreError, StoredRoom, group_marks,
-};
+use super::sql::Dialect;
+use super::types::{CommitError, GiftTotalRow, RoomCommit, StoreError, StoredRoom};
 
 fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())

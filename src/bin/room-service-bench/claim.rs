@@ -1,4 +1,4 @@
-//! B3, claim scaling: p99 of `Repository::claim_outbox` (batch 100) with 10k, 1M and 10M
+//! B3, claim scaling: p99 of `OutboxQueue::claim_outbox` (batch 100) with 10k, 1M and 10M
 //! delivered rows in the table (capped by `--max-rows`), and what the claim's SELECT examines.
 //!
 //! The table holds 2 × batch claimable pending rows plus the delivered rows, loaded in bulk by
@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use room_service::store::{Claim, MySqlRepository, Repository};
+use room_service::store::{Claim, MySqlRepository, OutboxQueue, Repository};
 use serde_json::Value;
 use sqlx::Row;
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use room_service::admin::{PurgeReport, RetentionOptions, RetentionRound, run_retention, run_retention_once};
-use room_service::store::{AdminRepository, MySqlRepository, Repository, ResetTo};
+use room_service::store::{MySqlRepository, OutboxAdmin, Repository, ResetTo};
 use sqlx::{AssertSqlSafe, Connection};
 use tokio_util::sync::CancellationToken;
 

@@ -42,7 +42,7 @@ pub async fn scrape(app: &TestApp) -> Exposition {
 
 /// Refreshes the backlog gauges from this app's database, as the 5 s sampler would.
 pub async fn sample(app: &TestApp) -> OutboxStats {
-    sample_backlog(&app.app.repo).await.expect("sample the backlog")
+    sample_backlog(app.app.repo.as_ref()).await.expect("sample the backlog")
 }
 
 /// Rows not yet delivered.

@@ -1,0 +1,84 @@
+//! [`CommandStore`]: what the command path stores — rooms (snapshot, members, gift totals) and
+//! the command log, written together with the commands' outbox rows in one transaction — and
+//! its one SQL implementation over any [`Dialect`](super::sql::Dialect)
+//! ([`impl_command_store`]).
+
+use async_trait::async_trait;
+
+use super::types::{CommitError, RoomCommit, StoreError, StoredCommand, StoredRoom};
+
+/// The command path's storage; see the module docs.
+#[async_trait]
+pub trait CommandStore: Send + Sync {
+    /// A persisted room — snapshot, members, gift totals as of one version — if any.
+    async fn load_room(&self, room_id: &str) -> Result<Option<StoredRoom>, StoreError>;
+
+    /// The stored version of a room, if it exists (cheap: the snapshot row alone).
+    async fn room_version(&self, room_id: &str) -> Result<Option<u64>, StoreError>;
+
+    /// The logged outcome of a command, if it was ever committed.
+    async fn find_command(&self, command_id: &str) -> Result<Option<StoredCommand>, StoreError>;
+
+    /// The logged outcomes of whichever of these commands were ever committed.
+    async fn find_commands(&self, command_ids: &[String]) -> Result<Vec<StoredCommand>, StoreError>;
+
+    /// One transaction: the commands' log rows, outbox rows (`pending`, claimable after
+    /// `publish_timeout`), member and gift rows, and the snapshot fenced on
+    /// `expected_version`.
+    async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError>;
+}
+
+/// [`CommandStore`] for `SqlRepository<$db>`.
+macro_rules! impl_command_store {
+    ($db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::CommandStore for $crate::store::SqlRepository<$db> {
+            async fn load_room(
+                &self,
+                room_id: &str,
+            ) -> Result<Option<$crate::store::StoredRoom>, $crate::store::StoreError> {
+                $crate::store::flows::load_room::<$db>(self.pool.begin().await?, room_id).await
+            }
+
+            async fn room_version(&self, room_id: &str) -> Result<Option<u64>, $crate::store::StoreError> {
+                use $crate::store::{room_sql, rows};
+                let mut q = room_sql::room_version::<$db>(room_id, false);
+                let row = q.build_query_as::<rows::VersionRow>().fetch_optional(&self.pool).await?;
+                Ok(row.map(|r| r.version.max(0) as u64))
+            }
+
+            async fn find_command(
+                &self,
+                command_id: &str,
+            ) -> Result<Option<$crate::store::StoredCommand>, $crate::store::StoreError> {
+                use $crate::store::{StoredCommand, room_sql, rows};
+                let mut q = room_sql::find_command::<$db>(command_id);
+                let row = q.build_query_as::<rows::CommandRow>().fetch_optional(&self.pool).await?;
+                Ok(row.map(StoredCommand::from))
+            }
+
+            async fn find_commands(
+                &self,
+                command_ids: &[String],
+            ) -> Result<Vec<$crate::store::StoredCommand>, $crate::store::StoreError> {
+                use $crate::store::{StoredCommand, room_sql, rows};
+                if command_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut q = room_sql::find_commands::<$db>(command_ids);
+                let rows = q.build_query_as::<rows::CommandRow>().fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(StoredCommand::from).collect())
+            }
+
+            async fn commit_room(
+                &self,
+                c: &$crate::store::RoomCommit,
+            ) -> Result<(), $crate::store::CommitError> {
+                use $crate::store::sql::Dialect;
+                $crate::store::flows::commit_room(self.pool.begin_with(<$db>::BEGIN_WRITE).await?, c).await
+            }
+        }
+    };
+}
+
+pub(super) use impl_command_store;

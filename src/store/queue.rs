@@ -1,0 +1,157 @@
+//! [`OutboxQueue`]: the outbox as a work queue — claims under a lease, the claimed batch's
+//! fenced marks, lease renewal, the room-order reads — plus the synchronous path's marks of
+//! the rows it published or gave up on; and its one SQL implementation over any
+//! [`Dialect`](super::sql::Dialect) ([`impl_outbox_queue`]). Every time comparison uses the
+//! database's clock, never the node's.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::outbox_types::{Claim, MarkReport, OutboxRow, PublishResult, RoomHead};
+use super::types::StoreError;
+
+/// The outbox worker's view of the store (and the synchronous path's marks); see the module
+/// docs.
+#[async_trait]
+pub trait OutboxQueue: Send + Sync + std::fmt::Debug {
+    /// Claims up to `claim.limit` claimable rows for `claim.worker_id` under a lease; returns
+    /// them in claim order (the order they fell due, then id).
+    async fn claim_outbox(&self, claim: &Claim) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// Records a claimed batch's results, fenced on `status='delivering' AND worker_id`.
+    async fn finish_claimed(
+        &self,
+        worker_id: &str,
+        results: &[PublishResult],
+    ) -> Result<MarkReport, StoreError>;
+
+    /// Hands claimed rows that were never published back (a worker stopping mid-batch):
+    /// fenced on `status='delivering' AND worker_id`, they return to `pending` (`retryable`
+    /// when `retry_count > 0`) with `lock_until_ms` = database now, so any worker can claim
+    /// them at once instead of after the lease; `retry_count` is unchanged. Returns how many
+    /// rows changed.
+    async fn release_claimed(&self, worker_id: &str, ids: &[i64]) -> Result<u64, StoreError>;
+
+    /// The oldest undelivered row (pending, retryable or delivering) of each of `rooms`,
+    /// leaving out the rows held by the claims in `own` (this worker's, published in order in
+    /// memory). Rooms with nothing undelivered are absent.
+    async fn room_heads(&self, rooms: &[String], own: &[String]) -> Result<Vec<RoomHead>, StoreError>;
+
+    /// True when a row of `room_id` older than the row of `event_id` is not delivered yet
+    /// (pending, retryable or delivering).
+    async fn has_earlier_undelivered(&self, room_id: &str, event_id: &str) -> Result<bool, StoreError>;
+
+    /// Extends the lease of every row `worker_id` still holds to `lease` from now (database
+    /// clock). Returns how many rows.
+    async fn renew_lease(&self, worker_id: &str, lease: Duration) -> Result<u64, StoreError>;
+
+    /// How long until the next `pending` or `retryable` row becomes claimable (zero when one
+    /// already is); `None` when there is none.
+    async fn next_claimable_in(&self) -> Result<Option<Duration>, StoreError>;
+
+    /// Best-effort mark of synchronously published events (`pending|retryable` → `delivered`).
+    /// Returns how many rows changed.
+    async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, StoreError>;
+
+    /// Makes fresh `pending` rows the synchronous path gave up on claimable at once (first).
+    /// Returns how many rows changed.
+    async fn release_pending(&self, event_ids: &[String]) -> Result<u64, StoreError>;
+}
+
+/// [`OutboxQueue`] for `SqlRepository<$db>`.
+macro_rules! impl_outbox_queue {
+    ($db:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::OutboxQueue for $crate::store::SqlRepository<$db> {
+            async fn claim_outbox(
+                &self,
+                claim: &$crate::store::Claim,
+            ) -> Result<Vec<$crate::store::OutboxRow>, $crate::store::StoreError> {
+                use $crate::store::sql::Dialect;
+                // SQLite: one writer at a time; the claim takes the write lock up front.
+                $crate::store::flows::claim(self.pool.begin_with(<$db>::BEGIN_WRITE).await?, claim).await
+            }
+
+            async fn finish_claimed(
+                &self,
+                worker_id: &str,
+                results: &[$crate::store::PublishResult],
+            ) -> Result<$crate::store::MarkReport, $crate::store::StoreError> {
+                use $crate::store::sql::Dialect;
+                if results.is_empty() {
+                    return Ok($crate::store::MarkReport::default());
+                }
+                let tx = self.pool.begin_with(<$db>::BEGIN_WRITE).await?;
+                $crate::store::flows::finish_claimed(tx, worker_id, results).await
+            }
+
+            async fn release_claimed(
+                &self,
+                worker_id: &str,
+                ids: &[i64],
+            ) -> Result<u64, $crate::store::StoreError> {
+                if ids.is_empty() {
+                    return Ok(0);
+                }
+                let mut q = $crate::store::queue_sql::release_claimed::<$db>(worker_id, ids);
+                Ok(q.build().execute(&self.pool).await?.rows_affected())
+            }
+
+            async fn room_heads(
+                &self,
+                rooms: &[String],
+                own: &[String],
+            ) -> Result<Vec<$crate::store::RoomHead>, $crate::store::StoreError> {
+                if rooms.is_empty() {
+                    return Ok(Vec::new());
+                }
+                $crate::store::flows::room_heads::<$db>(self.pool.begin().await?, rooms, own).await
+            }
+
+            async fn has_earlier_undelivered(
+                &self,
+                room_id: &str,
+                event_id: &str,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut q = $crate::store::queue_sql::earlier_undelivered::<$db>(room_id, event_id);
+                Ok(q.build().fetch_optional(&self.pool).await?.is_some())
+            }
+
+            async fn renew_lease(
+                &self,
+                worker_id: &str,
+                lease: std::time::Duration,
+            ) -> Result<u64, $crate::store::StoreError> {
+                let mut q = $crate::store::queue_sql::renew_lease::<$db>(worker_id, lease);
+                Ok(q.build().execute(&self.pool).await?.rows_affected())
+            }
+
+            async fn next_claimable_in(
+                &self,
+            ) -> Result<Option<std::time::Duration>, $crate::store::StoreError> {
+                let mut q = $crate::store::queue_sql::next_claimable::<$db>();
+                let wait: Option<i64> = q.build_query_scalar().fetch_one(&self.pool).await?;
+                Ok(wait.map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+            }
+
+            async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, $crate::store::StoreError> {
+                if event_ids.is_empty() {
+                    return Ok(0);
+                }
+                let mut q = $crate::store::queue_sql::mark_delivered::<$db>(event_ids);
+                Ok(q.build().execute(&self.pool).await?.rows_affected())
+            }
+
+            async fn release_pending(&self, event_ids: &[String]) -> Result<u64, $crate::store::StoreError> {
+                if event_ids.is_empty() {
+                    return Ok(0);
+                }
+                let mut q = $crate::store::queue_sql::release_pending::<$db>(event_ids);
+                Ok(q.build().execute(&self.pool).await?.rows_affected())
+            }
+        }
+    };
+}
+
+pub(super) use impl_outbox_queue;
