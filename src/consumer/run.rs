@@ -21,9 +21,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt};
 
-use super::{ConsumerOptions, ConsumerStack};
 use super::batch::{Batcher, Sink};
 use super::high_water::HighWater;
+use super::{ConsumerOptions, ConsumerStack};
 use crate::publish::{BoxError, Message, Outcome, classify};
 use crate::store::{EventRow, SharedRepository, StoreError, short_error};
 use crate::telemetry::names::{CONSUMER_LAG_SECONDS, CONSUMER_POSITION, LABEL_CONSUMER};

@@ -147,12 +147,9 @@ pub async fn owner(
 ) -> Result<axum::Json<serde_json::Value>, ApiError> {
     let owner = match &state.forwarder {
         None => Owner { node_id: state.node.node_id.clone(), url: state.node.url.clone(), epoch: 0 },
-        Some(forwarder) => forwarder
-            .cluster()
-            .owner(room_id.as_str())
-            .await
-            ?
-            .ok_or_else(ApiError::not_owner)?,
+        Some(forwarder) => {
+            forwarder.cluster().owner(room_id.as_str()).await?.ok_or_else(ApiError::not_owner)?
+        }
     };
     let shard = crate::cluster::shard_of(room_id.as_str());
     Ok(axum::Json(json!({"node_id": owner.node_id, "url": owner.url, "epoch": owner.epoch, "shard": shard})))

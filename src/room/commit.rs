@@ -120,7 +120,11 @@ impl Commit {
     }
 
     /// True when the stored room is not at `cell_version` (`None`: no room).
-    pub(super) async fn is_stale(&self, room_id: &RoomId, cell_version: Option<u64>) -> Result<bool, StoreError> {
+    pub(super) async fn is_stale(
+        &self,
+        room_id: &RoomId,
+        cell_version: Option<u64>,
+    ) -> Result<bool, StoreError> {
         Ok(self.repo.room_version(room_id.as_str()).await? != cell_version)
     }
 

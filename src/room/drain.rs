@@ -86,8 +86,11 @@ impl RoomService {
                         .into_iter()
                         .partition(|q| logged.iter().any(|c| c.command_id == q.command_id.as_str()));
                     for item in repeats {
-                        let answer =
-                            self.inner.replay.answer(&item.command_id, &item.fingerprint, None, room.clone()).await;
+                        let answer = self
+                            .inner
+                            .replay
+                            .answer(&item.command_id, &item.fingerprint, None, room.clone())
+                            .await;
                         answers.push((item, answer));
                     }
                     items = rest;
@@ -124,7 +127,10 @@ impl RoomService {
             let answer = match decision {
                 Decision::Done(committed) => Ok(committed),
                 Decision::Refused(refused) => {
-                    self.inner.replay.answer(&item.command_id, &item.fingerprint, Some(refused), room.clone()).await
+                    self.inner
+                        .replay
+                        .answer(&item.command_id, &item.fingerprint, Some(refused), room.clone())
+                        .await
                 }
             };
             answers.push((item, answer));

@@ -27,8 +27,8 @@ mod service;
 mod sync_publish;
 
 pub use error::RoomError;
-pub use outcome::{CommandResponse, Delivery, EventReceipt};
 pub use options::{CommitStats, DEFAULT_MAX_COMMIT_BATCH, RoomOptions, StillHolds};
+pub use outcome::{CommandResponse, Delivery, EventReceipt};
 pub use service::RoomService;
 
 use std::sync::Arc;

@@ -71,7 +71,10 @@ pub(super) fn result_label(result: &Result<CommandResponse, RoomError>) -> &'sta
             "conflict"
         }
         Err(
-            RoomError::Unavailable(_) | RoomError::NotCommitted(_) | RoomError::NotOwner | RoomError::Wallet(_),
+            RoomError::Unavailable(_)
+            | RoomError::NotCommitted(_)
+            | RoomError::NotOwner
+            | RoomError::Wallet(_),
         ) => "unavailable",
         Err(RoomError::Corrupt(_)) => "corrupt",
     }

@@ -18,7 +18,9 @@ use super::pay::Payments;
 use super::replay::Replay;
 use super::sync_publish::SyncPublish;
 use super::{Clock, Transport};
-use crate::domain::{self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId};
+use crate::domain::{
+    self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId,
+};
 use crate::publish::Publisher;
 use crate::store::SharedRepository;
 use crate::telemetry::names;

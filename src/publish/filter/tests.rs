@@ -54,7 +54,8 @@ async fn inner_errors_pass_through() {
 
 #[tokio::test]
 async fn a_skipped_message_does_not_consume_inner_readiness() {
-    let (mut svc, mut handle) = mock::spawn_layer::<Message, Outcome, _>(EventFilterLayer::skip(EventType::im_skipped()));
+    let (mut svc, mut handle) =
+        mock::spawn_layer::<Message, Outcome, _>(EventFilterLayer::skip(EventType::im_skipped()));
     handle.allow(1);
 
     assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));

@@ -24,8 +24,8 @@ use tower::{Service, ServiceBuilder};
 
 mod measure;
 
-pub use measure::{CpuTimes, Samples, global_status, ms, session_status};
 use measure::cpu_of;
+pub use measure::{CpuTimes, Samples, global_status, ms, session_status};
 
 /// SDKAppID shared by the service and the fake IM.
 pub const SDK_APP_ID: u64 = 1_400_000_000;
