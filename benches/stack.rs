@@ -54,7 +54,7 @@ fn full_stack() -> Publisher {
         ServiceBuilder::new()
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::im())
+            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
             // As with IM enabled; limits the benchmark never reaches, so it measures the cost
             // of taking permits, not waiting for them.
             .layer(RateLimitLayer::new(RateLimitOptions {

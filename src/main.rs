@@ -182,7 +182,7 @@ fn publish_stack(settings: &Settings, redis: Option<&RedisConn>) -> anyhow::Resu
             // Counts every outcome once, skipped and timed-out publishes included.
             .layer(MetricsLayer::new())
             // RoomCreated/HeatChanged/RankChanged: no-op success, never reach IM nor the timeout.
-            .layer(EventFilterLayer::im())
+            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
             // Tencent's limits for both paths together, so only IM-bound events take a permit;
             // the sync path never waits, the worker waits here (not inside the timeout below).
             // The app-wide limit is the cluster's with Redis. None with the log sink.

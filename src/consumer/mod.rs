@@ -21,9 +21,14 @@ pub mod run;
 pub mod stack;
 pub mod webhook;
 
-pub use run::{Consumer, ConsumerOptions, ConsumerStack};
+pub use run::Consumer;
 
-use crate::publish::Path;
+use std::time::Duration;
+
+use tower::util::BoxService;
+
+use crate::outbox::OutboxWorkerOptions;
+use crate::publish::{BoxError, Message, Outcome, Path};
 
 /// The consumers this service has (a closed set: their names are metric labels and rows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,4 +69,26 @@ impl std::str::FromStr for ConsumerName {
             .find(|c| c.as_str() == s)
             .ok_or_else(|| format!("unknown consumer {s:?} (expected webhook or audit)"))
     }
+}
+
+/// A consumer's publish stack: the shared layers around its [`Batcher`](batch::Batcher).
+pub type ConsumerStack = BoxService<Message, Outcome, BoxError>;
+
+/// How a consumer runs.
+#[derive(Debug, Clone)]
+pub struct ConsumerOptions {
+    /// Which consumer.
+    pub name: ConsumerName,
+    /// This instance, for the lease owner and the log lines.
+    pub node_id: String,
+    /// Events read, delivered and acknowledged per round.
+    pub batch_size: usize,
+    /// Sleep of an idle round.
+    pub poll_interval: Duration,
+    /// Longest wait for a missing id the database cannot prove gone.
+    pub gap_grace: Duration,
+    /// Lifetime of the lease on the consumer's row.
+    pub lease_ttl: Duration,
+    /// The delivery policy whose backoff spaces the retries of a failed batch.
+    pub backoff: OutboxWorkerOptions,
 }

@@ -19,38 +19,14 @@ use futures::future::join_all;
 use rand::Rng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tower::util::BoxService;
 use tower::{Service, ServiceExt};
 
-use super::ConsumerName;
 use super::batch::{Batcher, Sink};
 use super::high_water::HighWater;
-use crate::outbox::OutboxWorkerOptions;
+use super::{ConsumerOptions, ConsumerStack};
 use crate::publish::{BoxError, Message, Outcome, classify};
 use crate::store::{EventRow, SharedRepository, StoreError, short_error};
 use crate::telemetry::names::{CONSUMER_LAG_SECONDS, CONSUMER_POSITION, LABEL_CONSUMER};
-
-/// A consumer's publish stack: the shared layers around its [`Batcher`].
-pub type ConsumerStack = BoxService<Message, Outcome, BoxError>;
-
-/// How a consumer runs.
-#[derive(Debug, Clone)]
-pub struct ConsumerOptions {
-    /// Which consumer.
-    pub name: ConsumerName,
-    /// This instance, for the lease owner and the log lines.
-    pub node_id: String,
-    /// Events read, delivered and acknowledged per round.
-    pub batch_size: usize,
-    /// Sleep of an idle round.
-    pub poll_interval: Duration,
-    /// Longest wait for a missing id the database cannot prove gone.
-    pub gap_grace: Duration,
-    /// Lifetime of the lease on the consumer's row.
-    pub lease_ttl: Duration,
-    /// The delivery policy whose backoff spaces the retries of a failed batch.
-    pub backoff: OutboxWorkerOptions,
-}
 
 /// How a round's publish ended, when no delivery failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

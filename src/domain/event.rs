@@ -50,6 +50,18 @@ impl EventType {
         }
     }
 
+    /// False for the event types that go through the publish stack but never reach Tencent IM
+    /// (SPEC §2): the IM stack answers them `Skipped`, and they are marked delivered.
+    pub fn reaches_im(self) -> bool {
+        !matches!(self, EventType::RoomCreated | EventType::RoomHeatChanged | EventType::RoomRankChanged)
+    }
+
+    /// The wire names of the event types that do not [reach IM](Self::reaches_im): what the
+    /// IM stack's event filter skips.
+    pub fn im_skipped() -> Vec<&'static str> {
+        Self::ALL.into_iter().filter(|t| !t.reaches_im()).map(Self::as_str).collect()
+    }
+
     /// Gifts and room close matter most to viewers.
     pub fn is_high_priority(self) -> bool {
         matches!(self, EventType::RoomGiftSent | EventType::RoomClosed)
@@ -124,5 +136,11 @@ mod tests {
             assert_eq!(serde_json::to_value(t).unwrap(), serde_json::json!(t.as_str()));
         }
         assert!("Nope".parse::<EventType>().is_err());
+    }
+
+    #[test]
+    fn created_heat_and_rank_never_reach_im() {
+        assert_eq!(EventType::im_skipped(), ["RoomCreated", "RoomHeatChanged", "RoomRankChanged"]);
+        assert!(EventType::RoomGiftSent.reaches_im() && EventType::RoomUserLeft.reaches_im());
     }
 }

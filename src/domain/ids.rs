@@ -111,6 +111,22 @@ id_type!(
     CommandId, 128, is_printable_ascii, "may contain only printable ASCII characters"
 );
 
+/// Command ids the service issues itself (the presence worker's removals) start with this;
+/// clients may not use it, so no client command can take the id of one the service will issue.
+pub const RESERVED_COMMAND_PREFIX: &str = "presence:";
+
+impl CommandId {
+    /// The id of a command the service issues itself: the reserved prefix, then `suffix`.
+    pub fn reserved(suffix: &str) -> Result<Self, IdError> {
+        Self::parse(format!("{RESERVED_COMMAND_PREFIX}{suffix}"))
+    }
+
+    /// True when the id carries the reserved prefix: clients may not send it.
+    pub fn is_reserved(&self) -> bool {
+        self.0.starts_with(RESERVED_COMMAND_PREFIX)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +151,14 @@ mod tests {
         assert!(CommandId::parse("c".repeat(128)).is_ok());
         assert!(CommandId::parse("c".repeat(129)).is_err());
         assert!(CommandId::parse("tab\there").is_err());
+    }
+
+    #[test]
+    fn reserved_command_ids_carry_the_prefix() {
+        let id = CommandId::reserved("stale:00").unwrap();
+        assert_eq!(id.as_str(), format!("{RESERVED_COMMAND_PREFIX}stale:00"));
+        assert!(id.is_reserved());
+        assert!(!CommandId::parse("stale:00").unwrap().is_reserved());
     }
 
     #[test]

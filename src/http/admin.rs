@@ -21,7 +21,7 @@ const DEFAULT_LIMIT: u32 = 50;
 
 /// `GET /admin/outbox/stats`.
 pub async fn stats(State(state): State<AppState>) -> Result<axum::Json<OutboxStats>, ApiError> {
-    Ok(axum::Json(state.repo.outbox_stats().await.map_err(crate::room::RoomError::from)?))
+    Ok(axum::Json(state.repo.outbox_stats().await?))
 }
 
 /// A page of rows.
@@ -40,7 +40,7 @@ pub async fn list(
     axum::extract::Query(params): axum::extract::Query<HashMap<String, String>>,
 ) -> Result<axum::Json<OutboxPage>, ApiError> {
     let query = parse_query(&params)?;
-    let rows = state.repo.list_outbox(&query).await.map_err(crate::room::RoomError::from)?;
+    let rows = state.repo.list_outbox(&query).await?;
     let next_after_id = (rows.len() as u32 == query.limit).then(|| rows.last().map(|r| r.id)).flatten();
     Ok(axum::Json(OutboxPage { rows, next_after_id }))
 }
@@ -117,7 +117,7 @@ pub async fn requeue(
             ApiError::new(StatusCode::NOT_FOUND, "event_not_found", e.to_string())
         }
         OpsError::NotRequeueable(_) => ApiError::invalid("status", e),
-        OpsError::Store(e) => crate::room::RoomError::from(e).into(),
+        OpsError::Store(e) => e.into(),
     })
 }
 
@@ -129,7 +129,7 @@ pub async fn show(
     if event_id.is_empty() || event_id.len() > 64 {
         return Err(ApiError::invalid("event_id", format!("{event_id:?} is not an event id")));
     }
-    match state.repo.find_outbox(&event_id).await.map_err(crate::room::RoomError::from)? {
+    match state.repo.find_outbox(&event_id).await? {
         Some(row) => Ok(axum::Json(row)),
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -147,12 +147,9 @@ pub async fn owner(
 ) -> Result<axum::Json<serde_json::Value>, ApiError> {
     let owner = match &state.forwarder {
         None => Owner { node_id: state.node.node_id.clone(), url: state.node.url.clone(), epoch: 0 },
-        Some(forwarder) => forwarder
-            .cluster()
-            .owner(room_id.as_str())
-            .await
-            .map_err(crate::room::RoomError::from)?
-            .ok_or_else(ApiError::not_owner)?,
+        Some(forwarder) => {
+            forwarder.cluster().owner(room_id.as_str()).await?.ok_or_else(ApiError::not_owner)?
+        }
     };
     let shard = crate::cluster::shard_of(room_id.as_str());
     Ok(axum::Json(json!({"node_id": owner.node_id, "url": owner.url, "epoch": owner.epoch, "shard": shard})))

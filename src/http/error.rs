@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::domain::DomainError;
 use crate::room::RoomError;
+use crate::store::StoreError;
 use crate::wallet::WalletError;
 
 /// An HTTP error answer.
@@ -68,20 +69,27 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl ApiError {
+    /// 503 `storage_unavailable`, logging why.
+    fn unavailable(error: &StoreError) -> Self {
+        tracing::warn!(%error, "Storage unavailable");
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable", "storage is unavailable; retry")
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::unavailable(&e)
+    }
+}
+
 impl From<RoomError> for ApiError {
     fn from(e: RoomError) -> Self {
         match e {
             RoomError::Domain(d) => d.into(),
             RoomError::CommandConflict(m) => ApiError::new(StatusCode::CONFLICT, "command_conflict", m),
             RoomError::VersionConflict(m) => ApiError::new(StatusCode::CONFLICT, "version_conflict", m),
-            RoomError::Unavailable(error) | RoomError::NotCommitted(error) => {
-                tracing::warn!(%error, "Storage unavailable");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "storage_unavailable",
-                    "storage is unavailable; retry",
-                )
-            }
+            RoomError::Unavailable(error) | RoomError::NotCommitted(error) => ApiError::unavailable(&error),
             RoomError::NotOwner => ApiError::not_owner(),
             RoomError::PaymentRefunded => ApiError::new(
                 StatusCode::CONFLICT,

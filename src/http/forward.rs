@@ -15,7 +15,6 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use super::error::ApiError;
 use crate::cluster::{Cluster, Located, Owner};
-use crate::room::RoomError;
 use crate::telemetry::names;
 
 /// Header of a forwarded request: the forwarding node's id (the loop guard).
@@ -91,7 +90,7 @@ async fn forward(forwarder: &Forwarder, room_id: &str, request: &Request<()>, bo
         Ok(Located::There(owner)) => owner,
         // The shard came here meanwhile, or has no owner yet: the client's retry is routed.
         Ok(Located::Here | Located::Nobody) => return count(ApiError::not_owner().into_response(), false),
-        Err(error) => return count(ApiError::from(RoomError::from(error)).into_response(), false),
+        Err(error) => return count(ApiError::from(error).into_response(), false),
     };
     let first = match hop(forwarder, &owner, request, body.clone()).await {
         Ok(answer) if !is_not_owner(&answer) => return count(answer.into_response(), true),

@@ -200,7 +200,7 @@ async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError>
     if !state.lifecycle.is_ready() {
         return Err(ApiError::draining());
     }
-    state.repo.ping().await.map_err(crate::room::RoomError::from)?;
+    state.repo.ping().await?;
     Ok("ready")
 }
 

@@ -11,7 +11,6 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{Json, RequestId, RoomPath, page_limit};
 use crate::domain::{Command, CommandId, GiftId, LeaveReason, MemberView, RoomId, RoomSnapshot, UserId};
-use crate::room::presence::RESERVED_COMMAND_PREFIX;
 use crate::room::{CommandResponse, Transport};
 
 /// `POST /v1/rooms`.
@@ -85,11 +84,12 @@ pub async fn run_command(
     if state.lifecycle.is_draining() {
         return Err(ApiError::draining());
     }
-    if command_id.as_str().starts_with(RESERVED_COMMAND_PREFIX) {
+    if command_id.is_reserved() {
         return Err(ApiError::invalid(
             "command_id",
             format!(
-                "the prefix {RESERVED_COMMAND_PREFIX:?} is reserved for commands the service issues itself"
+                "the prefix {:?} is reserved for commands the service issues itself",
+                crate::domain::RESERVED_COMMAND_PREFIX
             ),
         ));
     }

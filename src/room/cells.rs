@@ -12,17 +12,41 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Mutex as AsyncMutex;
 use tokio::sync::oneshot;
 
-use super::batch::Queued;
+use super::decide::Queued;
 use crate::domain::{RoomId, RoomState, RoomStatus, UserId};
 
-/// A cell's state: `None` until loaded, then the room (`None` inside: it does not exist).
-pub(super) type Slot = Option<Option<RoomState>>;
+/// What a cell knows of its room.
+#[derive(Debug, Default)]
+pub(super) enum CellState {
+    /// Not loaded from the database yet (or unloaded: it may be behind the database).
+    #[default]
+    Unloaded,
+    /// Loaded: the room does not exist.
+    NoRoom,
+    /// Loaded: the room as committed.
+    Room(RoomState),
+}
+
+impl CellState {
+    /// The loaded state: the room, or none.
+    pub(super) fn loaded(room: Option<RoomState>) -> Self {
+        room.map_or(CellState::NoRoom, CellState::Room)
+    }
+
+    /// The room, when loaded and there.
+    pub(super) fn room_mut(&mut self) -> Option<&mut RoomState> {
+        match self {
+            CellState::Room(room) => Some(room),
+            CellState::NoRoom | CellState::Unloaded => None,
+        }
+    }
+}
 
 /// One room's cell.
 #[derive(Debug, Default)]
 pub(super) struct Cell {
     /// The room as committed; held by the drain task across a commit.
-    pub(super) state: AsyncMutex<Slot>,
+    pub(super) state: AsyncMutex<CellState>,
     queue: Mutex<Queue>,
     /// Completes when the last batch handed to the publish lane has been published, so the
     /// next batch publishes after it (room order).
@@ -35,7 +59,7 @@ pub(super) struct Cell {
     pub(super) sync_clear: AtomicBool,
     /// The shard lease epoch the state was loaded under (0 without a cluster): under another
     /// epoch the room may have been changed by another owner in between, so it reloads.
-    pub(super) epoch: AtomicU64,
+    epoch: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -90,6 +114,22 @@ impl Cell {
         queue.draining = false;
     }
 
+    /// Unloads `state` (it may be behind the database): the next use reloads it, and the
+    /// publish lane checks the database before it sends the room's next events (events of a
+    /// commit that may have landed must not be overtaken).
+    pub(super) fn unload(&self, state: &mut CellState) {
+        *state = CellState::Unloaded;
+        self.sync_clear.store(false, Ordering::Release);
+    }
+
+    /// Records that the room is served under the shard lease `epoch`; a state loaded under
+    /// another epoch is unloaded (another owner may have changed the room in between).
+    pub(super) fn enter_epoch(&self, epoch: u64, state: &mut CellState) {
+        if self.epoch.swap(epoch, Ordering::AcqRel) != epoch {
+            self.unload(state);
+        }
+    }
+
     /// Puts `done` at the end of the publish lane; returns what the new batch waits for.
     pub(super) fn lane_after(&self, done: oneshot::Receiver<()>) -> Option<oneshot::Receiver<()>> {
         lock(&self.lane_tail).replace(done)
@@ -142,8 +182,8 @@ impl Cells {
             self.map().iter().map(|(id, c)| (id.clone(), c.clone())).collect();
         let mut stale = Vec::new();
         for (room_id, cell) in cells {
-            let room = match cell.state.lock().await.as_ref() {
-                Some(Some(room)) if room.status == RoomStatus::Open => room.clone(),
+            let room = match &*cell.state.lock().await {
+                CellState::Room(room) if room.status == RoomStatus::Open => room.clone(),
                 _ => continue,
             };
             let members = room.stale_members(cutoff_ms);
@@ -170,10 +210,10 @@ impl Cells {
             if !owned(room_id) {
                 return false;
             }
-            match state.as_ref() {
-                None | Some(None) => false,
-                Some(Some(room)) if room.status == RoomStatus::Closed => false,
-                Some(Some(room)) => {
+            match &*state {
+                CellState::Unloaded | CellState::NoRoom => false,
+                CellState::Room(room) if room.status == RoomStatus::Closed => false,
+                CellState::Room(room) => {
                     !room.members.is_empty() || cell.last_used_ms.load(Ordering::Relaxed) > cutoff_ms
                 }
             }

@@ -2,29 +2,34 @@
 //!
 //! [`RoomService`] owns one cell per room: the room's state in memory behind a lock and a
 //! queue of its commands, so the commands of one room run in order while different rooms run
-//! concurrently. A cell loads lazily from the database. Queued commands are applied by the
-//! pure domain one after another and committed together in one transaction (group commit:
-//! each command's log and outbox rows, one snapshot write, the member and gift rows they
-//! changed), swapped into memory only after commit, then published in room order through the
-//! shared publish stack and marked delivered best-effort by the [`marker::DeliveryMarker`],
-//! which batches the marks of concurrent commands. With a wallet configured, a gift is paid
-//! for before it is queued and its debit refunded when nothing was committed (`pay`).
+//! concurrently. A cell loads lazily from the database. Queued commands go through explicit
+//! steps, each a type of its own with its own data: `Decide` (pure: the domain applies them
+//! one after another), `Commit` (one transaction for the batch — group commit: each command's
+//! log and outbox rows, one snapshot write, the member and gift rows they changed — swapped
+//! into memory only after commit) and `SyncPublish` (in room order through the shared publish
+//! stack, marked delivered best-effort by the [`marker::DeliveryMarker`], which batches the
+//! marks of concurrent commands). A repeated command id is answered from the log (`Replay`).
+//! With a wallet configured, a gift is paid for before it is queued and its debit refunded
+//! when nothing was committed (`Payments`). [`RoomService`] orchestrates them.
 
-mod batch;
 mod cells;
+mod commit;
+mod decide;
 mod drain;
 mod error;
 pub mod marker;
+mod options;
 mod outcome;
 mod pay;
-mod pipeline;
 pub mod presence;
 mod replay;
+mod service;
 mod sync_publish;
 
 pub use error::RoomError;
+pub use options::{CommitStats, DEFAULT_MAX_COMMIT_BATCH, RoomOptions, StillHolds};
 pub use outcome::{CommandResponse, Delivery, EventReceipt};
-pub use pipeline::{CommitStats, DEFAULT_MAX_COMMIT_BATCH, RoomOptions, RoomService, StillHolds};
+pub use service::RoomService;
 
 use std::sync::Arc;
 

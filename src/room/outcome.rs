@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::error::RoomError;
 use crate::domain::{Command, RoomId, RoomSnapshot};
+use crate::wallet::WalletError;
 
 /// How far an event got by the time the command answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +58,26 @@ pub(crate) struct LoggedOutcome {
 pub(crate) struct LoggedEvent {
     pub event_id: String,
     pub event_type: String,
+}
+
+/// The `result` label of `room_commands_total` for a command's answer.
+pub(super) fn result_label(result: &Result<CommandResponse, RoomError>) -> &'static str {
+    match result {
+        Ok(r) if r.replayed => "replayed",
+        Ok(r) if r.applied => "applied",
+        Ok(_) => "not_applied",
+        Err(RoomError::Domain(_) | RoomError::Wallet(WalletError::InsufficientBalance)) => "rejected",
+        Err(RoomError::CommandConflict(_) | RoomError::VersionConflict(_) | RoomError::PaymentRefunded) => {
+            "conflict"
+        }
+        Err(
+            RoomError::Unavailable(_)
+            | RoomError::NotCommitted(_)
+            | RoomError::NotOwner
+            | RoomError::Wallet(_),
+        ) => "unavailable",
+        Err(RoomError::Corrupt(_)) => "corrupt",
+    }
 }
 
 /// SHA-256 (hex) of the room id and the canonical command body: a repeated `command_id` must

@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use super::error::RoomError;
 use super::outcome::CommandResponse;
-use super::pipeline::RoomService;
 use crate::domain::{Command, CommandId, MAX_GIFT_COUNT, MAX_UNIT_VALUE};
+use crate::store::SharedRepository;
 use crate::wallet::{Debit, Wallet};
 
 /// Refund calls made before a refund is given up on (and logged for reconciliation).
@@ -41,7 +41,7 @@ const REFUNDED_PRUNE_ABOVE: usize = 10_000;
 
 /// The `command_id`s whose debit was refunded, and when.
 #[derive(Debug, Default)]
-pub(super) struct RefundedKeys(std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>);
+struct RefundedKeys(std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>);
 
 impl RefundedKeys {
     fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, std::time::Instant>> {
@@ -67,11 +67,24 @@ pub(super) struct Charge {
     debit: Debit,
 }
 
-impl RoomService {
+/// Gifts paid from the wallet (none configured: gifts are free).
+pub(super) struct Payments {
+    wallet: Option<Arc<dyn Wallet>>,
+    /// The command log: a logged `command_id` is never debited.
+    repo: SharedRepository,
+    refunded: RefundedKeys,
+}
+
+impl Payments {
+    /// Payments from `wallet`, asking `repo` whether a command is logged already.
+    pub(super) fn new(wallet: Option<Arc<dyn Wallet>>, repo: SharedRepository) -> Self {
+        Self { wallet, repo, refunded: RefundedKeys::default() }
+    }
+
     /// What `command` costs when it is a gift and a wallet is configured. A gift whose count
     /// or unit value is out of range costs nothing: the domain refuses it unpaid.
     pub(super) fn charge(&self, command_id: &CommandId, command: &Command) -> Option<Charge> {
-        let wallet = self.inner.options.wallet.clone()?;
+        let wallet = self.wallet.clone()?;
         let Command::SendGift { sender_id, count, unit_value, .. } = command else { return None };
         let in_range = (1..=MAX_GIFT_COUNT).contains(count) && (1..=MAX_UNIT_VALUE).contains(unit_value);
         let debit = Debit {
@@ -85,7 +98,7 @@ impl RoomService {
     /// Runs `queued` (the command's way through its cell), paid for first when there is a
     /// `charge`.
     pub(super) async fn paid<F>(
-        &self,
+        self: &Arc<Self>,
         charge: Option<Charge>,
         queued: F,
     ) -> Result<CommandResponse, RoomError>
@@ -93,26 +106,26 @@ impl RoomService {
         F: Future<Output = Result<CommandResponse, RoomError>> + Send + 'static,
     {
         let Some(charge) = charge else { return queued.await };
-        let payment = tokio::spawn(self.clone().pay_and_run(charge, queued));
+        let payment = tokio::spawn(Arc::clone(self).pay_and_run(charge, queued));
         payment.await.unwrap_or_else(|_| Err(RoomError::unknown_outcome()))
     }
 
     /// Debits, runs the command, and refunds when its answer says nothing was committed.
-    async fn pay_and_run<F>(self, charge: Charge, queued: F) -> Result<CommandResponse, RoomError>
+    async fn pay_and_run<F>(self: Arc<Self>, charge: Charge, queued: F) -> Result<CommandResponse, RoomError>
     where
         F: Future<Output = Result<CommandResponse, RoomError>>,
     {
         let key = charge.debit.idempotency_key.as_str();
-        if self.inner.repo.find_command(key).await?.is_some() {
+        if self.repo.find_command(key).await?.is_some() {
             return queued.await;
         }
-        if self.inner.refunded.contains(key) {
+        if self.refunded.contains(key) {
             return Err(RoomError::PaymentRefunded);
         }
         charge.wallet.debit(&charge.debit).await?;
         let result = queued.await;
         if nothing_committed(&result) {
-            self.inner.refunded.remember(key);
+            self.refunded.remember(key);
             refund(charge.wallet.as_ref(), key).await;
         }
         result

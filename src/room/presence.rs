@@ -12,17 +12,13 @@ use tokio_util::sync::CancellationToken;
 use super::RoomService;
 use crate::domain::{Command, CommandId, LeaveReason, RoomId, RoomState, UserId};
 
-/// Command ids the service issues itself start with this; clients may not use it, so no client
-/// command can take the id of a future removal.
-pub const RESERVED_COMMAND_PREFIX: &str = "presence:";
-
 /// Deterministic command id of a stale removal: the same member session (room, user, joined
 /// at) always maps to the same id, so two nodes can never remove it twice.
 pub fn stale_command_id(room_id: &RoomId, user_id: &UserId, joined_at_ms: i64) -> CommandId {
     let digest = Sha256::digest(format!("{room_id}\n{user_id}\n{joined_at_ms}").as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     // The reserved prefix (refused from clients) + 64 hex chars: always a valid command id.
-    CommandId::parse(format!("{RESERVED_COMMAND_PREFIX}stale:{hex}"))
+    CommandId::reserved(&format!("stale:{hex}"))
         .unwrap_or_else(|_| unreachable!("a hex digest is printable ASCII"))
 }
 

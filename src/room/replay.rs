@@ -4,25 +4,33 @@
 
 use std::collections::HashMap;
 
-use super::batch::Committed;
+use super::decide::Committed;
 use super::error::RoomError;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
-use super::pipeline::RoomService;
-use crate::domain::{CommandId, DomainError, RoomSnapshot};
-use crate::publish::filter::IM_SKIPPED_EVENT_TYPES;
-use crate::store::{OutboxStatus, StoredCommand};
+use crate::domain::{CommandId, DomainError, EventType, RoomSnapshot};
+use crate::store::{OutboxStatus, SharedRepository, StoredCommand};
 
-impl RoomService {
+/// Answers repeated command ids from the command log.
+pub(super) struct Replay {
+    repo: SharedRepository,
+}
+
+impl Replay {
+    /// Reads the log through `repo`.
+    pub(super) fn new(repo: SharedRepository) -> Self {
+        Self { repo }
+    }
+
     /// Answers a command id found in the log (with `room` as the room now), or `refused` when
     /// it is not there. Called with the cell locked.
-    pub(super) async fn replay(
+    pub(super) async fn answer(
         &self,
         command_id: &CommandId,
         fingerprint: &str,
         refused: Option<DomainError>,
         room: Option<RoomSnapshot>,
     ) -> Result<Committed, RoomError> {
-        let Some(stored) = self.inner.repo.find_command(command_id.as_str()).await? else {
+        let Some(stored) = self.repo.find_command(command_id.as_str()).await? else {
             return Err(match refused {
                 Some(e) => e.into(),
                 None => RoomError::VersionConflict("command id is being used concurrently; retry".into()),
@@ -46,14 +54,14 @@ impl RoomService {
             .map_err(|e| RoomError::Corrupt(format!("logged outcome: {e}")))?;
         let ids: Vec<String> = logged.events.iter().map(|e| e.event_id.clone()).collect();
         let statuses: HashMap<String, OutboxStatus> =
-            self.inner.repo.outbox_statuses(&ids).await?.into_iter().collect();
+            self.repo.outbox_statuses(&ids).await?.into_iter().collect();
         let events = logged
             .events
             .into_iter()
             .map(|e| {
                 let delivery = match statuses.get(&e.event_id) {
                     Some(OutboxStatus::Delivered) | None
-                        if IM_SKIPPED_EVENT_TYPES.contains(&e.event_type.as_str()) =>
+                        if e.event_type.parse::<EventType>().is_ok_and(|t| !t.reaches_im()) =>
                     {
                         Delivery::Skipped
                     }

@@ -13,26 +13,55 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
-use super::batch::Committed;
 use super::cells::Cell;
+use super::decide::Committed;
 use super::drain::Answer;
+use super::marker::DeliveryMarker;
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
-use super::pipeline::RoomService;
 use crate::domain::EventEnvelope;
-use crate::publish::{self, Message, Outcome, Path, Priority};
+use crate::publish::{self, Message, Outcome, Path, Priority, Publisher};
+use crate::store::SharedRepository;
 
-impl RoomService {
+/// The publish step: committed events through the shared stack in room order, their marks to
+/// the delivery marker, what is left pending to the worker.
+pub(super) struct SyncPublish {
+    publisher: Publisher,
+    marker: DeliveryMarker,
+    repo: SharedRepository,
+    publish_timeout: Duration,
+    worker_wake: Option<Arc<Notify>>,
+}
+
+impl SyncPublish {
+    /// Publishes through `publisher`, marking through a marker task of its own over `repo`
+    /// (so it must be called inside a Tokio runtime); wakes `worker_wake` when it leaves events
+    /// pending.
+    pub(super) fn new(
+        publisher: Publisher,
+        repo: SharedRepository,
+        publish_timeout: Duration,
+        worker_wake: Option<Arc<Notify>>,
+    ) -> Self {
+        let marker = DeliveryMarker::spawn(repo.clone());
+        Self { publisher, marker, repo, publish_timeout, worker_wake }
+    }
+
+    /// The delivery marker the successes are handed to.
+    pub(super) fn marker(&self) -> &DeliveryMarker {
+        &self.marker
+    }
+
     /// Answers at once the commands with nothing to publish, and queues the others on the
     /// cell's publish lane behind the previous batch.
-    pub(super) fn publish_in_lane(&self, cell: &Arc<Cell>, answers: Vec<Answer>) {
+    pub(super) fn in_lane(self: &Arc<Self>, cell: &Arc<Cell>, answers: Vec<Answer>) {
         // Each publish is bounded by the stack's own timeout, which is counted and traced; this
         // deadline (a hair later, so the stack's timeout fires first) bounds the wait in the
         // lane behind earlier commands.
-        let deadline = Instant::now() + self.inner.options.publish_timeout + Duration::from_millis(10);
+        let deadline = Instant::now() + self.publish_timeout + Duration::from_millis(10);
         let mut lane = Vec::new();
         for (item, answer) in answers {
             match answer {
@@ -50,7 +79,7 @@ impl RoomService {
         };
         let (done, next) = oneshot::channel();
         let previous = cell.lane_after(next);
-        let (service, cell) = (self.clone(), Arc::clone(cell));
+        let (service, cell) = (Arc::clone(self), Arc::clone(cell));
         tokio::spawn(async move {
             if let Some(previous) = previous {
                 let _ = previous.await;
@@ -72,7 +101,7 @@ impl RoomService {
 
     /// True when nothing of the room older than `first` waits undelivered.
     async fn is_next(&self, first: &EventEnvelope) -> bool {
-        match self.inner.repo.has_earlier_undelivered(&first.room_id, &first.event_id).await {
+        match self.repo.has_earlier_undelivered(&first.room_id, &first.event_id).await {
             Ok(earlier) => !earlier,
             Err(error) => {
                 tracing::warn!(room_id = %first.room_id, %error, "Room order check failed; leaving events to the worker");
@@ -84,11 +113,11 @@ impl RoomService {
     /// Events the synchronous path left pending: claimable at once (after the marks of the
     /// earlier ones are written, so the worker sees them delivered), and the worker woken.
     async fn hand_to_worker(&self, event_ids: Vec<String>) {
-        self.inner.marker.flush().await;
-        if let Err(error) = self.inner.repo.release_pending(&event_ids).await {
+        self.marker.flush().await;
+        if let Err(error) = self.repo.release_pending(&event_ids).await {
             tracing::warn!(events = event_ids.len(), %error, "Could not release pending events; the worker takes them after their guard");
         }
-        if let Some(wake) = &self.inner.options.worker_wake {
+        if let Some(wake) = &self.worker_wake {
             wake.notify_one();
         }
     }
@@ -123,7 +152,7 @@ impl RoomService {
                 delivery,
             });
         }
-        self.inner.marker.submit(done);
+        self.marker.submit(done);
         response.events = receipts;
         response
     }
@@ -137,7 +166,7 @@ impl RoomService {
             body: Arc::clone(json),
             path: Path::Sync,
         };
-        match tokio::time::timeout_at(deadline, self.inner.publisher.clone().oneshot(message)).await {
+        match tokio::time::timeout_at(deadline, self.publisher.clone().oneshot(message)).await {
             Ok(Ok(Outcome::Delivered)) => Delivery::Delivered,
             Ok(Ok(Outcome::Skipped)) => Delivery::Skipped,
             Ok(Err(error)) => {

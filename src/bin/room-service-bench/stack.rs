@@ -94,7 +94,7 @@ async fn measure(n: u32) -> anyhow::Result<Vec<Line>> {
         ServiceBuilder::new()
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::im())
+            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
             .layer(RateLimitLayer::new(RateLimitOptions {
                 global_per_sec: NOT_BINDING,
                 per_group_per_sec: NOT_BINDING,
@@ -109,7 +109,7 @@ async fn measure(n: u32) -> anyhow::Result<Vec<Line>> {
         ServiceBuilder::new()
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::im())
+            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
             .timeout(Duration::from_secs(3))
             .service(NoopLeaf),
     );

@@ -13,7 +13,6 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use room_service::fake_im::FakeIm;
-use room_service::publish::filter::IM_SKIPPED_EVENT_TYPES;
 use sqlx::mysql::MySqlPoolOptions;
 
 use crate::support::wait_until;
@@ -104,12 +103,13 @@ pub async fn check(
             }
         }
     }
+    let skipped = room_service::domain::EventType::im_skipped();
     for (event_id, event_type, status) in &rows {
         if status != "delivered" {
             report.undelivered += 1;
             report.delivering += u64::from(status == "delivering");
         }
-        if !IM_SKIPPED_EVENT_TYPES.contains(&event_type.as_str()) && !received.contains(event_id) {
+        if !skipped.contains(&event_type.as_str()) && !received.contains(event_id) {
             report.lost_in_delivery += 1;
             examples.push(format!("event {event_id} ({event_type}, {status}) never reached IM"));
         }

@@ -7,10 +7,6 @@ use tower::Layer;
 
 use super::EventFilter;
 
-/// Event types that go through the publish stack but never reach Tencent IM (SPEC §2): they are
-/// answered with [`Outcome::Skipped`](crate::publish::Outcome::Skipped) and so marked delivered.
-pub const IM_SKIPPED_EVENT_TYPES: [&str; 3] = ["RoomCreated", "RoomHeatChanged", "RoomRankChanged"];
-
 /// A [`Layer`] that wraps services in [`EventFilter`] middleware.
 ///
 /// Holds only configuration: the event types answered with `Skipped`. Cloning it is cheap (the
@@ -21,17 +17,14 @@ pub struct EventFilterLayer {
 }
 
 impl EventFilterLayer {
-    /// A layer that answers the given event types with `Skipped` and forwards all others.
+    /// A layer that answers the given event types with `Skipped` and forwards all others. The
+    /// IM stack skips the types that do not reach IM (`EventType::im_skipped` of the domain,
+    /// which `main.rs` hands in: publish knows no event types).
     pub fn skip<I>(event_types: I) -> Self
     where
         I: IntoIterator<Item = &'static str>,
     {
         Self { skip: event_types.into_iter().collect() }
-    }
-
-    /// The layer for the Tencent IM sink: skips [`IM_SKIPPED_EVENT_TYPES`].
-    pub fn im() -> Self {
-        Self::skip(IM_SKIPPED_EVENT_TYPES)
     }
 
     /// The event types this layer answers with `Skipped`.

@@ -2,8 +2,8 @@
 //! service; forwards every other message unchanged.
 //!
 //! In the publish stack it sits below tracing and metrics (so skipped events are still traced
-//! and counted as `result="skipped"`) and above the timeout and the leaf, so `RoomCreated`,
-//! `RoomHeatChanged` and `RoomRankChanged` never reach Tencent IM (SPEC §2). `tower::filter`
+//! and counted as `result="skipped"`) and above the timeout and the leaf, so the event types
+//! the domain says do not reach IM (`EventType::reaches_im`) never reach Tencent IM (SPEC §2). `tower::filter`
 //! can only reject a request; this layer answers it with success instead, modelled on
 //! `tower::load_shed`.
 //!
@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use tower::Service;
 
 pub use self::future::ResponseFuture;
-pub use self::layer::{EventFilterLayer, IM_SKIPPED_EVENT_TYPES};
+pub use self::layer::EventFilterLayer;
 use crate::publish::{BoxError, Message, Outcome};
 
 /// Answers messages whose event type is in the skip set with [`Outcome::Skipped`]; forwards the

@@ -5,15 +5,16 @@ use tower::{Layer, ServiceExt};
 use tower_test::mock;
 
 use super::*;
+use crate::domain::EventType;
 use crate::publish::Path;
 use crate::publish::test_support::message;
 
 #[tokio::test]
 async fn skipped_types_are_answered_without_reaching_the_inner_service() {
     let (svc, mut handle) = mock::pair::<Message, Outcome>();
-    let svc = EventFilterLayer::im().layer(svc);
+    let svc = EventFilterLayer::skip(EventType::im_skipped()).layer(svc);
 
-    for event_type in IM_SKIPPED_EVENT_TYPES {
+    for event_type in EventType::im_skipped() {
         // Answered on the first poll: a forwarded message would wait for the handle.
         let outcome = svc.clone().oneshot(message(event_type, Path::Sync)).now_or_never();
         assert!(matches!(outcome, Some(Ok(Outcome::Skipped))), "{event_type}");
@@ -26,7 +27,7 @@ async fn skipped_types_are_answered_without_reaching_the_inner_service() {
 #[tokio::test]
 async fn other_types_are_forwarded_unchanged() {
     let (svc, mut handle) = mock::pair::<Message, Outcome>();
-    let svc = EventFilterLayer::im().layer(svc);
+    let svc = EventFilterLayer::skip(EventType::im_skipped()).layer(svc);
 
     let call = tokio::spawn(svc.oneshot(message("RoomUserJoined", Path::Worker)));
     let (request, respond) = handle.next_request().await.expect("forwarded");
@@ -41,7 +42,7 @@ async fn other_types_are_forwarded_unchanged() {
 #[tokio::test]
 async fn inner_errors_pass_through() {
     let (svc, mut handle) = mock::pair::<Message, Outcome>();
-    let svc = EventFilterLayer::im().layer(svc);
+    let svc = EventFilterLayer::skip(EventType::im_skipped()).layer(svc);
 
     let call = tokio::spawn(svc.oneshot(message("RoomGiftSent", Path::Sync)));
     let (_, respond) = handle.next_request().await.expect("forwarded");
@@ -53,7 +54,8 @@ async fn inner_errors_pass_through() {
 
 #[tokio::test]
 async fn a_skipped_message_does_not_consume_inner_readiness() {
-    let (mut svc, mut handle) = mock::spawn_layer::<Message, Outcome, _>(EventFilterLayer::im());
+    let (mut svc, mut handle) =
+        mock::spawn_layer::<Message, Outcome, _>(EventFilterLayer::skip(EventType::im_skipped()));
     handle.allow(1);
 
     assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));

@@ -122,7 +122,7 @@ async fn a_rate_limited_answer_pauses_its_group_and_an_app_wide_one_every_group(
 #[tokio::test]
 async fn skipped_events_take_no_permit() {
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let svc = EventFilterLayer::im()
+    let svc = EventFilterLayer::skip(crate::domain::EventType::im_skipped())
         .layer(RateLimitLayer::new(options(1000, 1)).layer(recording(calls.clone(), ok)));
     for _ in 0..20 {
         let mut skipped = msg("r1", Path::Sync);

@@ -8,7 +8,8 @@ use tower::{ServiceBuilder, ServiceExt, service_fn};
 use tower_test::mock;
 
 use super::*;
-use crate::publish::filter::{EventFilterLayer, IM_SKIPPED_EVENT_TYPES};
+use crate::domain::EventType;
+use crate::publish::filter::EventFilterLayer;
 use crate::publish::log_sink::LogSink;
 use crate::publish::metrics::MetricsLayer;
 use crate::publish::test_support::{Capture, labels, message, named, recorded};
@@ -29,7 +30,7 @@ where
         ServiceBuilder::new()
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::im())
+            .layer(EventFilterLayer::skip(EventType::im_skipped()))
             .timeout(PUBLISH_TIMEOUT)
             .service(leaf),
     )
@@ -80,7 +81,7 @@ async fn filtered_type_is_skipped_counted_and_never_reaches_the_leaf() {
 
     let (leaf, mut handle) = mock::pair::<Message, Outcome>();
     let publisher = stack(leaf);
-    for event_type in IM_SKIPPED_EVENT_TYPES {
+    for event_type in EventType::im_skipped() {
         let outcome = publisher.clone().oneshot(message(event_type, Path::Worker)).now_or_never();
         assert!(matches!(outcome, Some(Ok(Outcome::Skipped))), "{event_type}");
     }
@@ -89,8 +90,8 @@ async fn filtered_type_is_skipped_counted_and_never_reaches_the_leaf() {
 
     let seen = recorded(&snapshotter);
     let success = named(&seen, PUBLISH_SUCCESS_TOTAL);
-    assert_eq!(success.len(), IM_SKIPPED_EVENT_TYPES.len());
-    for event_type in IM_SKIPPED_EVENT_TYPES {
+    assert_eq!(success.len(), EventType::im_skipped().len());
+    for event_type in EventType::im_skipped() {
         let expected = labels(&[("path", "worker"), ("event_type", event_type), ("result", "skipped")]);
         assert!(
             success.contains(&(expected.as_slice(), &DebugValue::Counter(1))),

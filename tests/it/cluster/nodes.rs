@@ -234,7 +234,7 @@ async fn a_rolling_restart_under_load_loses_no_command_and_no_event() {
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT event_id, event_type FROM room_outbox").fetch_all(&pool).await.expect("ids");
     let sent_to_im = nodes.im.sends_by_event();
-    let skipped = room_service::publish::filter::IM_SKIPPED_EVENT_TYPES;
+    let skipped = room_service::domain::EventType::im_skipped();
     for (id, _) in rows.iter().filter(|(_, t)| !skipped.contains(&t.as_str())) {
         assert!(sent_to_im.contains_key(id), "event {id} never reached IM");
     }

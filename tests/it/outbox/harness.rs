@@ -205,7 +205,7 @@ pub fn stack_limited(fake: &FakeIm, publish_timeout: Duration, limits: RateLimit
         ServiceBuilder::new()
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::im())
+            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
             .layer(RateLimitLayer::new(limits))
             .timeout(publish_timeout)
             .service(leaf),

@@ -87,7 +87,7 @@ pub fn publisher(settings: &Settings) -> Publisher {
         ServiceBuilder::new()
             .layer(TraceLayer::new())
             .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::im())
+            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
             .option_layer(app::rate_limit_layer(settings, redis.as_ref()))
             .timeout(settings.outbox_worker.publish_timeout)
             .service(leaf),

@@ -1,69 +1,29 @@
-//! The command pipeline: validate → queue on the room's cell → the cell's drain task applies
-//! the queued commands in order and commits them in one transaction → swap memory → publish in
-//! room order → respond; the marks of the published events are written best-effort by the
-//! [`DeliveryMarker`], batched across commands.
+//! [`RoomService`]: validate → pay (gifts) → queue on the room's cell → the cell's drain task
+//! runs the steps ([`super::drain`]: decide, commit, swap memory, publish in room order) →
+//! respond; and the queries, served from the cells.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
-use super::batch::Queued;
-use super::cells::{Cell, Cells, Slot};
+use super::cells::{Cell, CellState, Cells};
+use super::commit::Commit;
+use super::decide::Queued;
 use super::error::RoomError;
-use super::marker::{DeliveryMarker, MarkerStats};
-use super::outcome::{CommandResponse, fingerprint};
+use super::marker::MarkerStats;
+use super::options::{CommitStats, RoomOptions, StillHolds};
+use super::outcome::{CommandResponse, fingerprint, result_label};
+use super::pay::Payments;
+use super::replay::Replay;
+use super::sync_publish::SyncPublish;
 use super::{Clock, Transport};
-use crate::cluster::Ownership;
 use crate::domain::{
-    self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, SenderTotal, UserId,
+    self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId,
 };
 use crate::publish::Publisher;
-use crate::store::{SharedRepository, StoreError};
+use crate::store::SharedRepository;
 use crate::telemetry::names;
-use crate::wallet::{Wallet, WalletError};
-
-/// A condition on the room, checked at the command's turn right before it applies.
-pub type StillHolds = dyn Fn(&RoomState) -> bool + Send + Sync;
-
-/// Default `rooms.max_commit_batch`.
-pub const DEFAULT_MAX_COMMIT_BATCH: usize = 64;
-
-/// Settings of the room service.
-#[derive(Debug, Clone)]
-pub struct RoomOptions {
-    /// Bounds the synchronous publish of one command; outbox rows are not claimable by the
-    /// worker before it has passed.
-    pub publish_timeout: Duration,
-    /// At most this many queued commands of one room are committed in one transaction
-    /// (1: one command per transaction).
-    pub max_commit_batch: usize,
-    /// Longest room id IM can carry (`GroupId` = prefix + room id, 48 bytes at most); `None`
-    /// when IM is disabled. CreateRoom refuses longer ids.
-    pub max_room_id_bytes: Option<usize>,
-    /// Notified when the synchronous path leaves events pending, so the worker claims them now.
-    pub worker_wake: Option<Arc<Notify>>,
-    /// Which rooms this node may serve (every room without a cluster); commits are fenced on
-    /// the shard lease's epoch.
-    pub ownership: Ownership,
-    /// The wallet gifts are paid from (`wallet.enabled`); `None`: gifts are free.
-    pub wallet: Option<Arc<dyn Wallet>>,
-}
-
-impl RoomOptions {
-    /// Options with the default batch size, no room id limit, no worker to wake and no wallet.
-    pub fn new(publish_timeout: Duration) -> Self {
-        Self {
-            publish_timeout,
-            max_commit_batch: DEFAULT_MAX_COMMIT_BATCH,
-            max_room_id_bytes: None,
-            worker_wake: None,
-            ownership: Ownership::Single,
-            wallet: None,
-        }
-    }
-}
 
 /// Runs room commands; cheap to clone.
 #[derive(Clone)]
@@ -71,26 +31,19 @@ pub struct RoomService {
     pub(super) inner: Arc<Inner>,
 }
 
-/// How the command path has committed so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CommitStats {
-    /// Room transactions committed.
-    pub transactions: u64,
-    /// Commands logged by them (applied or no-op).
-    pub commands: u64,
-}
-
+/// The cells and the steps a command goes through, each with its own data.
 pub(super) struct Inner {
-    pub(super) repo: SharedRepository,
-    pub(super) publisher: Publisher,
-    pub(super) marker: DeliveryMarker,
     pub(super) cells: Cells,
     pub(super) options: RoomOptions,
     pub(super) clock: Clock,
-    pub(super) transactions: AtomicU64,
-    pub(super) committed_commands: AtomicU64,
-    /// Gifts whose debit was refunded (see [`super::pay`]).
-    pub(super) refunded: super::pay::RefundedKeys,
+    /// Pays for gifts before they are queued.
+    payments: Arc<Payments>,
+    /// Writes decided batches and loads rooms.
+    pub(super) commit: Commit,
+    /// Answers repeated command ids from the log.
+    pub(super) replay: Replay,
+    /// Publishes committed events in room order and marks them.
+    pub(super) publish: Arc<SyncPublish>,
 }
 
 impl std::fmt::Debug for RoomService {
@@ -104,33 +57,29 @@ impl RoomService {
     /// task, so it must be called inside a Tokio runtime; stop it with [`Self::shutdown`].
     pub fn new(repo: SharedRepository, publisher: Publisher, mut options: RoomOptions, clock: Clock) -> Self {
         options.max_commit_batch = options.max_commit_batch.max(1);
-        let marker = DeliveryMarker::spawn(repo.clone());
+        let publish =
+            SyncPublish::new(publisher, repo.clone(), options.publish_timeout, options.worker_wake.clone());
         let inner = Inner {
-            repo,
-            publisher,
-            marker,
             cells: Cells::default(),
+            payments: Arc::new(Payments::new(options.wallet.clone(), repo.clone())),
+            commit: Commit::new(repo.clone(), options.publish_timeout),
+            replay: Replay::new(repo),
+            publish: Arc::new(publish),
             options,
             clock,
-            transactions: AtomicU64::new(0),
-            committed_commands: AtomicU64::new(0),
-            refunded: Default::default(),
         };
         Self { inner: Arc::new(inner) }
     }
 
     /// Waits until the delivery marks of every command answered so far are written (or failed).
     pub async fn flush_delivery_marks(&self) {
-        self.inner.marker.flush().await;
+        self.inner.publish.marker().flush().await;
     }
 
     /// Room transactions committed and the commands they logged: their ratio is the average
     /// group-commit batch.
     pub fn commit_stats(&self) -> CommitStats {
-        CommitStats {
-            transactions: self.inner.transactions.load(Ordering::Relaxed),
-            commands: self.inner.committed_commands.load(Ordering::Relaxed),
-        }
+        self.inner.commit.stats()
     }
 
     /// Commands waiting on a room's cell (not yet taken into a batch).
@@ -140,14 +89,14 @@ impl RoomService {
 
     /// Counters of the delivery marker (statements vs events marked).
     pub fn delivery_marker_stats(&self) -> MarkerStats {
-        self.inner.marker.stats()
+        self.inner.publish.marker().stats()
     }
 
     /// Writes the pending delivery marks and stops the marker task; call after the last
     /// command has finished and before the pool closes. Later marks are dropped (their rows
     /// stay pending for the worker).
     pub async fn shutdown(&self) {
-        self.inner.marker.shutdown().await;
+        self.inner.publish.marker().shutdown().await;
     }
 
     /// Applies `command` to `room_id` (idempotent by `command_id`), commits it, publishes its
@@ -209,26 +158,11 @@ impl RoomService {
         }
         let (reply, answer) = oneshot::channel();
         let fingerprint = fingerprint(&room_id, &command);
-        let charge = self.charge(&command_id, &command);
+        let charge = self.inner.payments.charge(&command_id, &command);
         let item = Queued { command_id, request_id, command, fingerprint, still, reply };
         // A gift is paid for before it is queued; the answer decides whether the debit stays.
-        let result = self.paid(charge, self.clone().queued(room_id, item, answer)).await;
-        let outcome = match &result {
-            Ok(r) if r.replayed => "replayed",
-            Ok(r) if r.applied => "applied",
-            Ok(_) => "not_applied",
-            Err(RoomError::Domain(_) | RoomError::Wallet(WalletError::InsufficientBalance)) => "rejected",
-            Err(
-                RoomError::CommandConflict(_) | RoomError::VersionConflict(_) | RoomError::PaymentRefunded,
-            ) => "conflict",
-            Err(
-                RoomError::Unavailable(_)
-                | RoomError::NotCommitted(_)
-                | RoomError::NotOwner
-                | RoomError::Wallet(_),
-            ) => "unavailable",
-            Err(RoomError::Corrupt(_)) => "corrupt",
-        };
+        let result = self.inner.payments.paid(charge, self.clone().queued(room_id, item, answer)).await;
+        let outcome = result_label(&result);
         metrics::counter!(
             names::COMMANDS_TOTAL,
             names::LABEL_COMMAND => name,
@@ -263,7 +197,7 @@ impl RoomService {
         let mut guard = cell.state.lock().await;
         self.fence(room_id, &cell, &mut guard)?;
         let state = self.loaded(room_id, &mut guard).await?;
-        let room = state.as_mut().ok_or(DomainError::RoomNotFound)?;
+        let room = state.ok_or(DomainError::RoomNotFound)?;
         domain::heartbeat(room, user_id, (self.inner.clock)())?;
         Ok(())
     }
@@ -289,7 +223,7 @@ impl RoomService {
         let mut guard = cell.state.lock().await;
         self.fence(room_id, &cell, &mut guard)?;
         let state = self.loaded(room_id, &mut guard).await?;
-        Ok(state.as_ref().ok_or(DomainError::RoomNotFound)?.clone())
+        Ok(state.ok_or(DomainError::RoomNotFound)?.clone())
     }
 
     /// Open rooms loaded in memory and their members (with `joined_at_ms`) whose last
@@ -337,14 +271,10 @@ impl RoomService {
         &self,
         room_id: &RoomId,
         cell: &Cell,
-        slot: &mut Slot,
+        slot: &mut CellState,
     ) -> Result<Option<u64>, RoomError> {
         let fence = self.inner.options.ownership.fence(room_id.as_str()).map_err(|_| RoomError::NotOwner)?;
-        let epoch = fence.unwrap_or(0);
-        if cell.epoch.swap(epoch, Ordering::AcqRel) != epoch {
-            *slot = None;
-            cell.sync_clear.store(false, Ordering::Release);
-        }
+        cell.enter_epoch(fence.unwrap_or(0), slot);
         Ok(fence)
     }
 
@@ -353,51 +283,15 @@ impl RoomService {
         self.inner.options.ownership.owns(room_id.as_str())
     }
 
-    /// Loads the cell's state from the database if it is not loaded yet.
+    /// Loads the cell's state from the database if it is not loaded yet; the room, if any.
     pub(super) async fn loaded<'a>(
         &self,
         room_id: &RoomId,
-        slot: &'a mut Slot,
-    ) -> Result<&'a mut Option<RoomState>, RoomError> {
-        if slot.is_none() {
-            *slot = Some(self.load(room_id).await?);
+        slot: &'a mut CellState,
+    ) -> Result<Option<&'a mut RoomState>, RoomError> {
+        if let CellState::Unloaded = slot {
+            *slot = CellState::loaded(self.inner.commit.load(room_id, (self.inner.clock)()).await?);
         }
-        Ok(slot.get_or_insert(None))
-    }
-
-    /// True when the stored room is not at `cell_version` (`None`: no room).
-    pub(super) async fn is_stale(
-        &self,
-        room_id: &RoomId,
-        cell_version: Option<u64>,
-    ) -> Result<bool, StoreError> {
-        Ok(self.inner.repo.room_version(room_id.as_str()).await? != cell_version)
-    }
-
-    async fn load(&self, room_id: &RoomId) -> Result<Option<RoomState>, RoomError> {
-        let Some(stored) = self.inner.repo.load_room(room_id.as_str()).await? else {
-            return Ok(None);
-        };
-        let corrupt = |what: &str, e: &dyn std::fmt::Display| {
-            RoomError::Corrupt(format!("{what} of room {room_id}: {e}"))
-        };
-        let snapshot: RoomSnapshot =
-            serde_json::from_str(&stored.state).map_err(|e| corrupt("snapshot", &e))?;
-        let members = stored
-            .members
-            .into_iter()
-            .map(|(id, joined)| UserId::parse(id).map(|id| (id, joined)))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| corrupt("a member", &e))?;
-        let senders = stored
-            .gift_totals
-            .into_iter()
-            .map(|t| {
-                let total = SenderTotal { total_value: t.total_value, first_version: t.first_version };
-                UserId::parse(t.user_id).map(|id| (id, total))
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| corrupt("a gift total", &e))?;
-        Ok(Some(RoomState::restore(snapshot, members, senders, (self.inner.clock)())))
+        Ok(slot.room_mut())
     }
 }

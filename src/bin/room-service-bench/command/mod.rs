@@ -20,7 +20,6 @@ use futures::future::join_all;
 use room_service::app;
 use room_service::domain::{Command, GiftId, UserId};
 use room_service::publish::Path as PublishPath;
-use room_service::publish::filter::EventFilterLayer;
 use room_service::store::{MySqlRepository, Repository};
 use serde_json::json;
 use sqlx::mysql::MySqlPool;
@@ -30,6 +29,11 @@ use crate::Args;
 use crate::command_raw::{Tx, precompute, run_raw};
 use crate::report::Line;
 use crate::support::{self, Acceptances, BenchDb, CpuTimes, Samples, global_status, ms};
+
+mod service;
+
+pub(crate) use service::run_service;
+use service::{ServiceRun, service_run};
 
 /// Server-wide statement counters read around each timed service run.
 const COUNTERS: [&str; 4] = ["Com_commit", "Com_insert", "Com_update", "Com_select"];
@@ -127,98 +131,6 @@ pub(crate) fn request(room: &str, command_id: &str, command: &Command) -> (Strin
         ),
         _ => (String::new(), json!({})),
     }
-}
-
-/// The service over HTTP: every client posts its commands one after another.
-pub(crate) async fn run_service(
-    base: &str,
-    plans: Vec<Plan>,
-    args: &Args,
-    status: &MySqlPool,
-) -> anyhow::Result<(Run, i64)> {
-    let http = reqwest::Client::new();
-    let post = |path: String, body: serde_json::Value| {
-        crate::support::post_ok(http.clone(), format!("{base}{path}"), body)
-    };
-    for (client, (creates, _)) in plans.iter().enumerate() {
-        let rooms = (client..args.rooms.max(args.clients)).step_by(args.clients);
-        for (room, command) in rooms.zip(creates) {
-            let (path, body) = request(&format!("r{room}"), &format!("create-{room}"), command);
-            post(path, body).await?;
-        }
-    }
-    let before = global_status(status, &COUNTERS).await?;
-    let (started, cpu) = (Instant::now(), CpuTimes::now());
-    let results = join_all(plans.into_iter().enumerate().map(|(client, (_, timed))| {
-        let post = &post;
-        async move {
-            let mut samples = Samples::default();
-            for (n, (room, command)) in timed.iter().enumerate() {
-                let (path, body) = request(room, &format!("svc-{client}-{n}"), command);
-                let t = Instant::now();
-                post(path, body).await?;
-                samples.push(t.elapsed());
-            }
-            anyhow::Ok(samples)
-        }
-    }))
-    .await;
-    let run = Run::collect(started, cpu, results)?;
-    let after = global_status(status, &COUNTERS).await?;
-    let statements =
-        COUNTERS.iter().map(|c| after.get(*c).unwrap_or(&0) - before.get(*c).unwrap_or(&0)).sum();
-    Ok((run, statements))
-}
-
-/// What a timed service run measured.
-struct ServiceRun {
-    run: Run,
-    /// Delivery-mark statements (the marker's count).
-    marks: u64,
-    /// Server-wide commits, inserts, updates and selects during the timed commands.
-    statements: i64,
-    /// IM-bound events IM accepted from the synchronous path by the end of the timed part.
-    sync_accepted: usize,
-    /// IM-bound events the commands produced.
-    im_events: i64,
-}
-
-/// Starts the service with `overrides`, runs the plans (creates, then the timed commands),
-/// stops it and empties the tables.
-async fn service_run(
-    args: &Args,
-    db: &BenchDb,
-    plans: Vec<Plan>,
-    overrides: &[(&str, &str)],
-) -> anyhow::Result<ServiceRun> {
-    let im = support::fake_im(Duration::ZERO).await?;
-    let pool = POOL.to_string();
-    let mut all = vec![("database.max_connections", pool.as_str())];
-    all.extend_from_slice(overrides);
-    let settings = support::settings(&db.url(), Some(&im), &all)?;
-    let seen: Acceptances = Acceptances::default();
-    let publisher = support::publisher(&settings, Some(seen.clone()))?;
-    let status = sqlx::mysql::MySqlPoolOptions::new().max_connections(1).connect(&db.url()).await?;
-    let running = app::start(settings, publisher).await?;
-    let rooms = running.rooms.clone();
-    let base = format!("http://{}", running.addr);
-    let measured = run_service(&base, plans, args, &status).await;
-    let sync_accepted = {
-        let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.values().filter(|(path, _)| *path == PublishPath::Sync).count()
-    };
-    let marks = rooms.delivery_marker_stats().statements;
-    running.stop().await?;
-    drop(im);
-    let mut count = QueryBuilder::<MySql>::new("SELECT COUNT(*) FROM room_outbox WHERE event_type NOT IN ");
-    count.push_tuples(EventFilterLayer::im().skipped_types(), |mut t, name| {
-        t.push_bind(*name);
-    });
-    let im_events: i64 = count.build_query_scalar().fetch_one(&status).await?;
-    truncate(&status).await?;
-    status.close().await;
-    let (run, statements) = measured?;
-    Ok(ServiceRun { run, marks, statements, sync_accepted, im_events })
 }
 
 /// Empties the tables the commands write (the schema and the cluster tables stay).

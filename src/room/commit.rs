@@ -1,0 +1,273 @@
+//! The commit step: a decided batch written as ONE [`RoomCommit`] — each logged command's log
+//! row and outbox rows, one snapshot write fenced on the version the batch was decided on, and
+//! the net member and gift-total rows — and the room read back from its snapshot.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::decide::{Committed, Plan, Queued};
+use super::error::RoomError;
+use super::options::CommitStats;
+use super::outcome::{LoggedEvent, LoggedOutcome};
+use crate::cluster::shard_of;
+use crate::domain::{Change, RoomId, RoomSnapshot, RoomState, SenderTotal, UserId};
+use crate::store::{
+    CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, RoomCommit, SharedRepository,
+    SnapshotWrite, StoreError, StoredCommand,
+};
+
+/// Time after `publish_timeout` before a worker may claim the rows of a fresh command.
+const SYNC_CLAIM_MARGIN: Duration = Duration::from_secs(1);
+
+/// What became of a batch's write.
+pub(super) enum Written {
+    /// Committed.
+    Committed,
+    /// Nothing was written: these command ids of the batch are logged already (retries).
+    Repeats(Vec<StoredCommand>),
+    /// Nothing was written: the room changed on another node since the cell loaded it.
+    Moved,
+    /// Every command of the batch fails with `error`; `unload`: the cell may be behind the
+    /// database (the commit may have landed, or another node owns the room now).
+    Failed {
+        /// The answer of every command.
+        error: RoomError,
+        /// The cell must reload.
+        unload: bool,
+    },
+}
+
+impl Written {
+    /// The answer when the room moved on again after a reload.
+    pub(super) fn moved_twice() -> RoomError {
+        RoomError::VersionConflict("room was changed concurrently by another node; retry the command".into())
+    }
+}
+
+/// Writes decided batches and loads rooms; counts the transactions.
+pub(super) struct Commit {
+    repo: SharedRepository,
+    /// The outbox rows of a commit are not claimable by the worker before this has passed.
+    claim_after: Duration,
+    transactions: AtomicU64,
+    commands: AtomicU64,
+}
+
+impl Commit {
+    /// Commits through `repo`; the synchronous publish of a command takes `publish_timeout`.
+    pub(super) fn new(repo: SharedRepository, publish_timeout: Duration) -> Self {
+        Self {
+            repo,
+            claim_after: publish_timeout + SYNC_CLAIM_MARGIN,
+            transactions: AtomicU64::new(0),
+            commands: AtomicU64::new(0),
+        }
+    }
+
+    /// Room transactions committed and the commands they logged.
+    pub(super) fn stats(&self) -> CommitStats {
+        CommitStats {
+            transactions: self.transactions.load(Ordering::Relaxed),
+            commands: self.commands.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Writes `plan` (decided on `items`) in one transaction fenced on `fence`.
+    pub(super) async fn write(
+        &self,
+        room_id: &RoomId,
+        items: &[Queued],
+        plan: &Plan,
+        fence: Option<u64>,
+    ) -> Written {
+        let commit = self.room_commit(room_id, items, plan, fence);
+        let error = match self.repo.commit_room(&commit).await {
+            Ok(()) => {
+                self.transactions.fetch_add(1, Ordering::Relaxed);
+                self.commands.fetch_add(commit.commands.len() as u64, Ordering::Relaxed);
+                return Written::Committed;
+            }
+            Err(error) => error,
+        };
+        let failed = |error, unload| Written::Failed { error, unload };
+        match error {
+            CommitError::DuplicateCommand => {
+                // Some command id is logged already (a retried command).
+                let ids: Vec<String> = items.iter().map(|q| q.command_id.to_string()).collect();
+                match self.repo.find_commands(&ids).await {
+                    Ok(logged) if logged.is_empty() => failed(
+                        RoomError::VersionConflict("command id is being used concurrently; retry".into()),
+                        false,
+                    ),
+                    Ok(logged) => Written::Repeats(logged),
+                    Err(e) => failed(e.into(), false),
+                }
+            }
+            CommitError::VersionConflict => Written::Moved,
+            CommitError::Fenced => {
+                // Another node took the shard over: nothing was written, and the cell's state
+                // may be behind the new owner's.
+                tracing::warn!(room_id = %room_id, "Shard lease lost; the command was not committed");
+                failed(RoomError::NotOwner, true)
+            }
+            // Rolled back before the COMMIT: nothing landed, the cell still holds the room.
+            CommitError::Store(e) => failed(RoomError::NotCommitted(Arc::new(e)), false),
+            // The commit may or may not have landed: the cell reloads on the next command.
+            CommitError::OutcomeUnknown(e) => failed(e.into(), true),
+        }
+    }
+
+    /// True when the stored room is not at `cell_version` (`None`: no room).
+    pub(super) async fn is_stale(
+        &self,
+        room_id: &RoomId,
+        cell_version: Option<u64>,
+    ) -> Result<bool, StoreError> {
+        Ok(self.repo.room_version(room_id.as_str()).await? != cell_version)
+    }
+
+    /// The room as committed (`None`: it does not exist), its presence starting at `now_ms`.
+    pub(super) async fn load(&self, room_id: &RoomId, now_ms: i64) -> Result<Option<RoomState>, RoomError> {
+        let Some(stored) = self.repo.load_room(room_id.as_str()).await? else {
+            return Ok(None);
+        };
+        let corrupt = |what: &str, e: &dyn std::fmt::Display| {
+            RoomError::Corrupt(format!("{what} of room {room_id}: {e}"))
+        };
+        let snapshot: RoomSnapshot =
+            serde_json::from_str(&stored.state).map_err(|e| corrupt("snapshot", &e))?;
+        let members = stored
+            .members
+            .into_iter()
+            .map(|(id, joined)| UserId::parse(id).map(|id| (id, joined)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("a member", &e))?;
+        let senders = stored
+            .gift_totals
+            .into_iter()
+            .map(|t| {
+                let total = SenderTotal { total_value: t.total_value, first_version: t.first_version };
+                UserId::parse(t.user_id).map(|id| (id, total))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("a gift total", &e))?;
+        Ok(Some(RoomState::restore(snapshot, members, senders, now_ms)))
+    }
+
+    /// The transaction of a plan: what its logged commands wrote, net.
+    fn room_commit(&self, room_id: &RoomId, items: &[Queued], plan: &Plan, fence: Option<u64>) -> RoomCommit {
+        let mut commands = Vec::with_capacity(plan.logged.len());
+        let mut outbox = Vec::new();
+        for &index in &plan.logged {
+            let (Some(item), Some(committed)) = (items.get(index), plan.committed(index)) else { continue };
+            commands.push(logged_command(item, committed));
+            outbox.extend(committed.envelopes.iter().map(|(e, json)| NewOutboxRow {
+                event_id: e.event_id.clone(),
+                event_type: e.event_type.as_str(),
+                envelope: json.to_string(),
+            }));
+        }
+        let mut members = NetMembers::default();
+        let mut senders: BTreeMap<UserId, SenderTotal> = BTreeMap::new();
+        for change in &plan.changes {
+            match change {
+                Change::SenderTotal { user_id, total } => {
+                    senders.insert(user_id.clone(), *total);
+                }
+                other => members.record(other),
+            }
+        }
+        RoomCommit {
+            room_id: room_id.to_string(),
+            expected_version: plan.expected_version,
+            snapshot: plan.changed.then(|| plan.state.as_ref().map(snapshot_write)).flatten(),
+            commands,
+            outbox,
+            members: members.into_changes(),
+            gift_totals: senders
+                .into_iter()
+                .map(|(user_id, t)| GiftTotalRow {
+                    user_id: user_id.to_string(),
+                    total_value: t.total_value,
+                    first_version: t.first_version,
+                })
+                .collect(),
+            publish_timeout: self.claim_after,
+            shard: shard_of(room_id.as_str()),
+            fence,
+        }
+    }
+}
+
+/// The command's log row, with the outcome replayed for a repeated command id.
+fn logged_command(item: &Queued, committed: &Committed) -> LoggedCommand {
+    let response = &committed.response;
+    let logged = LoggedOutcome {
+        applied: response.applied,
+        room_version: response.room_version,
+        events: committed
+            .envelopes
+            .iter()
+            .map(|(e, _)| LoggedEvent {
+                event_id: e.event_id.clone(),
+                event_type: e.event_type.as_str().into(),
+            })
+            .collect(),
+    };
+    LoggedCommand {
+        command_id: item.command_id.to_string(),
+        command_type: item.command.name(),
+        fingerprint: item.fingerprint.clone(),
+        request_id: item.request_id.clone(),
+        applied: response.applied,
+        room_version: response.room_version,
+        outcome: serde_json::to_string(&logged).unwrap_or_default(),
+    }
+}
+
+fn snapshot_write(state: &RoomState) -> SnapshotWrite {
+    SnapshotWrite {
+        version: state.version,
+        status: state.status.as_str(),
+        state: serde_json::to_string(&state.snapshot()).unwrap_or_default(),
+    }
+}
+
+/// The net effect of a batch's member changes: the last word on each member, and whether the
+/// room was cleared first.
+#[derive(Debug, Default)]
+struct NetMembers {
+    cleared: bool,
+    last: BTreeMap<UserId, Option<i64>>,
+}
+
+impl NetMembers {
+    fn record(&mut self, change: &Change) {
+        match change {
+            Change::MemberJoined { user_id, joined_at_ms } => {
+                self.last.insert(user_id.clone(), Some(*joined_at_ms));
+            }
+            Change::MemberLeft { user_id } => {
+                self.last.insert(user_id.clone(), None);
+            }
+            Change::MembersCleared => {
+                self.cleared = true;
+                self.last.clear();
+            }
+            Change::SenderTotal { .. } => {}
+        }
+    }
+
+    fn into_changes(self) -> MemberChanges {
+        let mut changes = MemberChanges { cleared: self.cleared, ..MemberChanges::default() };
+        for (user_id, joined) in self.last {
+            match joined {
+                Some(joined_at_ms) => changes.upserted.push((user_id.to_string(), joined_at_ms)),
+                None => changes.deleted.push(user_id.to_string()),
+            }
+        }
+        changes
+    }
+}

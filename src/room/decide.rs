@@ -1,0 +1,170 @@
+//! The decide step (pure): the commands queued on a room, applied in order by the domain on
+//! the room as committed — each exactly as if it ran alone on the state left by the ones
+//! before it. The [`Plan`] says what became of each command and what the batch changed; the
+//! commit step ([`super::commit`]) writes it as one transaction.
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use super::error::RoomError;
+use super::options::StillHolds;
+use super::outcome::CommandResponse;
+use crate::domain::{
+    self, Applied, Change, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomState,
+};
+
+/// A command waiting on its room's cell.
+pub(super) struct Queued {
+    pub(super) command_id: CommandId,
+    pub(super) request_id: String,
+    pub(super) command: Command,
+    /// SHA-256 of the room id and command body (see [`super::outcome::fingerprint`]).
+    pub(super) fingerprint: String,
+    /// Apply only if this still holds for the room at its turn (presence removals).
+    pub(super) still: Option<Arc<StillHolds>>,
+    /// Where the answer goes; closed when the caller went away (the command is then skipped
+    /// if it has not been taken into a batch yet).
+    pub(super) reply: oneshot::Sender<Result<CommandResponse, RoomError>>,
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queued")
+            .field("command_id", &self.command_id)
+            .field("command", &self.command)
+            .finish()
+    }
+}
+
+/// A decided command waiting to be published: its response so far and its events.
+pub(super) struct Committed {
+    pub(super) response: CommandResponse,
+    pub(super) envelopes: Vec<(EventEnvelope, Arc<str>)>,
+}
+
+/// What became of one command of a batch.
+pub(super) enum Decision {
+    /// Applied, a no-op, or skipped (its condition no longer held).
+    Done(Committed),
+    /// Refused by the domain; the command log is asked first whether it is a repeat.
+    Refused(DomainError),
+}
+
+/// A batch decided on one state.
+pub(super) struct Plan {
+    /// One per queued command, in order.
+    pub(super) decisions: Vec<Decision>,
+    /// The commands to log (applied or no-op), by their index in the batch.
+    pub(super) logged: Vec<usize>,
+    /// The member and gift-total changes of the applied commands, in order.
+    pub(super) changes: Vec<Change>,
+    /// The room version the batch was decided on (0: no room).
+    pub(super) expected_version: u64,
+    /// Some command was applied: the room's snapshot is written.
+    pub(super) changed: bool,
+    /// The room after the batch.
+    pub(super) state: Option<RoomState>,
+}
+
+impl Plan {
+    /// True when no command is logged (every one refused or skipped): nothing to commit.
+    pub(super) fn writes_nothing(&self) -> bool {
+        self.logged.is_empty()
+    }
+
+    /// A logged command's answer so far and events (`index` from [`Plan::logged`]).
+    pub(super) fn committed(&self, index: usize) -> Option<&Committed> {
+        match self.decisions.get(index) {
+            Some(Decision::Done(committed)) => Some(committed),
+            _ => None,
+        }
+    }
+}
+
+/// The decide step: the domain applied to one room's commands at one instant.
+pub(super) struct Decide<'a> {
+    room_id: &'a RoomId,
+    now_ms: i64,
+}
+
+impl<'a> Decide<'a> {
+    /// Decides commands of `room_id` at `now_ms`.
+    pub(super) fn new(room_id: &'a RoomId, now_ms: i64) -> Self {
+        Self { room_id, now_ms }
+    }
+
+    /// Applies `items` in order to `state` (the room as committed at its version).
+    pub(super) fn batch(&self, state: Option<&RoomState>, items: &[Queued]) -> Plan {
+        let mut plan = Plan {
+            decisions: Vec::with_capacity(items.len()),
+            logged: Vec::new(),
+            changes: Vec::new(),
+            expected_version: state.map_or(0, |s| s.version),
+            changed: false,
+            state: state.cloned(),
+        };
+        for item in items {
+            let decision = self.one(&mut plan, item);
+            plan.decisions.push(decision);
+        }
+        plan
+    }
+
+    fn one(&self, plan: &mut Plan, item: &Queued) -> Decision {
+        if let Some(still) = &item.still
+            && !plan.state.as_ref().is_some_and(|s| still(s))
+        {
+            return Decision::Done(not_applied(plan.state.as_ref()));
+        }
+        let ctx = CommandContext {
+            room_id: self.room_id.clone(),
+            command_id: item.command_id.clone(),
+            request_id: item.request_id.clone(),
+            now_ms: self.now_ms,
+        };
+        let applied = match domain::apply(plan.state.as_ref(), &item.command, &ctx) {
+            Ok(applied) => applied,
+            Err(refused) => return Decision::Refused(refused),
+        };
+        plan.logged.push(plan.decisions.len());
+        let envelopes = envelopes(&applied, &ctx);
+        let response = CommandResponse {
+            applied: applied.applied,
+            room_version: applied.state.version,
+            replayed: false,
+            room: Some(applied.state.snapshot()),
+            events: Vec::new(),
+        };
+        plan.changes.extend(applied.changes);
+        if applied.applied {
+            plan.changed = true;
+            plan.state = Some(applied.state);
+        }
+        Decision::Done(Committed { response, envelopes })
+    }
+}
+
+/// The answer to a command whose condition no longer held: nothing applied or logged.
+fn not_applied(state: Option<&RoomState>) -> Committed {
+    let room = state.map(RoomState::snapshot);
+    let room_version = room.as_ref().map_or(0, |r| r.version);
+    let response =
+        CommandResponse { applied: false, room_version, replayed: false, room, events: Vec::new() };
+    Committed { response, envelopes: Vec::new() }
+}
+
+/// The command's events as envelopes, with their JSON (stored and published as is).
+fn envelopes(applied: &Applied, ctx: &CommandContext) -> Vec<(EventEnvelope, Arc<str>)> {
+    applied
+        .events
+        .iter()
+        .map(|event| {
+            let id = Uuid::now_v7().to_string();
+            let envelope = EventEnvelope::new(event.clone(), ctx, applied.state.version, id);
+            let json: Arc<str> = serde_json::to_string(&envelope).unwrap_or_default().into();
+            (envelope, json)
+        })
+        .collect()
+}

@@ -1,0 +1,60 @@
+//! The settings of the room service and what it reports about its commits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::cluster::Ownership;
+use crate::domain::RoomState;
+use crate::wallet::Wallet;
+
+/// A condition on the room, checked at the command's turn right before it applies.
+pub type StillHolds = dyn Fn(&RoomState) -> bool + Send + Sync;
+
+/// Default `rooms.max_commit_batch`.
+pub const DEFAULT_MAX_COMMIT_BATCH: usize = 64;
+
+/// Settings of the room service.
+#[derive(Debug, Clone)]
+pub struct RoomOptions {
+    /// Bounds the synchronous publish of one command; outbox rows are not claimable by the
+    /// worker before it has passed.
+    pub publish_timeout: Duration,
+    /// At most this many queued commands of one room are committed in one transaction
+    /// (1: one command per transaction).
+    pub max_commit_batch: usize,
+    /// Longest room id IM can carry (`GroupId` = prefix + room id, 48 bytes at most); `None`
+    /// when IM is disabled. CreateRoom refuses longer ids.
+    pub max_room_id_bytes: Option<usize>,
+    /// Notified when the synchronous path leaves events pending, so the worker claims them now.
+    pub worker_wake: Option<Arc<Notify>>,
+    /// Which rooms this node may serve (every room without a cluster); commits are fenced on
+    /// the shard lease's epoch.
+    pub ownership: Ownership,
+    /// The wallet gifts are paid from (`wallet.enabled`); `None`: gifts are free.
+    pub wallet: Option<Arc<dyn Wallet>>,
+}
+
+impl RoomOptions {
+    /// Options with the default batch size, no room id limit, no worker to wake and no wallet.
+    pub fn new(publish_timeout: Duration) -> Self {
+        Self {
+            publish_timeout,
+            max_commit_batch: DEFAULT_MAX_COMMIT_BATCH,
+            max_room_id_bytes: None,
+            worker_wake: None,
+            ownership: Ownership::Single,
+            wallet: None,
+        }
+    }
+}
+
+/// How the command path has committed so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Room transactions committed.
+    pub transactions: u64,
+    /// Commands logged by them (applied or no-op).
+    pub commands: u64,
+}
