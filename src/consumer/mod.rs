@@ -17,6 +17,7 @@
 pub mod audit;
 pub mod batch;
 pub mod high_water;
+mod progress;
 pub mod run;
 pub mod stack;
 pub mod webhook;

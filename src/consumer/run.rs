@@ -23,10 +23,10 @@ use tower::{Service, ServiceExt};
 
 use super::batch::{Batcher, Sink};
 use super::high_water::HighWater;
+use super::progress;
 use super::{ConsumerOptions, ConsumerStack};
 use crate::publish::{BoxError, Message, Outcome, classify};
-use crate::store::{EventRow, SharedRepository, StoreError, short_error};
-use crate::telemetry::names::{CONSUMER_LAG_SECONDS, CONSUMER_POSITION, LABEL_CONSUMER};
+use crate::store::{SharedRepository, StoreError, short_error};
 
 /// How a round's publish ended, when no delivery failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,7 @@ impl<S: Sink> Consumer<S> {
                         }
                         // Standing by, this instance reports the holder's progress, never a stale
                         // figure of its own (dashboards and the alert take the max over instances).
-                        self.export_stored().await;
+                        progress::export_stored(self.repo.as_ref(), self.options.name).await;
                         self.sleep(self.options.lease_ttl / 3, &cancel).await;
                         continue;
                     }
@@ -141,10 +141,10 @@ impl<S: Sink> Consumer<S> {
         }
         let ready = &events[..walk.ready];
         let Some(last) = ready.last().map(|e| e.id) else {
-            self.export(high_water.position()).await;
+            progress::export(self.repo.as_ref(), self.options.name, high_water.position()).await;
             return Ok(Round::Idle);
         };
-        let messages = self.decode(ready);
+        let messages = progress::decode(self.options.name, ready);
         let from = high_water.position();
         let mut attempt = 0_u32;
         loop {
@@ -167,7 +167,7 @@ impl<S: Sink> Consumer<S> {
             if !self.repo.record_consumer_error(name, &self.owner, &text, self.options.lease_ttl).await? {
                 return Ok(Round::Lost);
             }
-            self.export(high_water.position()).await;
+            progress::export(self.repo.as_ref(), self.options.name, high_water.position()).await;
             let delay = self.options.backoff.retry_after(attempt, rand::rng().random_range(0.5..=1.0));
             if !self.back_off(delay, from, cancel).await? {
                 return Ok(if cancel.is_cancelled() { Round::Idle } else { Round::Lost });
@@ -178,7 +178,7 @@ impl<S: Sink> Consumer<S> {
             return Ok(Round::Lost);
         }
         high_water.pass(last);
-        self.export(last).await;
+        progress::export(self.repo.as_ref(), self.options.name, last).await;
         Ok(Round::Busy)
     }
 
@@ -254,28 +254,6 @@ impl<S: Sink> Consumer<S> {
         results.into_iter().find_map(Result::err).map_or(Ok(()), Err)
     }
 
-    /// The messages of `events`; an envelope that cannot be decoded can never be delivered
-    /// anywhere (the outbox worker parks it for IM): it is passed over, loudly.
-    fn decode(&self, events: &[EventRow]) -> Vec<Message> {
-        let path = self.options.name.path();
-        events
-            .iter()
-            .filter_map(|e| match crate::outbox::decode_envelope(&e.event_id, &e.envelope, path) {
-                Ok(message) => Some(message),
-                Err(error) => {
-                    tracing::error!(
-                        consumer = self.options.name.as_str(),
-                        event_id = %e.event_id,
-                        outbox_id = e.id,
-                        %error,
-                        "Undecodable event passed over"
-                    );
-                    None
-                }
-            })
-            .collect()
-    }
-
     /// Waits `delay` before a retry, renewing the lease meanwhile. False: stopping, or the lease
     /// was lost (or the consumer reset away from `from`).
     async fn back_off(
@@ -302,29 +280,5 @@ impl<S: Sink> Consumer<S> {
 
     async fn sleep(&self, duration: Duration, cancel: &CancellationToken) {
         cancel.run_until_cancelled(tokio::time::sleep(duration)).await;
-    }
-
-    /// Exports the stored position of this consumer (another instance holds it).
-    async fn export_stored(&self) {
-        let name = self.options.name.as_str();
-        match self.repo.list_consumers().await {
-            Ok(rows) => {
-                if let Some(row) = rows.into_iter().find(|r| r.name == name) {
-                    self.export(row.position).await;
-                }
-            }
-            Err(error) => tracing::debug!(consumer = name, %error, "Cannot read the consumer's row"),
-        }
-    }
-
-    /// Sets the position and lag gauges (the lag on the database clock).
-    async fn export(&self, position: i64) {
-        let name = self.options.name.as_str();
-        metrics::gauge!(CONSUMER_POSITION, LABEL_CONSUMER => name).set(position as f64);
-        match self.repo.consumer_lag(position).await {
-            Ok(lag) => metrics::gauge!(CONSUMER_LAG_SECONDS, LABEL_CONSUMER => name)
-                .set(lag.unwrap_or_default().as_secs_f64()),
-            Err(error) => tracing::debug!(consumer = name, %error, "Cannot read the consumer lag"),
-        }
     }
 }
