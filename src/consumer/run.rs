@@ -25,7 +25,7 @@ use tower::{Service, ServiceExt};
 use super::ConsumerName;
 use super::batch::{Batcher, Sink};
 use super::high_water::HighWater;
-use crate::outbox::OutboxWorkerOptions;
+use crate::config::OutboxWorkerSettings;
 use crate::publish::{BoxError, Message, Outcome, classify};
 use crate::store::{EventRow, SharedRepository, StoreError, short_error};
 use crate::telemetry::names::{CONSUMER_LAG_SECONDS, CONSUMER_POSITION, LABEL_CONSUMER};
@@ -49,7 +49,7 @@ pub struct ConsumerOptions {
     /// Lifetime of the lease on the consumer's row.
     pub lease_ttl: Duration,
     /// The delivery policy whose backoff spaces the retries of a failed batch.
-    pub backoff: OutboxWorkerOptions,
+    pub backoff: OutboxWorkerSettings,
 }
 
 /// What one round came to.

@@ -1,13 +1,21 @@
-//! Helpers for the assembled publish stack: erase its concrete type into a [`Publisher`].
+//! The assembled publish stack: erase its concrete type into a [`Publisher`], and
+//! [`im_stack`], the one composition every test and benchmark uses.
 //!
-//! The stack itself is composed in `main.rs`, outer to inner:
-//! [`TraceLayer`](super::trace::TraceLayer) → [`MetricsLayer`](super::metrics::MetricsLayer) →
-//! [`EventFilterLayer`](super::filter::EventFilterLayer) → `tower::timeout::TimeoutLayer` →
-//! leaf (Tencent IM or [`LogSink`](super::log_sink::LogSink)). The tests beside this module
-//! build exactly that order and check how the layers work together.
+//! `main.rs` writes the production stack out with its own `ServiceBuilder`, outer to inner:
+//! [`TraceLayer`] → [`MetricsLayer`] → [`EventFilterLayer`] → [`RateLimitLayer`] (IM only) →
+//! `tower::timeout::TimeoutLayer` → leaf (Tencent IM or [`LogSink`](super::log_sink::LogSink)).
+//! [`im_stack`] builds exactly that order; the process test `tests/it/delivery/main_stack.rs`
+//! runs the real binary to prove `main.rs` composes it the same way (filter skips, timeouts
+//! counted, metrics by path). The tests beside this module check how the layers work together.
 
-use tower::{Service, ServiceExt};
+use std::time::Duration;
 
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+use super::filter::EventFilterLayer;
+use super::metrics::MetricsLayer;
+use super::rate_limit::RateLimitLayer;
+use super::trace::TraceLayer;
 use super::{BoxError, Message, Outcome, Publisher};
 
 /// Erases the type of a publish stack (or a bare leaf) into the shared, cloneable
@@ -19,6 +27,26 @@ where
     S::Future: Send + 'static,
 {
     Publisher::new(svc.map_err(Into::<BoxError>::into))
+}
+
+/// The IM publish stack in production order around `leaf`: Trace → Metrics → EventFilter (the
+/// IM skip list) → `rate_limit` (none: no limiter, as with the log sink) → Timeout
+/// (`publish_timeout`) → `leaf`. For tests and benchmarks; `main.rs` spells the same stack out.
+pub fn im_stack<L>(leaf: L, rate_limit: Option<RateLimitLayer>, publish_timeout: Duration) -> Publisher
+where
+    L: Service<Message, Response = Outcome> + Clone + Send + Sync + 'static,
+    L::Error: Into<BoxError> + 'static,
+    L::Future: Send + 'static,
+{
+    into_publisher(
+        ServiceBuilder::new()
+            .layer(TraceLayer::new())
+            .layer(MetricsLayer::new())
+            .layer(EventFilterLayer::im())
+            .option_layer(rate_limit)
+            .timeout(publish_timeout)
+            .service(leaf),
+    )
 }
 
 #[cfg(test)]

@@ -175,7 +175,7 @@ fn envelopes(applied: &Applied, ctx: &CommandContext) -> Vec<(EventEnvelope, Arc
         .map(|event| {
             let id = Uuid::now_v7().to_string();
             let envelope = EventEnvelope::new(event.clone(), ctx, applied.state.version, id);
-            let json: Arc<str> = serde_json::to_string(&envelope).unwrap_or_default().into();
+            let json: Arc<str> = envelope.to_json().into();
             (envelope, json)
         })
         .collect()
@@ -205,16 +205,13 @@ fn logged_command(
         request_id: item.request_id.clone(),
         applied: applied.applied,
         room_version: applied.state.version,
-        outcome: serde_json::to_string(&logged).unwrap_or_default(),
+        // Cannot fail: a bool, an integer and a Vec of two-string structs, all derived.
+        outcome: serde_json::to_string(&logged).expect("a logged outcome always serialises"),
     }
 }
 
 fn snapshot_write(state: &RoomState) -> SnapshotWrite {
-    SnapshotWrite {
-        version: state.version,
-        status: state.status.as_str(),
-        state: serde_json::to_string(&state.snapshot()).unwrap_or_default(),
-    }
+    SnapshotWrite { version: state.version, status: state.status.as_str(), state: state.snapshot_json() }
 }
 
 /// The net effect of a batch's member changes: the last word on each member, and whether the

@@ -23,7 +23,7 @@ use super::drain::Answer;
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
 use super::pipeline::RoomService;
 use crate::domain::EventEnvelope;
-use crate::publish::{self, Message, Outcome, Path, Priority};
+use crate::publish::{self, Message, Outcome, Path};
 
 impl RoomService {
     /// Answers at once the commands with nothing to publish, and queues the others on the
@@ -129,14 +129,7 @@ impl RoomService {
     }
 
     async fn publish_one(&self, envelope: &EventEnvelope, json: &Arc<str>, deadline: Instant) -> Delivery {
-        let message = Message {
-            event_id: envelope.event_id.clone(),
-            event_type: envelope.event_type.as_str(),
-            group: envelope.room_id.clone(),
-            priority: if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal },
-            body: Arc::clone(json),
-            path: Path::Sync,
-        };
+        let message = Message::from_envelope(envelope, Arc::clone(json), Path::Sync);
         match tokio::time::timeout_at(deadline, self.inner.publisher.clone().oneshot(message)).await {
             Ok(Ok(Outcome::Delivered)) => Delivery::Delivered,
             Ok(Ok(Outcome::Skipped)) => Delivery::Skipped,
