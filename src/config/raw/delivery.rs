@@ -1,7 +1,10 @@
 //! The raw sections of event delivery: `tencent_im`, `im_rate_limit`, `outbox_worker`,
 //! `consumers` (webhook, audit).
 
+use std::time::Duration;
+
 use super::*;
+use crate::config::{OutboxWorkerSettings, RetryStrategy};
 
 /// `consumers.*`
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -163,21 +166,30 @@ pub(crate) struct RawOutboxWorker {
 }
 
 impl Default for RawOutboxWorker {
+    /// The validated defaults ([`OutboxWorkerSettings::default`]) as an operator would write
+    /// them: the values are declared there, once.
     fn default() -> Self {
+        let d = OutboxWorkerSettings::default();
+        let written = |d: Duration| RawDuration::new(humantime::format_duration(d).to_string());
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         Self {
-            enabled: true,
-            poll_interval: RawDuration::new("1s"),
-            batch_size: 100,
-            publish_timeout: RawDuration::new("3s"),
-            retry_strategy: "fixed_interval".into(),
-            retention: RawDuration::new(""),
-            stats_interval: RawDuration::new("5s"),
-            max_in_flight: 8,
-            retry_base: RawDuration::new("1s"),
-            retry_max: RawDuration::new("5m"),
-            max_attempts: 0,
-            rate_limit_pause: RawDuration::new("1s"),
-            config_error_pause: RawDuration::new("30s"),
+            enabled: d.enabled,
+            poll_interval: written(d.poll_interval),
+            batch_size: count(d.batch_size),
+            publish_timeout: written(d.publish_timeout),
+            retry_strategy: match d.retry_strategy {
+                RetryStrategy::FixedInterval => "fixed_interval",
+                RetryStrategy::Exponential => "exponential",
+            }
+            .into(),
+            retention: d.retention.map_or_else(|| RawDuration::new(""), written),
+            stats_interval: written(d.stats_interval),
+            max_in_flight: count(d.max_in_flight),
+            retry_base: written(d.retry_base),
+            retry_max: written(d.retry_max),
+            max_attempts: d.max_attempts.into(),
+            rate_limit_pause: written(d.rate_limit_pause),
+            config_error_pause: written(d.config_error_pause),
         }
     }
 }

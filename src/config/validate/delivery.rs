@@ -56,14 +56,7 @@ pub(super) fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWor
     let poll_interval = p.or_default("outbox_worker.poll_interval", &raw.poll_interval, d.poll_interval);
     let publish_timeout =
         p.or_default("outbox_worker.publish_timeout", &raw.publish_timeout, d.publish_timeout);
-    let batch_size = match usize::try_from(raw.batch_size) {
-        Ok(0) | Err(_) => d.batch_size,
-        Ok(n) if n > MAX_BATCH_SIZE => {
-            p.add("outbox_worker.batch_size", format!("{n} is above the maximum of {MAX_BATCH_SIZE}"));
-            d.batch_size
-        }
-        Ok(n) => n,
-    };
+    let batch_size = count(p, "outbox_worker.batch_size", raw.batch_size, d.batch_size, MAX_BATCH_SIZE);
     let retry_strategy = match raw.retry_strategy.as_str() {
         "" | "fixed_interval" => RetryStrategy::FixedInterval,
         "exponential" => RetryStrategy::Exponential,
@@ -89,14 +82,8 @@ pub(super) fn outbox_worker(p: &mut Problems, raw: RawOutboxWorker) -> OutboxWor
     let config_error_pause =
         p.positive("outbox_worker.config_error_pause", &raw.config_error_pause, d.config_error_pause);
     let retention = retention(p, &raw.retention);
-    let max_in_flight = match usize::try_from(raw.max_in_flight) {
-        Ok(0) | Err(_) => d.max_in_flight,
-        Ok(n) if n > MAX_IN_FLIGHT => {
-            p.add("outbox_worker.max_in_flight", format!("{n} is above the maximum of {MAX_IN_FLIGHT}"));
-            d.max_in_flight
-        }
-        Ok(n) => n,
-    };
+    let max_in_flight =
+        count(p, "outbox_worker.max_in_flight", raw.max_in_flight, d.max_in_flight, MAX_IN_FLIGHT);
     let stats_interval = p.or_default("outbox_worker.stats_interval", &raw.stats_interval, d.stats_interval);
     OutboxWorkerSettings {
         enabled: raw.enabled,
@@ -153,6 +140,19 @@ fn retention(p: &mut Problems, raw: &RawDuration) -> Option<Duration> {
             p.add(KEY, reason);
             None
         }
+    }
+}
+
+/// A count of the worker: non-positive takes `default`; above `max` fails naming `key` (it is
+/// not clamped, so an operator never gets another value than the one asked for).
+fn count(p: &mut Problems, key: &str, raw: i64, default: usize, max: usize) -> usize {
+    match usize::try_from(raw) {
+        Ok(0) | Err(_) => default,
+        Ok(n) if n > max => {
+            p.add(key, format!("{n} is above the maximum of {max}"));
+            default
+        }
+        Ok(n) => n,
     }
 }
 
