@@ -9,15 +9,14 @@ ARG RUST_VERSION=1.95
 FROM rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
 
-# What cargo needs to accept the manifest and build the service: Cargo.toml names a bench
-# (benches/stack.rs) and bins under src/bin/, so benches/ must be here even though only the
-# service binary is built; `sqlx::migrate!` embeds migrations/ at compile time; build.rs
+# What cargo needs to accept the manifest and build the service: Cargo.toml's targets live in
+# src/ (the library, the service and the bins under src/bin/, though only the service binary
+# is built); `sqlx::migrate!` embeds migrations/ at compile time; build.rs
 # generates the gRPC code from proto/ (with protox: no protoc in the image). `build.rs*`
 # copies a build script when the crate has one and nothing otherwise (Cargo.toml always
 # matches, so the COPY never comes up empty). scripts/check-docker-context.sh rebuilds this
 # layout from these COPY lines and .dockerignore and runs cargo in it (CI runs it).
 COPY Cargo.toml Cargo.lock build.rs* ./
-COPY benches ./benches
 COPY src ./src
 COPY migrations ./migrations
 COPY proto ./proto

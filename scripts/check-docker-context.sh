@@ -421,7 +421,7 @@ expect_failure() {
 }
 
 self_test() {
-    local dir no_benches no_migrations
+    local dir no_src no_migrations
     dir=$(mktemp -d)
     # shellcheck disable=SC2064 # the path is fixed now
     trap "rm -rf '$dir'" EXIT
@@ -434,10 +434,10 @@ self_test() {
         printf '%s' "$dir/Dockerfile.no-$1"
     }
 
-    # Without benches/, cargo refuses the manifest: caught before anything compiles.
-    no_benches=$(without benches)
-    expect_failure "without COPY benches" "cargo refuses the manifest" \
-        bash "$self" "$no_benches"
+    # Without src/, the manifest has no target: caught before anything compiles.
+    no_src=$(without src)
+    expect_failure "without COPY src" "cargo metadata fails" \
+        bash "$self" "$no_src"
 
     # A .dockerignore that keeps migrations/ out: caught before cargo runs.
     { cat "$repo/.dockerignore"; echo 'migrations/'; } >"$dir/dockerignore.no-migrations"

@@ -32,8 +32,6 @@ cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 # The benchmark harness in smoke mode (tiny sizes): proves it works, measures nothing.
 cargo run --locked --bin room-service-bench -- --smoke
-# The criterion benches in test mode (each benchmark runs once).
-cargo test --locked --bench stack
 # Every test; a hung test must fail the run well inside CI's limit, not eat it.
 timeout 1200 cargo test --lib --bins --tests --locked
 # The fault matrix (docs/RELIABILITY.md), full sizes, about 2 minutes: private MariaDB servers

@@ -21,33 +21,27 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tower::util::Either;
 
 use crate::admin::{RetentionOptions, run_retention};
-use crate::cluster::{Directory, LeaseKeeper, Ownership};
-use crate::config::{ConsumerSettings, Settings, TencentImSettings, WalletSettings};
-use crate::consumer::audit::AuditSink;
-use crate::consumer::batch::Batcher;
-use crate::consumer::webhook::WebhookSink;
-use crate::consumer::{self, Consumer, ConsumerName, ConsumerOptions};
+use crate::cluster::{LeaseKeeper, Ownership};
+use crate::config::Settings;
 use crate::grpc::{self, GrpcOptions};
 use crate::http::forward::Forwarder;
 use crate::http::server::ServeOptions;
 use crate::http::{self, AppState, Lifecycle, NodeInfo, PublicOptions};
-use crate::outbox::{OutboxWorker, OutboxWorkerOptions, sampler};
+use crate::outbox::sampler;
 use crate::publish::Publisher;
-use crate::publish::log_sink::LogSink;
-use crate::publish::rate_limit::{ClusterQuota, RateLimitLayer, RateLimitOptions};
 use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
-use crate::publish::tencent::{TencentImOptions, TencentImService};
 use crate::redis_conn::RedisConn;
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
 use crate::telemetry;
-use crate::wallet::{HttpWallet, HttpWalletOptions, Wallet};
 
-/// TCP connect timeout of the IM client; the whole call is bounded by `publish_timeout`.
-const IM_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+mod tasks;
+mod wiring;
+
+use tasks::{join_cluster, run_metrics_upkeep, shutdown_signal, spawn_consumers, spawn_outbox_worker};
+pub use wiring::{im_leaf, im_stack, rate_limit, rate_limit_layer, wallet};
 
 /// Extra time granted to workers beyond one publish timeout when stopping.
 const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
@@ -286,186 +280,4 @@ pub async fn serve(settings: Settings, publisher: Publisher, redis: Option<Redis
         token.cancel();
     });
     app.wait().await
-}
-
-/// Joins the cluster before serving: membership, then this node's share of the shards.
-async fn join_cluster(
-    settings: &Settings,
-    repo: &SharedRepository,
-    redis: Option<RedisConn>,
-) -> anyhow::Result<LeaseKeeper> {
-    let directory = Directory::new(repo.clone(), redis).await.context("reading the cluster id")?;
-    let keeper =
-        LeaseKeeper::new(repo.clone(), directory, settings.node_id.clone(), settings.cluster.clone());
-    keeper.join().await.context("joining the cluster (shard leases)")?;
-    tracing::info!(
-        node_id = %settings.node_id,
-        url = %settings.cluster.advertise_url,
-        shards = keeper.ownership().held_shards().map_or(0, |s| s.len()),
-        "Joined the cluster"
-    );
-    Ok(keeper)
-}
-
-fn spawn_outbox_worker(
-    settings: &Settings,
-    repo: &SharedRepository,
-    wake: Arc<Notify>,
-    publisher: &Publisher,
-    ownership: Ownership,
-    tracker: &TaskTracker,
-    cancel: &CancellationToken,
-) {
-    if !settings.outbox_worker.enabled {
-        tracing::info!("Outbox worker disabled");
-        return;
-    }
-    let options = OutboxWorkerOptions {
-        per_room_rate: settings.im_rate_limit.per_group_per_sec,
-        ..OutboxWorkerOptions::from(&settings.outbox_worker)
-    };
-    let mut worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options)
-        .with_waker(wake);
-    if settings.cluster.enabled {
-        // A shard's rows are relayed by its owner; a dead owner's shards move within a TTL,
-        // so a row still unclaimed after two TTLs has lost its owner some other way.
-        worker = worker.with_ownership(ownership, settings.cluster.lease_ttl * 2);
-    }
-    let cancel = cancel.clone();
-    tracker.spawn(async move { worker.run_outbox_worker(cancel).await });
-}
-
-/// Starts the enabled event consumers (webhook, audit), each through its own stack.
-fn spawn_consumers(
-    settings: &Settings,
-    repo: &SharedRepository,
-    tracker: &TaskTracker,
-    cancel: &CancellationToken,
-) -> anyhow::Result<()> {
-    let consumers = &settings.consumers;
-    let options = |name: ConsumerName, consumer: &ConsumerSettings| ConsumerOptions {
-        name,
-        node_id: settings.node_id.clone(),
-        batch_size: consumer.batch_size,
-        poll_interval: consumers.poll_interval,
-        gap_grace: consumers.gap_grace,
-        lease_ttl: consumer::stack::lease_ttl(consumer),
-        backoff: OutboxWorkerOptions::from(&settings.outbox_worker),
-    };
-    if let Some(webhook) = &consumers.webhook {
-        let sink = WebhookSink::new(&webhook.url, webhook.secret.clone(), webhook.consumer.timeout)
-            .context("consumers.webhook")?;
-        let batcher = Batcher::new(sink);
-        let stack = consumer::stack::layered(&webhook.consumer, batcher.clone());
-        let consumer =
-            Consumer::new(repo.clone(), stack, batcher, options(ConsumerName::Webhook, &webhook.consumer));
-        tracker.spawn(consumer.run(cancel.clone()));
-    }
-    if let Some(audit) = &consumers.audit {
-        let batcher = Batcher::new(AuditSink::new(repo.clone(), audit.timeout));
-        let stack = consumer::stack::layered(audit, batcher.clone());
-        let consumer = Consumer::new(repo.clone(), stack, batcher, options(ConsumerName::Audit, audit));
-        tracker.spawn(consumer.run(cancel.clone()));
-    }
-    Ok(())
-}
-
-async fn run_metrics_upkeep(
-    handle: metrics_exporter_prometheus::PrometheusHandle,
-    repo: SharedRepository,
-    ownership: Ownership,
-    cancel: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(Duration::from_secs(5));
-    while cancel.run_until_cancelled(tick.tick()).await.is_some() {
-        telemetry::sample_runtime(repo.as_ref());
-        let owned = ownership.held_shards().map_or(usize::from(crate::cluster::SHARDS), |s| s.len());
-        metrics::gauge!(telemetry::names::CLUSTER_SHARDS_OWNED).set(owned as f64);
-        handle.run_upkeep();
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "Cannot listen for SIGINT");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(error) => {
-                tracing::error!(%error, "Cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
-}
-
-/// The rate-limit layer of the publish stack: Tencent's limits apply to the IM client only, so
-/// there is none when IM is disabled (the log sink takes any rate). With `redis` (the node's
-/// handle, when `redis.url` is set) the app-wide limit is shared by the cluster; without it
-/// each node takes `global_per_sec / cluster.expected_nodes` (all of it on a single node).
-pub fn rate_limit_layer(settings: &Settings, redis: Option<&RedisConn>) -> Option<RateLimitLayer> {
-    settings.tencent_im.enabled.then(|| {
-        let (app, nodes) = (settings.tencent_im.sdk_app_id, settings.cluster.expected_nodes);
-        let mut options = rate_limit(settings);
-        if redis.is_none() {
-            options.global_per_sec = (options.global_per_sec / nodes.max(1)).max(1);
-        }
-        let quota = redis.map(|redis| ClusterQuota::new(redis.clone(), app, nodes));
-        RateLimitLayer::new(options).with_cluster_quota(quota)
-    })
-}
-
-/// The rate limits of the publish stack for `settings` (`im_rate_limit.*`, and the pause after
-/// a rate-limited answer).
-pub fn rate_limit(settings: &Settings) -> RateLimitOptions {
-    let limits = &settings.im_rate_limit;
-    RateLimitOptions {
-        global_per_sec: limits.global_per_sec,
-        per_group_per_sec: limits.per_group_per_sec,
-        worker_share: limits.worker_share,
-        pause: settings.outbox_worker.rate_limit_pause,
-    }
-}
-
-/// The leaf of the publish stack for `settings`: the Tencent IM client, or the log sink when
-/// `tencent_im.enabled` is false (the same stack either way).
-pub fn im_leaf(settings: &TencentImSettings) -> anyhow::Result<Either<TencentImService, LogSink>> {
-    if !settings.enabled {
-        return Ok(Either::Right(LogSink::new()));
-    }
-    let options = TencentImOptions {
-        base_url: settings.base_url.clone(),
-        sdk_app_id: settings.sdk_app_id,
-        admin_identifier: settings.admin_identifier.clone(),
-        secret_key: settings.secret_key.clone(),
-        group_id_prefix: settings.group_id_prefix.clone(),
-        usersig_ttl: settings.usersig_ttl,
-        connect_timeout: IM_CONNECT_TIMEOUT,
-    };
-    Ok(Either::Left(TencentImService::new(options).context("tencent_im")?))
-}
-
-/// The wallet gifts are paid from: the HTTP client when `wallet.enabled`, else none (gifts
-/// are free).
-pub fn wallet(settings: &WalletSettings) -> anyhow::Result<Option<Arc<dyn Wallet>>> {
-    if !settings.enabled {
-        return Ok(None);
-    }
-    let options = HttpWalletOptions { base_url: settings.base_url.clone(), timeout: settings.timeout };
-    let wallet = HttpWallet::new(options).context("wallet")?;
-    tracing::info!(base_url = %settings.base_url, timeout = ?settings.timeout, "Gifts are paid through the wallet");
-    Ok(Some(Arc::new(wallet)))
 }

@@ -22,6 +22,8 @@ mod validate;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_delivery;
+#[cfg(test)]
 mod tests_docs;
 #[cfg(test)]
 mod tests_files;
@@ -41,9 +43,9 @@ pub use settings::{
     Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings, DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL,
     DatabaseSettings, GrpcSettings, HttpSettings, ImRateLimitSettings, LogFormat, LogSettings,
-    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, MIN_LEASE, OutboxWorkerSettings, PresenceSettings,
-    RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, WalletSettings,
-    WebhookSettings, lease_for,
+    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, MIN_CONSUMER_LEASE, MIN_LEASE, OutboxWorkerSettings,
+    PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
+    WalletSettings, WebhookSettings,
 };
 
 use error::Origins;

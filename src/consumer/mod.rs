@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use tower::util::BoxService;
 
-use crate::outbox::OutboxWorkerOptions;
+use crate::config::OutboxWorkerSettings;
 use crate::publish::{BoxError, Message, Outcome, Path};
 
 /// The consumers this service has (a closed set: their names are metric labels and rows).
@@ -91,5 +91,5 @@ pub struct ConsumerOptions {
     /// Lifetime of the lease on the consumer's row.
     pub lease_ttl: Duration,
     /// The delivery policy whose backoff spaces the retries of a failed batch.
-    pub backoff: OutboxWorkerOptions,
+    pub backoff: OutboxWorkerSettings,
 }

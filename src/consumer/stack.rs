@@ -41,11 +41,6 @@ pub fn skipped(wanted: &[EventType]) -> Vec<&'static str> {
     EventType::ALL.into_iter().filter(|t| !wanted.contains(t)).map(EventType::as_str).collect()
 }
 
-/// The lease on a consumer's row: it must outlast a delivery and the renewals around it.
-pub fn lease_ttl(settings: &ConsumerSettings) -> Duration {
-    (settings.timeout * 3).max(Duration::from_secs(15))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

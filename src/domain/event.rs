@@ -123,6 +123,14 @@ impl EventEnvelope {
             payload: event.payload,
         }
     }
+
+    /// The envelope as JSON, as it is stored and published.
+    pub fn to_json(&self) -> String {
+        // Cannot fail: serde_json fails only on a map with non-string keys or a `Serialize`
+        // impl that errors, and every field here is a string, an integer, the derived
+        // `EventType` (a unit variant) or a `serde_json::Value` (string keys only).
+        serde_json::to_string(self).expect("an event envelope always serialises")
+    }
 }
 
 #[cfg(test)]

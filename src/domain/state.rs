@@ -142,6 +142,14 @@ impl RoomState {
         }
     }
 
+    /// The small view of this state as JSON, as the snapshot row stores it.
+    pub fn snapshot_json(&self) -> String {
+        // Cannot fail: serde_json fails only on a map with non-string keys or a `Serialize`
+        // impl that errors; a snapshot holds only derived impls over strings, integers, unit
+        // variants and a `Vec` of rank entries — no map.
+        serde_json::to_string(&self.snapshot()).expect("a room snapshot always serialises")
+    }
+
     /// The small view of this state (no member list).
     pub fn snapshot(&self) -> RoomSnapshot {
         RoomSnapshot {

@@ -29,8 +29,6 @@ mod policy;
 mod run;
 pub mod sampler;
 
-pub use options::OutboxWorkerOptions;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,9 +36,14 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Ownership;
+use crate::config::OutboxWorkerSettings;
 use crate::domain::EventEnvelope;
 use crate::publish::{Message, Path, Priority, Publisher};
 use crate::store::{ClaimScope, OutboxQueue, OutboxRow, StoreError};
+
+/// Messages per second one room may get when [`OutboxWorker::with_per_room_rate`] is not
+/// called (below Tencent's 40 per group).
+pub const DEFAULT_PER_ROOM_RATE: u32 = 35;
 
 /// Value of the `worker` field on every outbox log line.
 pub const WORKER_NAME: &str = "room_outbox";
@@ -56,7 +59,11 @@ pub struct OutboxWorker {
     repo: Arc<dyn OutboxQueue>,
     publisher: Publisher,
     node_id: String,
-    options: OutboxWorkerOptions,
+    options: OutboxWorkerSettings,
+    /// Messages per second one room may get (`im_rate_limit.per_group_per_sec`): the worker
+    /// holds at most two seconds of it per room, so a backlogged room never crowds others out
+    /// of the claims.
+    per_room_rate: u32,
     wake: Arc<Notify>,
     /// In a cluster: claim the rows of the shards this node owns, and others' only once
     /// orphaned this long (their owner is gone).
@@ -88,16 +95,25 @@ pub struct BatchReport {
 }
 
 impl OutboxWorker {
-    /// A worker for node `node_id` over `repo`, publishing through `publisher`. The options are
-    /// normalised here.
+    /// A worker for node `node_id` over `repo`, publishing through `publisher`, with the
+    /// validated `outbox_worker.*` settings (taken as they are: [`crate::config`] normalised
+    /// them) and [`DEFAULT_PER_ROOM_RATE`].
     pub fn new(
         repo: Arc<dyn OutboxQueue>,
         publisher: Publisher,
         node_id: impl Into<String>,
-        options: OutboxWorkerOptions,
+        options: OutboxWorkerSettings,
     ) -> Self {
         let wake = Arc::new(Notify::new());
-        Self { repo, publisher, node_id: node_id.into(), options: options.normalise(), wake, scope: None }
+        let (node_id, per_room_rate) = (node_id.into(), DEFAULT_PER_ROOM_RATE);
+        Self { repo, publisher, node_id, options, per_room_rate, wake, scope: None }
+    }
+
+    /// Holds at most two seconds of `rate` (messages per second, `im_rate_limit.per_group_per_sec`)
+    /// per room; 0 is taken as 1.
+    pub fn with_per_room_rate(mut self, rate: u32) -> Self {
+        self.per_room_rate = rate.max(1);
+        self
     }
 
     /// Relays the rows of the shards `ownership` holds first (no two nodes contend for one
@@ -141,8 +157,8 @@ impl OutboxWorker {
         engine::run_once(self, cancel).await
     }
 
-    /// The normalised options in force.
-    pub fn options(&self) -> &OutboxWorkerOptions {
+    /// The settings in force.
+    pub fn options(&self) -> &OutboxWorkerSettings {
         &self.options
     }
 
@@ -175,14 +191,27 @@ pub(crate) fn decode_envelope(event_id: &str, envelope: &str, path: Path) -> Res
     if decoded.event_id != event_id {
         return Err("undecodable envelope: its event_id differs from the row's".into());
     }
-    Ok(Message {
-        event_id: event_id.to_owned(),
-        event_type: decoded.event_type.as_str(),
-        group: decoded.room_id,
-        priority: if decoded.event_type.is_high_priority() { Priority::High } else { Priority::Normal },
-        body: Arc::from(envelope),
-        path,
-    })
+    Ok(Message::from_envelope(&decoded, Arc::from(envelope), path))
+}
+
+/// The one way an event envelope becomes a [`Message`], on the synchronous path (from the
+/// envelope just committed) and the worker's and consumers' (from the stored row, through
+/// [`decode_envelope`]). It lives here, in the outbox that relays envelopes, rather than in
+/// [`crate::publish`], which knows no domain types, or [`crate::domain`], which knows no
+/// publishing.
+impl Message {
+    /// The message `path` publishes for `envelope`, whose JSON is `body` (sent unchanged).
+    pub fn from_envelope(envelope: &EventEnvelope, body: Arc<str>, path: Path) -> Self {
+        let priority = if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal };
+        Self {
+            event_id: envelope.event_id.clone(),
+            event_type: envelope.event_type.as_str(),
+            group: envelope.room_id.clone(),
+            priority,
+            body,
+            path,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 
 use std::error::Error;
 
-use super::OutboxWorkerOptions;
+use crate::config::OutboxWorkerSettings;
 use crate::publish::{ErrorClass, classify, error::reason};
 use crate::store::{Mark, short_error};
 
@@ -32,7 +32,7 @@ pub(super) enum Failure {
 /// Decides what a failed publish of a row with `retry_count` failures so far comes to;
 /// `jitter` is a uniform draw from [0.5, 1.0].
 pub(super) fn on_failure(
-    options: &OutboxWorkerOptions,
+    options: &OutboxWorkerSettings,
     retry_count: i32,
     error: &(dyn Error + 'static),
     jitter: f64,
@@ -67,14 +67,14 @@ mod tests {
     use crate::config::RetryStrategy;
     use crate::publish::tencent::ImError;
 
-    fn options(max_attempts: u32) -> OutboxWorkerOptions {
-        OutboxWorkerOptions {
+    fn options(max_attempts: u32) -> OutboxWorkerSettings {
+        OutboxWorkerSettings {
             retry_strategy: RetryStrategy::Exponential,
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(300),
             rate_limit_pause: Duration::from_secs(2),
             max_attempts,
-            ..OutboxWorkerOptions::default()
+            ..OutboxWorkerSettings::default()
         }
     }
 

@@ -6,6 +6,7 @@ use serde_json::json;
 use tower::service_fn;
 
 use super::*;
+use crate::config::OutboxWorkerSettings;
 use crate::publish::{BoxError, Message, Outcome, Path, Priority};
 use crate::store::{OutboxRow, SqliteRepository};
 
@@ -68,7 +69,7 @@ async fn worker(node_id: &str) -> OutboxWorker {
     let repo = SqliteRepository::connect("sqlite::memory:", 1).await.expect("in-memory sqlite");
     let leaf = service_fn(|_: Message| async { Ok::<_, BoxError>(Outcome::Delivered) });
     let publisher = crate::publish::stack::into_publisher(leaf);
-    OutboxWorker::new(Arc::new(repo), publisher, node_id, OutboxWorkerOptions::default())
+    OutboxWorker::new(Arc::new(repo), publisher, node_id, OutboxWorkerSettings::default())
 }
 
 #[tokio::test]
@@ -89,10 +90,12 @@ async fn worker_with_long_node_id() -> OutboxWorker {
 }
 
 #[tokio::test]
-async fn new_normalises_the_options() {
+async fn new_takes_the_validated_settings_as_they_are() {
+    // Normalising (a zero batch size taking the default, …) is config's, tested there
+    // (`non_positive_outbox_values_become_defaults`, `the_empty_outbox_section_is_the_default`).
     let worker = worker("node-a").await;
-    let zeroed = OutboxWorkerOptions { batch_size: 0, ..OutboxWorkerOptions::default() };
-    let worker = OutboxWorker::new(worker.repo.clone(), worker.publisher.clone(), "n", zeroed);
-    assert_eq!(worker.options(), &OutboxWorkerOptions::default());
+    let settings = OutboxWorkerSettings { batch_size: 7, ..OutboxWorkerSettings::default() };
+    let worker = OutboxWorker::new(worker.repo.clone(), worker.publisher.clone(), "n", settings.clone());
+    assert_eq!(worker.options(), &settings);
     assert_eq!(worker.node_id(), "n");
 }

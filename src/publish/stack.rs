@@ -1,10 +1,14 @@
-//! Helpers for the assembled publish stack: erase its concrete type into a [`Publisher`].
+//! The assembled publish stack: erase its concrete type into a [`Publisher`]. The one
+//! composition every test and benchmark uses is `app::im_stack` (it configures the filter with
+//! the domain's IM skip list, which this module does not know).
 //!
-//! The stack itself is composed in `main.rs`, outer to inner:
+//! `main.rs` writes the production stack out with its own `ServiceBuilder`, outer to inner:
 //! [`TraceLayer`](super::trace::TraceLayer) → [`MetricsLayer`](super::metrics::MetricsLayer) →
-//! [`EventFilterLayer`](super::filter::EventFilterLayer) → `tower::timeout::TimeoutLayer` →
-//! leaf (Tencent IM or [`LogSink`](super::log_sink::LogSink)). The tests beside this module
-//! build exactly that order and check how the layers work together.
+//! [`EventFilterLayer`](super::filter::EventFilterLayer) → `RateLimitLayer` (IM only) →
+//! `tower::timeout::TimeoutLayer` → leaf (Tencent IM or [`LogSink`](super::log_sink::LogSink)).
+//! `app::im_stack` builds exactly that order; the process test `tests/it/delivery/main_stack.rs`
+//! runs the real binary to prove `main.rs` composes it the same way (filter skips, timeouts
+//! counted, metrics by path). The tests beside this module check how the layers work together.
 
 use tower::{Service, ServiceExt};
 

@@ -163,7 +163,7 @@ fn envelopes(applied: &Applied, ctx: &CommandContext) -> Vec<(EventEnvelope, Arc
         .map(|event| {
             let id = Uuid::now_v7().to_string();
             let envelope = EventEnvelope::new(event.clone(), ctx, applied.state.version, id);
-            let json: Arc<str> = serde_json::to_string(&envelope).unwrap_or_default().into();
+            let json: Arc<str> = envelope.to_json().into();
             (envelope, json)
         })
         .collect()

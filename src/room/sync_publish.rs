@@ -23,7 +23,7 @@ use super::drain::Answer;
 use super::marker::DeliveryMarker;
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
 use crate::domain::EventEnvelope;
-use crate::publish::{self, Message, Outcome, Path, Priority, Publisher};
+use crate::publish::{self, Message, Outcome, Path, Publisher};
 use crate::store::SharedRepository;
 
 /// The publish step: committed events through the shared stack in room order, their marks to
@@ -158,14 +158,7 @@ impl SyncPublish {
     }
 
     async fn publish_one(&self, envelope: &EventEnvelope, json: &Arc<str>, deadline: Instant) -> Delivery {
-        let message = Message {
-            event_id: envelope.event_id.clone(),
-            event_type: envelope.event_type.as_str(),
-            group: envelope.room_id.clone(),
-            priority: if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal },
-            body: Arc::clone(json),
-            path: Path::Sync,
-        };
+        let message = Message::from_envelope(envelope, Arc::clone(json), Path::Sync);
         match tokio::time::timeout_at(deadline, self.publisher.clone().oneshot(message)).await {
             Ok(Ok(Outcome::Delivered)) => Delivery::Delivered,
             Ok(Ok(Outcome::Skipped)) => Delivery::Skipped,

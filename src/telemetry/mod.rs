@@ -2,6 +2,7 @@
 //! service exports (one place, so dashboards, alert rules and the code agree), and the operator
 //! signals sampled every few seconds (process, database pool) or set once (build info).
 
+mod describe;
 pub mod names;
 pub mod pool;
 pub mod process;
@@ -55,8 +56,8 @@ pub fn install_metrics() -> PrometheusHandle {
             let recorder = builder.build_recorder();
             let handle = recorder.handle();
             if metrics::set_global_recorder(recorder).is_ok() {
-                names::describe_all();
-                names::init_unlabelled_counters();
+                describe::describe_all();
+                describe::init_unlabelled_counters();
                 record_build_info();
                 process::collect_process_metrics();
             }

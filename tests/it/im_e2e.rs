@@ -3,8 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use room_service::config::OutboxWorkerSettings;
 use room_service::fake_im::Fault;
-use room_service::outbox::{OutboxWorker, OutboxWorkerOptions};
+use room_service::outbox::OutboxWorker;
 use serde_json::{Value, json};
 
 use crate::support::app::{TestApp, fake_im, settings};
@@ -120,7 +121,7 @@ async fn a_room_with_an_undelivered_event_sends_nothing_after_it_until_the_worke
             db.repo.clone(),
             crate::support::app::publisher(&app.settings),
             "test",
-            OutboxWorkerOptions::default(),
+            OutboxWorkerSettings::default(),
         );
         app.settle().await;
         eventually_delivered(&worker, &db, 2).await;

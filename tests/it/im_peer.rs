@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use room_service::publish::tencent::{TencentImOptions, TencentImService};
+use room_service::config::TencentImSettings;
+use room_service::publish::tencent::TencentImService;
 use room_service::publish::{Message, Outcome, Path, Priority, classify};
 use room_service::secret::Secret;
 use serde_json::Value;
@@ -44,14 +45,14 @@ fn start_peer() -> Peer {
 }
 
 fn client(base_url: &str, key: &str) -> TencentImService {
-    TencentImService::new(TencentImOptions {
+    TencentImService::new(&TencentImSettings {
+        enabled: true,
         base_url: base_url.to_owned(),
         sdk_app_id: APP,
         admin_identifier: "administrator".into(),
         secret_key: Secret::new(key),
         group_id_prefix: "live_".into(),
         usersig_ttl: Duration::from_secs(86_400),
-        connect_timeout: Duration::from_secs(1),
     })
     .unwrap()
 }

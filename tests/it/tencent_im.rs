@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use room_service::config::TencentImSettings;
 use room_service::fake_im::{FakeIm, FakeImOptions, Fault};
 use room_service::publish::tencent::usersig::{Clock, system_now_secs};
 use room_service::publish::tencent::wire::random_for;
-use room_service::publish::tencent::{ImError, TencentImOptions, TencentImService};
+use room_service::publish::tencent::{ImError, TencentImService};
 use room_service::publish::{BoxError, ErrorClass, Message, Outcome, Path, Priority, classify};
 use room_service::secret::Secret;
 use tower::{Service, ServiceExt};
@@ -22,20 +23,20 @@ async fn fake() -> FakeIm {
     FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await
 }
 
-fn options(fake: &FakeIm) -> TencentImOptions {
-    TencentImOptions {
+fn options(fake: &FakeIm) -> TencentImSettings {
+    TencentImSettings {
+        enabled: true,
         base_url: fake.base_url(),
         sdk_app_id: APP,
         admin_identifier: ADMIN.into(),
         secret_key: Secret::new(KEY),
         group_id_prefix: PREFIX.into(),
         usersig_ttl: Duration::from_secs(3600),
-        connect_timeout: Duration::from_secs(1),
     }
 }
 
 fn service(fake: &FakeIm) -> TencentImService {
-    TencentImService::new(options(fake)).expect("valid options")
+    TencentImService::new(&options(fake)).expect("valid options")
 }
 
 fn message(event_id: &str, body: &str) -> Message {
@@ -162,7 +163,7 @@ async fn unreachable_server_is_transient() {
     let fake = fake().await;
     let opts = options(&fake);
     fake.shutdown().await.unwrap();
-    let svc = TencentImService::new(opts).unwrap();
+    let svc = TencentImService::new(&opts).unwrap();
     let (class, text) = fail(&svc, message("ev-1", "{}")).await;
     assert_eq!(class, ErrorClass::Transient, "{text}");
 }
@@ -185,7 +186,7 @@ async fn injected_70001_is_retried_at_once_with_a_fresh_usersig() {
     let fake = fake().await;
     let start = system_now_secs();
     let (now, clock) = manual_clock(start);
-    let svc = TencentImService::with_clock(options(&fake), clock).unwrap();
+    let svc = TencentImService::with_clock(&options(&fake), clock).unwrap();
     let first_sig = svc.usersig_cache().get();
     assert_eq!(svc.usersig_cache().generations(), 1);
     now.store(start + 1, Ordering::Relaxed);
@@ -211,7 +212,7 @@ async fn really_expired_usersig_is_refused_then_refreshed() {
     let real_now = system_now_secs();
     // The service's clock is two TTLs behind: the sig it makes is already expired.
     let (now, clock) = manual_clock(real_now - 7200);
-    let svc = TencentImService::with_clock(options(&fake), clock).unwrap();
+    let svc = TencentImService::with_clock(&options(&fake), clock).unwrap();
     let (class, text) = fail(&svc, message("ev-1", "{}")).await;
     assert_eq!(class, ErrorClass::AuthRefresh, "{text}");
     assert!(text.contains("70001"), "{text}");

@@ -32,7 +32,7 @@ pub fn row(command_id: &str, room: &str) -> anyhow::Result<(String, String, Stri
     let ctx = CommandContext {
         room_id: RoomId::parse(room)?,
         command_id: CommandId::parse(command_id)?,
-        request_id: uuid::Uuid::new_v4().to_string(),
+        request_id: uuid::Uuid::now_v7().to_string(),
         now_ms: crate::support::unix_ms(),
     };
     let event = Event {

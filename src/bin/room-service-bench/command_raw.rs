@@ -67,7 +67,7 @@ pub(crate) fn precompute(
             .map(|e| {
                 let envelope =
                     EventEnvelope::new(e.clone(), &ctx, version as u64, uuid::Uuid::now_v7().to_string());
-                let json = serde_json::to_string(&envelope).unwrap_or_default();
+                let json = envelope.to_json();
                 (envelope.event_id, envelope.event_type.as_str(), json)
             })
             .collect();
@@ -93,7 +93,7 @@ pub(crate) fn precompute(
             command_type: command.name(),
             version,
             expected,
-            state: serde_json::to_string(&applied.state.snapshot()).unwrap_or_default(),
+            state: applied.state.snapshot_json(),
             outcome: json!({"applied": true, "room_version": version, "events": events}).to_string(),
             outbox,
             member,

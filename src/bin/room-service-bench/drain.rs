@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use room_service::outbox::{OutboxWorker, OutboxWorkerOptions};
+use room_service::outbox::OutboxWorker;
 use room_service::store::{MySqlRepository, Repository, SharedRepository};
 use tokio_util::sync::CancellationToken;
 
@@ -57,14 +57,12 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let worker_rate = (f64::from(limits.global_per_sec) * limits.worker_share).floor().max(1.0);
     let publisher = support::publisher(&settings, None)?;
     // As `app::start` builds them: the per-room hold comes from `im_rate_limit`.
-    let options = OutboxWorkerOptions {
-        per_room_rate: settings.im_rate_limit.per_group_per_sec,
-        ..OutboxWorkerOptions::from(&settings.outbox_worker)
-    };
+    let options = settings.outbox_worker.clone();
     let counters = ["Com_commit", "Com_update", "Com_insert", "Com_select"];
     let before = session_status(repo.pool(), &counters).await?;
     let shared: SharedRepository = Arc::new(repo.clone());
-    let worker = OutboxWorker::new(shared, publisher, "bench", options.clone());
+    let worker = OutboxWorker::new(shared, publisher, "bench", options.clone())
+        .with_per_room_rate(settings.im_rate_limit.per_group_per_sec);
     let cancel = CancellationToken::new();
     let (cpu_before, fake_cpu_before) = (CpuTimes::now(), fake.cpu());
     let started = Instant::now();

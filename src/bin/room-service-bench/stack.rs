@@ -1,4 +1,4 @@
-//! B5, stack overhead (quick form; `cargo bench --bench stack` is the criterion version): the
+//! B5, stack overhead (its one home): the
 //! per-event cost of Trace → Metrics → EventFilter → RateLimit → Timeout (main.rs's stack)
 //! around a no-op leaf, minus the cost of calling that leaf directly, both through a cloned,
 //! type-erased `Publisher` with `oneshot` exactly as the command path calls it.
@@ -17,13 +17,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use room_service::publish::filter::EventFilterLayer;
-use room_service::publish::metrics::MetricsLayer;
+use room_service::app::im_stack;
 use room_service::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
 use room_service::publish::stack::into_publisher;
-use room_service::publish::trace::TraceLayer;
 use room_service::publish::{BoxError, Message, Outcome, Path, Priority, Publisher};
-use tower::{Service, ServiceBuilder, ServiceExt};
+use tower::{Service, ServiceExt};
 
 use crate::Args;
 use crate::report::Line;
@@ -90,29 +88,15 @@ async fn measure(n: u32) -> anyhow::Result<Vec<Line>> {
         .with_writer(std::io::sink)
         .finish();
     let _default = tracing::subscriber::set_default(subscriber);
-    let full = into_publisher(
-        ServiceBuilder::new()
-            .layer(TraceLayer::new())
-            .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
-            .layer(RateLimitLayer::new(RateLimitOptions {
-                global_per_sec: NOT_BINDING,
-                per_group_per_sec: NOT_BINDING,
-                worker_share: 0.8,
-                pause: Duration::from_secs(1),
-            }))
-            .timeout(Duration::from_secs(3))
-            .service(NoopLeaf),
-    );
+    let limiter = RateLimitLayer::new(RateLimitOptions {
+        global_per_sec: NOT_BINDING,
+        per_group_per_sec: NOT_BINDING,
+        worker_share: 0.8,
+        pause: Duration::from_secs(1),
+    });
+    let full = im_stack(NoopLeaf, Some(limiter), Duration::from_secs(3));
     // The same stack without the rate limiter (the stack before delivery policy v2).
-    let unlimited = into_publisher(
-        ServiceBuilder::new()
-            .layer(TraceLayer::new())
-            .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
-            .timeout(Duration::from_secs(3))
-            .service(NoopLeaf),
-    );
+    let unlimited = im_stack(NoopLeaf, None, Duration::from_secs(3));
     let leaf = into_publisher(NoopLeaf);
     // Warm up all three, then take the best of three rounds each (less noise from the other
     // builds sharing these cores).

@@ -47,7 +47,7 @@ impl Engine {
         self.report.claimed += claimed;
         self.claims.insert(worker_id.clone(), claimed);
         let heads = self.heads(&worker_id, &rows).await;
-        let (rate, cap) = (f64::from(self.worker.options.per_room_rate.max(1)), self.room_cap());
+        let (rate, cap) = (f64::from(self.worker.per_room_rate.max(1)), self.room_cap());
         let mut excess: HashMap<String, u32> = HashMap::new();
         for row in rows {
             let room = row.room_id.clone();
@@ -83,7 +83,7 @@ impl Engine {
 
     /// Most rows one room holds in memory: two seconds of its rate limit.
     fn room_cap(&self) -> usize {
-        (self.worker.options.per_room_rate as usize).saturating_mul(2).max(1)
+        (self.worker.per_room_rate as usize).saturating_mul(2).max(1)
     }
 
     /// Rows of `room` queued or in flight here.

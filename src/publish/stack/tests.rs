@@ -4,36 +4,28 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use tower::{ServiceBuilder, ServiceExt, service_fn};
+use tower::{ServiceExt, service_fn};
 use tower_test::mock;
 
 use super::*;
+use crate::app::im_stack;
 use crate::domain::EventType;
-use crate::publish::filter::EventFilterLayer;
 use crate::publish::log_sink::LogSink;
-use crate::publish::metrics::MetricsLayer;
 use crate::publish::test_support::{Capture, labels, message, named, recorded};
-use crate::publish::trace::TraceLayer;
 use crate::publish::{ErrorClass, Path, classify};
 use crate::telemetry::names::{PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS, PUBLISH_SUCCESS_TOTAL};
 
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Trace → Metrics → EventFilter → Timeout → `leaf`, as `main.rs` composes it.
+/// Trace → Metrics → EventFilter → Timeout → `leaf`, as `main.rs` composes it with the log
+/// sink (no rate limiter).
 fn stack<L>(leaf: L) -> Publisher
 where
     L: Service<Message, Response = Outcome> + Clone + Send + Sync + 'static,
     L::Error: Into<BoxError> + 'static,
     L::Future: Send + 'static,
 {
-    into_publisher(
-        ServiceBuilder::new()
-            .layer(TraceLayer::new())
-            .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::skip(EventType::im_skipped()))
-            .timeout(PUBLISH_TIMEOUT)
-            .service(leaf),
-    )
+    im_stack(leaf, None, PUBLISH_TIMEOUT)
 }
 
 #[tokio::test(start_paused = true)]

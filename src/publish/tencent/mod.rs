@@ -20,30 +20,15 @@ pub use error::ImError;
 use usersig::{Clock, UserSigCache};
 use wire::SendGroupMsg;
 
+use crate::config::TencentImSettings;
 use crate::publish::{BoxError, Message, Outcome};
-use crate::secret::Secret;
 
 /// Largest answer body read; Tencent's answers are a few hundred bytes.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
-/// Validated settings of the IM leaf.
-#[derive(Clone, Debug)]
-pub struct TencentImOptions {
-    /// `https://console.tim.qq.com`, a regional domain, or a loopback fake.
-    pub base_url: String,
-    /// The application id.
-    pub sdk_app_id: u64,
-    /// The admin account the calls are made as.
-    pub admin_identifier: String,
-    /// Key for the usersig; never logged.
-    pub secret_key: Secret,
-    /// IM `GroupId` = prefix + `Message::group`.
-    pub group_id_prefix: String,
-    /// Lifetime of a generated usersig.
-    pub usersig_ttl: Duration,
-    /// TCP/TLS connect timeout; the whole call is bounded by the timeout layer above.
-    pub connect_timeout: Duration,
-}
+/// TCP/TLS connect timeout of the IM client; the whole call is bounded by the timeout layer
+/// above.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Sends messages to Tencent IM. Cheap to clone: clones share the HTTP connection pool and the
 /// usersig cache.
@@ -63,21 +48,22 @@ struct Inner {
 }
 
 impl TencentImService {
-    /// A service on the system clock.
-    pub fn new(options: TencentImOptions) -> Result<Self, ImError> {
-        Self::with_clock(options, Arc::new(usersig::system_now_secs))
+    /// A service for the validated `tencent_im.*` settings (whether IM is `enabled` is the
+    /// caller's choice of leaf, not read here), on the system clock.
+    pub fn new(settings: &TencentImSettings) -> Result<Self, ImError> {
+        Self::with_clock(settings, Arc::new(usersig::system_now_secs))
     }
 
     /// A service whose usersigs are dated by `clock` (Unix seconds).
-    pub fn with_clock(options: TencentImOptions, clock: Clock) -> Result<Self, ImError> {
+    pub fn with_clock(settings: &TencentImSettings, clock: Clock) -> Result<Self, ImError> {
         let endpoint =
-            Url::parse(&format!("{}{}", options.base_url.trim_end_matches('/'), wire::SEND_GROUP_MSG_PATH))
+            Url::parse(&format!("{}{}", settings.base_url.trim_end_matches('/'), wire::SEND_GROUP_MSG_PATH))
                 .map_err(|_| ImError::InvalidOptions("base_url is not a URL".into()))?;
         if !matches!(endpoint.scheme(), "http" | "https") {
             return Err(ImError::InvalidOptions("base_url must be http or https".into()));
         }
         let client = reqwest::Client::builder()
-            .connect_timeout(options.connect_timeout)
+            .connect_timeout(CONNECT_TIMEOUT)
             .pool_idle_timeout(Duration::from_secs(60))
             .tcp_keepalive(Duration::from_secs(30))
             // A redirect would carry the usersig to another place; treat it as an error.
@@ -85,19 +71,19 @@ impl TencentImService {
             .build()
             .map_err(|e| ImError::InvalidOptions(ImError::from_reqwest(e).to_string()))?;
         let usersig = UserSigCache::with_clock(
-            options.secret_key,
-            options.sdk_app_id,
-            options.admin_identifier.clone(),
-            options.usersig_ttl,
+            settings.secret_key.clone(),
+            settings.sdk_app_id,
+            settings.admin_identifier.clone(),
+            settings.usersig_ttl,
             clock,
         );
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
                 endpoint,
-                sdk_app_id: options.sdk_app_id.to_string(),
-                admin_identifier: options.admin_identifier,
-                group_id_prefix: options.group_id_prefix,
+                sdk_app_id: settings.sdk_app_id.to_string(),
+                admin_identifier: settings.admin_identifier.clone(),
+                group_id_prefix: settings.group_id_prefix.clone(),
                 usersig,
             }),
         })

@@ -70,7 +70,6 @@ pub struct CloudCustomData {
 impl SendGroupMsg {
     /// The body for `message`, its group id prefixed.
     pub fn for_message(group_id_prefix: &str, message: &Message) -> Self {
-        let custom = CloudCustomData { event_id: message.event_id.clone() };
         Self {
             group_id: format!("{group_id_prefix}{}", message.group),
             random: random_for(&message.event_id),
@@ -81,7 +80,9 @@ impl SendGroupMsg {
                     desc: message.event_type.to_owned(),
                 },
             }],
-            cloud_custom_data: serde_json::to_string(&custom).unwrap_or_default(),
+            // What `CloudCustomData` decodes, built as a `Value`, whose rendering cannot fail
+            // (string keys only).
+            cloud_custom_data: serde_json::json!({ "event_id": message.event_id }).to_string(),
             msg_priority: match message.priority {
                 Priority::High => "High",
                 Priority::Normal => "Normal",

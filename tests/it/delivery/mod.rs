@@ -10,6 +10,7 @@ mod connection_cuts;
 mod crash;
 mod im_faults;
 mod limits;
+mod main_stack;
 mod policy;
 
 use std::future::Future;

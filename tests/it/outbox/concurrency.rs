@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use room_service::config::OutboxWorkerSettings;
 use room_service::domain::EventType;
-use room_service::outbox::{OutboxWorker, OutboxWorkerOptions};
+use room_service::outbox::OutboxWorker;
 use room_service::publish::stack::into_publisher;
 use room_service::publish::{BoxError, Message, Outcome};
 
@@ -46,7 +47,7 @@ fn probing_worker(db: &Db, max_in_flight: usize) -> (OutboxWorker, Arc<Mutex<Pro
             Ok::<_, BoxError>(Outcome::Delivered)
         }
     });
-    let options = OutboxWorkerOptions {
+    let options = OutboxWorkerSettings {
         max_in_flight,
         ..options(100, Duration::from_millis(100), Duration::from_secs(2))
     };

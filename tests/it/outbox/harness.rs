@@ -3,17 +3,14 @@
 
 use std::time::Duration;
 
-use room_service::config::RetryStrategy;
+use room_service::app::im_stack;
+use room_service::config::{OutboxWorkerSettings, RetryStrategy, TencentImSettings};
 use room_service::domain::{EventEnvelope, EventType};
 use room_service::fake_im::{FakeIm, FakeImOptions};
-use room_service::outbox::{OutboxWorker, OutboxWorkerOptions};
+use room_service::outbox::OutboxWorker;
 use room_service::publish::Publisher;
-use room_service::publish::filter::EventFilterLayer;
-use room_service::publish::metrics::MetricsLayer;
 use room_service::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
-use room_service::publish::stack::into_publisher;
-use room_service::publish::tencent::{TencentImOptions, TencentImService};
-use room_service::publish::trace::TraceLayer;
+use room_service::publish::tencent::TencentImService;
 use room_service::secret::Secret;
 use room_service::store::{
     LoggedCommand, MemberChanges, NewOutboxRow, OutboxQuery, OutboxRow, RoomCommit, SharedRepository,
@@ -21,7 +18,6 @@ use room_service::store::{
 };
 
 use crate::support::TestDb;
-use tower::ServiceBuilder;
 
 pub const APP: u64 = 1_400_000_777;
 pub const KEY: &str = "outbox-test-secret-key";
@@ -191,25 +187,17 @@ pub fn stack(fake: &FakeIm, publish_timeout: Duration) -> Publisher {
 
 /// [`stack`] with these rate limits.
 pub fn stack_limited(fake: &FakeIm, publish_timeout: Duration, limits: RateLimitOptions) -> Publisher {
-    let leaf = TencentImService::new(TencentImOptions {
+    let leaf = TencentImService::new(&TencentImSettings {
+        enabled: true,
         base_url: fake.base_url(),
         sdk_app_id: APP,
         admin_identifier: ADMIN.into(),
         secret_key: Secret::new(KEY),
         group_id_prefix: PREFIX.into(),
         usersig_ttl: Duration::from_secs(3600),
-        connect_timeout: Duration::from_secs(1),
     })
     .expect("valid IM options");
-    into_publisher(
-        ServiceBuilder::new()
-            .layer(TraceLayer::new())
-            .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
-            .layer(RateLimitLayer::new(limits))
-            .timeout(publish_timeout)
-            .service(leaf),
-    )
+    im_stack(leaf, Some(RateLimitLayer::new(limits)), publish_timeout)
 }
 
 /// Limits no test here reaches (the limiter's own tests live in `tests/it/delivery`).
@@ -223,19 +211,23 @@ pub fn unlimited() -> RateLimitOptions {
 }
 
 /// Options for tests: short poll interval and timeout.
-pub fn options(batch_size: usize, poll_interval: Duration, publish_timeout: Duration) -> OutboxWorkerOptions {
-    OutboxWorkerOptions {
+pub fn options(
+    batch_size: usize,
+    poll_interval: Duration,
+    publish_timeout: Duration,
+) -> OutboxWorkerSettings {
+    OutboxWorkerSettings {
         poll_interval,
         batch_size,
         publish_timeout,
         retry_strategy: RetryStrategy::FixedInterval,
         max_in_flight: 4,
-        ..OutboxWorkerOptions::default()
+        ..OutboxWorkerSettings::default()
     }
 }
 
 /// A worker of node `node` over `db`, publishing to `fake`.
-pub fn worker(db: &Db, fake: &FakeIm, node: &str, options: OutboxWorkerOptions) -> OutboxWorker {
+pub fn worker(db: &Db, fake: &FakeIm, node: &str, options: OutboxWorkerSettings) -> OutboxWorker {
     OutboxWorker::new(db.repo.clone(), stack(fake, options.publish_timeout), node, options)
 }
 

@@ -52,12 +52,9 @@ async fn a_backlogged_room_never_holds_other_rooms_back(db: &Db) {
         worker_share: 1.0,
         pause: Duration::from_secs(1),
     };
-    let options = room_service::outbox::OutboxWorkerOptions {
-        per_room_rate: 10,
-        ..options(100, Duration::from_millis(50), TIMEOUT)
-    };
+    let options = options(100, Duration::from_millis(50), TIMEOUT);
     let publisher = stack_limited(&fake, TIMEOUT, limits);
-    let worker = OutboxWorker::new(db.repo.clone(), publisher, "node-a", options);
+    let worker = OutboxWorker::new(db.repo.clone(), publisher, "node-a", options).with_per_room_rate(10);
     let cancel = CancellationToken::new();
     let run = tokio::spawn({
         let cancel = cancel.clone();

@@ -3,16 +3,12 @@
 
 use std::path::Path;
 
+use room_service::app::im_stack;
 use room_service::app::{self, RunningApp};
 use room_service::config::{self, Settings};
 use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::publish::Publisher;
-use room_service::publish::filter::EventFilterLayer;
-use room_service::publish::metrics::MetricsLayer;
-use room_service::publish::stack::into_publisher;
-use room_service::publish::trace::TraceLayer;
 use serde_json::Value;
-use tower::ServiceBuilder;
 
 /// SDKAppID the fake accepts in tests.
 pub const SDK_APP_ID: u64 = 1_400_000_000;
@@ -83,15 +79,7 @@ pub fn publisher(settings: &Settings) -> Publisher {
     let leaf = app::im_leaf(&settings.tencent_im).expect("im client");
     let redis =
         room_service::redis_conn::RedisConn::from_settings(settings.redis.as_ref()).expect("redis.url");
-    into_publisher(
-        ServiceBuilder::new()
-            .layer(TraceLayer::new())
-            .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
-            .option_layer(app::rate_limit_layer(settings, redis.as_ref()))
-            .timeout(settings.outbox_worker.publish_timeout)
-            .service(leaf),
-    )
+    im_stack(leaf, app::rate_limit_layer(settings, redis.as_ref()), settings.outbox_worker.publish_timeout)
 }
 
 /// A running service and an HTTP client for it.

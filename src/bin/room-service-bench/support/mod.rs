@@ -11,16 +11,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use futures::future::BoxFuture;
+use room_service::app::im_stack;
 use room_service::config::{self, Settings};
 use room_service::fake_im::{FakeIm, FakeImOptions};
-use room_service::publish::filter::EventFilterLayer;
-use room_service::publish::metrics::MetricsLayer;
-use room_service::publish::stack::into_publisher;
-use room_service::publish::trace::TraceLayer;
 use room_service::publish::{BoxError, Message, Outcome, Path as PublishPath, Publisher};
 use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::{AssertSqlSafe, Connection, Executor, Row};
-use tower::{Service, ServiceBuilder};
+use tower::Service;
 
 mod measure;
 
@@ -205,15 +202,11 @@ pub fn publisher(settings: &Settings, probe: Option<Acceptances>) -> anyhow::Res
 pub fn publisher_with(settings: &Settings, probe: ProbeOptions) -> anyhow::Result<Publisher> {
     let leaf = room_service::app::im_leaf(&settings.tencent_im)?;
     let redis = room_service::redis_conn::RedisConn::from_settings(settings.redis.as_ref())?;
-    Ok(into_publisher(
-        ServiceBuilder::new()
-            .layer(TraceLayer::new())
-            .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
-            // Like main.rs: none when IM is disabled (the log sink takes any rate).
-            .option_layer(room_service::app::rate_limit_layer(settings, redis.as_ref()))
-            .timeout(settings.outbox_worker.publish_timeout)
-            .service(Probe { inner: leaf, seen: probe.seen, fail_sync_prefix: probe.fail_sync_prefix }),
+    Ok(im_stack(
+        Probe { inner: leaf, seen: probe.seen, fail_sync_prefix: probe.fail_sync_prefix },
+        // Like main.rs: none when IM is disabled (the log sink takes any rate).
+        room_service::app::rate_limit_layer(settings, redis.as_ref()),
+        settings.outbox_worker.publish_timeout,
     ))
 }
 

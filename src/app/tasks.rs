@@ -1,0 +1,144 @@
+//! What runs beside the listeners: joining the cluster, the outbox worker, the other
+//! consumers, the metrics upkeep, and the signals that stop it all.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::cluster::{Directory, LeaseKeeper, Ownership};
+use crate::config::{ConsumerSettings, Settings};
+use crate::consumer::audit::AuditSink;
+use crate::consumer::batch::Batcher;
+use crate::consumer::webhook::WebhookSink;
+use crate::consumer::{self, Consumer, ConsumerName, ConsumerOptions};
+use crate::outbox::OutboxWorker;
+use crate::publish::Publisher;
+use crate::redis_conn::RedisConn;
+use crate::store::SharedRepository;
+use crate::telemetry;
+
+/// Joins the cluster before serving: membership, then this node's share of the shards.
+pub(super) async fn join_cluster(
+    settings: &Settings,
+    repo: &SharedRepository,
+    redis: Option<RedisConn>,
+) -> anyhow::Result<LeaseKeeper> {
+    let directory = Directory::new(repo.clone(), redis).await.context("reading the cluster id")?;
+    let keeper =
+        LeaseKeeper::new(repo.clone(), directory, settings.node_id.clone(), settings.cluster.clone());
+    keeper.join().await.context("joining the cluster (shard leases)")?;
+    tracing::info!(
+        node_id = %settings.node_id,
+        url = %settings.cluster.advertise_url,
+        shards = keeper.ownership().held_shards().map_or(0, |s| s.len()),
+        "Joined the cluster"
+    );
+    Ok(keeper)
+}
+
+pub(super) fn spawn_outbox_worker(
+    settings: &Settings,
+    repo: &SharedRepository,
+    wake: Arc<Notify>,
+    publisher: &Publisher,
+    ownership: Ownership,
+    tracker: &TaskTracker,
+    cancel: &CancellationToken,
+) {
+    if !settings.outbox_worker.enabled {
+        tracing::info!("Outbox worker disabled");
+        return;
+    }
+    let options = settings.outbox_worker.clone();
+    let mut worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options)
+        .with_per_room_rate(settings.im_rate_limit.per_group_per_sec)
+        .with_waker(wake);
+    if settings.cluster.enabled {
+        // A shard's rows are relayed by its owner; a dead owner's shards move within a TTL,
+        // so a row still unclaimed after two TTLs has lost its owner some other way.
+        worker = worker.with_ownership(ownership, settings.cluster.lease_ttl * 2);
+    }
+    let cancel = cancel.clone();
+    tracker.spawn(async move { worker.run_outbox_worker(cancel).await });
+}
+
+/// Starts the enabled event consumers (webhook, audit), each through its own stack.
+pub(super) fn spawn_consumers(
+    settings: &Settings,
+    repo: &SharedRepository,
+    tracker: &TaskTracker,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
+    let consumers = &settings.consumers;
+    let options = |name: ConsumerName, consumer: &ConsumerSettings| ConsumerOptions {
+        name,
+        node_id: settings.node_id.clone(),
+        batch_size: consumer.batch_size,
+        poll_interval: consumers.poll_interval,
+        gap_grace: consumers.gap_grace,
+        lease_ttl: consumer.lease(),
+        backoff: settings.outbox_worker.clone(),
+    };
+    if let Some(webhook) = &consumers.webhook {
+        let sink = WebhookSink::new(&webhook.url, webhook.secret.clone(), webhook.consumer.timeout)
+            .context("consumers.webhook")?;
+        let batcher = Batcher::new(sink);
+        let stack = consumer::stack::layered(&webhook.consumer, batcher.clone());
+        let consumer =
+            Consumer::new(repo.clone(), stack, batcher, options(ConsumerName::Webhook, &webhook.consumer));
+        tracker.spawn(consumer.run(cancel.clone()));
+    }
+    if let Some(audit) = &consumers.audit {
+        let batcher = Batcher::new(AuditSink::new(repo.clone(), audit.timeout));
+        let stack = consumer::stack::layered(audit, batcher.clone());
+        let consumer = Consumer::new(repo.clone(), stack, batcher, options(ConsumerName::Audit, audit));
+        tracker.spawn(consumer.run(cancel.clone()));
+    }
+    Ok(())
+}
+
+pub(super) async fn run_metrics_upkeep(
+    handle: metrics_exporter_prometheus::PrometheusHandle,
+    repo: SharedRepository,
+    ownership: Ownership,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    while cancel.run_until_cancelled(tick.tick()).await.is_some() {
+        telemetry::sample_runtime(repo.as_ref());
+        let owned = ownership.held_shards().map_or(usize::from(crate::cluster::SHARDS), |s| s.len());
+        metrics::gauge!(telemetry::names::CLUSTER_SHARDS_OWNED).set(owned as f64);
+        handle.run_upkeep();
+    }
+}
+
+pub(super) async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "Cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "Cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

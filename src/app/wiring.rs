@@ -1,0 +1,94 @@
+//! The parts `main.rs` composes the publish stack from (the leaf, the rate limiter) and the
+//! wallet, each built from its validated settings.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use tower::util::Either;
+
+use crate::config::{Settings, TencentImSettings, WalletSettings};
+use crate::domain::EventType;
+use crate::publish::filter::EventFilterLayer;
+use crate::publish::log_sink::LogSink;
+use crate::publish::metrics::MetricsLayer;
+use crate::publish::rate_limit::{ClusterQuota, RateLimitLayer, RateLimitOptions};
+use crate::publish::stack::into_publisher;
+use crate::publish::tencent::TencentImService;
+use crate::publish::trace::TraceLayer;
+use crate::publish::{BoxError, Message, Outcome, Publisher};
+use crate::redis_conn::RedisConn;
+use crate::wallet::{HttpWallet, HttpWalletOptions, Wallet};
+
+/// The rate-limit layer of the publish stack: Tencent's limits apply to the IM client only, so
+/// there is none when IM is disabled (the log sink takes any rate). With `redis` (the node's
+/// handle, when `redis.url` is set) the app-wide limit is shared by the cluster; without it
+/// each node takes `global_per_sec / cluster.expected_nodes` (all of it on a single node).
+pub fn rate_limit_layer(settings: &Settings, redis: Option<&RedisConn>) -> Option<RateLimitLayer> {
+    settings.tencent_im.enabled.then(|| {
+        let (app, nodes) = (settings.tencent_im.sdk_app_id, settings.cluster.expected_nodes);
+        let mut options = rate_limit(settings);
+        if redis.is_none() {
+            options.global_per_sec = (options.global_per_sec / nodes.max(1)).max(1);
+        }
+        let quota = redis.map(|redis| ClusterQuota::new(redis.clone(), app, nodes));
+        RateLimitLayer::new(options).with_cluster_quota(quota)
+    })
+}
+
+/// The rate limits of the publish stack for `settings` (`im_rate_limit.*`, and the pause after
+/// a rate-limited answer).
+pub fn rate_limit(settings: &Settings) -> RateLimitOptions {
+    let limits = &settings.im_rate_limit;
+    RateLimitOptions {
+        global_per_sec: limits.global_per_sec,
+        per_group_per_sec: limits.per_group_per_sec,
+        worker_share: limits.worker_share,
+        pause: settings.outbox_worker.rate_limit_pause,
+    }
+}
+
+/// The leaf of the publish stack for `settings`: the Tencent IM client, or the log sink when
+/// `tencent_im.enabled` is false (the same stack either way).
+pub fn im_leaf(settings: &TencentImSettings) -> anyhow::Result<Either<TencentImService, LogSink>> {
+    if !settings.enabled {
+        return Ok(Either::Right(LogSink::new()));
+    }
+    Ok(Either::Left(TencentImService::new(settings).context("tencent_im")?))
+}
+
+/// The wallet gifts are paid from: the HTTP client when `wallet.enabled`, else none (gifts
+/// are free).
+pub fn wallet(settings: &WalletSettings) -> anyhow::Result<Option<Arc<dyn Wallet>>> {
+    if !settings.enabled {
+        return Ok(None);
+    }
+    let options = HttpWalletOptions { base_url: settings.base_url.clone(), timeout: settings.timeout };
+    let wallet = HttpWallet::new(options).context("wallet")?;
+    tracing::info!(base_url = %settings.base_url, timeout = ?settings.timeout, "Gifts are paid through the wallet");
+    Ok(Some(Arc::new(wallet)))
+}
+
+/// The IM publish stack in production order around `leaf`: Trace → Metrics → EventFilter (the
+/// event types that do not reach IM, from the domain) → `rate_limit` (none: no limiter, as with
+/// the log sink) → Timeout (`publish_timeout`) → `leaf`. For tests and benchmarks; `main.rs`
+/// spells the same stack out.
+pub fn im_stack<L>(
+    leaf: L,
+    rate_limit: Option<RateLimitLayer>,
+    publish_timeout: std::time::Duration,
+) -> Publisher
+where
+    L: tower::Service<Message, Response = Outcome> + Clone + Send + Sync + 'static,
+    L::Error: Into<BoxError> + 'static,
+    L::Future: Send + 'static,
+{
+    into_publisher(
+        tower::ServiceBuilder::new()
+            .layer(TraceLayer::new())
+            .layer(MetricsLayer::new())
+            .layer(EventFilterLayer::skip(EventType::im_skipped()))
+            .option_layer(rate_limit)
+            .timeout(publish_timeout)
+            .service(leaf),
+    )
+}

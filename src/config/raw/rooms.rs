@@ -1,0 +1,81 @@
+//! The raw sections of the rooms and the nodes serving them: `rooms`, `presence`, `cluster`,
+//! `wallet`.
+
+use super::*;
+
+/// `cluster.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawCluster {
+    /// Share the rooms with other nodes through shard leases in the database.
+    pub enabled: bool,
+    /// This node's public API origin as the other nodes reach it (`http://host:port`).
+    pub advertise_url: String,
+    /// Nodes expected to run; without Redis each takes `global_per_sec / expected_nodes`.
+    pub expected_nodes: i64,
+    /// Lifetime of a shard lease on the database clock; renewed every 3/10 of it, and a node
+    /// that could not renew for 7/10 of it stops serving the shard.
+    pub lease_ttl: RawDuration,
+}
+
+impl Default for RawCluster {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            advertise_url: String::new(),
+            expected_nodes: 1,
+            lease_ttl: RawDuration::new("10s"),
+        }
+    }
+}
+
+/// `wallet.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawWallet {
+    /// Gifts debit the sender through the wallet service before they commit.
+    pub enabled: bool,
+    /// The wallet service's origin.
+    pub base_url: String,
+    /// Bound on one wallet call; a gift whose debit times out answers 503.
+    pub timeout: RawDuration,
+}
+
+impl Default for RawWallet {
+    fn default() -> Self {
+        Self { enabled: false, base_url: String::new(), timeout: RawDuration::new("2s") }
+    }
+}
+
+/// `presence.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawPresence {
+    /// Run the stale-member worker.
+    pub enabled: bool,
+    /// A member silent for this long is removed with reason `stale`.
+    pub stale_after: RawDuration,
+    /// How often rooms are scanned for stale members.
+    pub scan_interval: RawDuration,
+}
+
+impl Default for RawPresence {
+    fn default() -> Self {
+        Self { enabled: true, stale_after: RawDuration::new("60s"), scan_interval: RawDuration::new("10s") }
+    }
+}
+
+/// `rooms.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawRooms {
+    /// At most this many queued commands of one room are committed in one transaction
+    /// (group commit); 1 commits every command alone.
+    pub max_commit_batch: i64,
+}
+
+impl Default for RawRooms {
+    fn default() -> Self {
+        Self { max_commit_batch: 64 }
+    }
+}

@@ -1,0 +1,58 @@
+//! Validated runtime settings: what `main.rs`/`app` hand to the services. Every value here
+//! has passed the rules of [`super::validate`]; durations are [`Duration`](std::time::Duration)s, addresses are
+//! parsed, secrets are [`Secret`](crate::secret::Secret)s (so `Debug` never prints them).
+
+use std::path::PathBuf;
+
+mod delivery;
+mod rooms;
+mod server;
+
+pub use delivery::*;
+pub use rooms::*;
+pub use server::*;
+
+/// Everything the service needs at runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// This instance's name (`[A-Za-z0-9_.-]{1,64}`): the configured one, or the sanitized
+    /// hostname.
+    pub node_id: String,
+    /// The HTTP server.
+    pub http: HttpSettings,
+    /// The gRPC server.
+    pub grpc: GrpcSettings,
+    /// The database.
+    pub database: DatabaseSettings,
+    /// Tencent Cloud IM.
+    pub tencent_im: TencentImSettings,
+    /// The rate limiter in the publish stack.
+    pub im_rate_limit: ImRateLimitSettings,
+    /// The outbox worker (its `publish_timeout` also bounds the synchronous publish).
+    pub outbox_worker: OutboxWorkerSettings,
+    /// The room cells and their command path.
+    pub rooms: RoomsSettings,
+    /// The presence (stale member) worker.
+    pub presence: PresenceSettings,
+    /// Logging.
+    pub log: LogSettings,
+    /// Many nodes on one database.
+    pub cluster: ClusterSettings,
+    /// Redis (`None`: not configured).
+    pub redis: Option<RedisSettings>,
+    /// The wallet gifts are paid from.
+    pub wallet: WalletSettings,
+    /// Consumers of the room events besides IM.
+    pub consumers: ConsumersSettings,
+    /// Where the values came from, for the first log line after startup.
+    pub source: ConfigSource,
+}
+
+/// Where a [`Settings`] was loaded from (environment overrides apply in both cases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// The YAML file at this path.
+    File(PathBuf),
+    /// No file existed at the default path; built-in defaults were used.
+    Defaults,
+}

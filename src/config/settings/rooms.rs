@@ -1,0 +1,60 @@
+//! Validated settings of the rooms and the nodes serving them.
+
+use std::time::Duration;
+
+/// Largest accepted `rooms.max_commit_batch`.
+pub const MAX_COMMIT_BATCH: usize = 1000;
+
+/// The room cells and their command path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoomsSettings {
+    /// Most queued commands of one room committed in one transaction (1..=[`MAX_COMMIT_BATCH`]).
+    pub max_commit_batch: usize,
+}
+
+/// The presence worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresenceSettings {
+    /// Run the stale-member worker.
+    pub enabled: bool,
+    /// Silence after which a member is removed (> 0 when enabled).
+    pub stale_after: Duration,
+    /// Scan period (> 0 when enabled).
+    pub scan_interval: Duration,
+}
+
+/// Many nodes sharing one database: each owns the rooms of the shards it leases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// False: this node owns every room (no lease traffic).
+    pub enabled: bool,
+    /// This node's public API origin for the other nodes (no trailing slash).
+    pub advertise_url: String,
+    /// Nodes expected to run (>= 1): the local share of the IM quota when Redis is away.
+    pub expected_nodes: u32,
+    /// Lifetime of a shard lease (database clock).
+    pub lease_ttl: Duration,
+}
+
+impl ClusterSettings {
+    /// How often held leases are renewed (and shards rebalanced): 3/10 of the TTL.
+    pub fn renew_every(&self) -> Duration {
+        self.lease_ttl * 3 / 10
+    }
+
+    /// A node that could not renew for this long stops serving the shard: 7/10 of the TTL.
+    pub fn self_fence_after(&self) -> Duration {
+        self.lease_ttl * 7 / 10
+    }
+}
+
+/// The wallet service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalletSettings {
+    /// Gifts debit their sender before they commit.
+    pub enabled: bool,
+    /// Origin of the wallet service (no trailing slash).
+    pub base_url: String,
+    /// Bound on one wallet call.
+    pub timeout: Duration,
+}

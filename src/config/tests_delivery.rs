@@ -1,0 +1,210 @@
+//! The rules of the delivery sections: `tencent_im`, `outbox_worker` (normalisation, limits,
+//! the lease), `consumers`.
+
+use std::time::Duration;
+
+use super::tests::{IM_ON, fails_on, load_yaml, ok};
+use super::*;
+
+#[test]
+fn retry_strategy_is_fixed_interval_or_exponential() {
+    let key = "outbox_worker.retry_strategy";
+    let message = fails_on("outbox_worker: {retry_strategy: linear}\n", &[], key);
+    assert!(message.contains("linear") && message.contains("exponential"), "{message}");
+    let s = ok("outbox_worker: {retry_strategy: \"\"}\n");
+    assert_eq!(s.outbox_worker.retry_strategy, RetryStrategy::FixedInterval);
+    let s = ok("outbox_worker: {retry_strategy: exponential, retry_base: \"2s\", retry_max: \"1m\"}\n");
+    assert_eq!(s.outbox_worker.retry_strategy, RetryStrategy::Exponential);
+    assert_eq!(
+        (s.outbox_worker.retry_base, s.outbox_worker.retry_max),
+        (Duration::from_secs(2), Duration::from_secs(60))
+    );
+}
+
+#[test]
+fn delivery_policy_values_are_checked_by_key() {
+    fails_on("outbox_worker: {retry_base: \"2m\", retry_max: \"1m\"}\n", &[], "outbox_worker.retry_max");
+    fails_on("outbox_worker: {retry_base: \"0s\"}\n", &[], "outbox_worker.retry_base");
+    fails_on("outbox_worker: {max_attempts: -1}\n", &[], "outbox_worker.max_attempts");
+    fails_on("outbox_worker: {rate_limit_pause: \"0s\"}\n", &[], "outbox_worker.rate_limit_pause");
+    fails_on("outbox_worker: {config_error_pause: \"soon\"}\n", &[], "outbox_worker.config_error_pause");
+    fails_on("im_rate_limit: {global_per_sec: 0}\n", &[], "im_rate_limit.global_per_sec");
+    fails_on("im_rate_limit: {per_group_per_sec: 500}\n", &[], "im_rate_limit.per_group_per_sec");
+    fails_on("im_rate_limit: {worker_share: 1.5}\n", &[], "im_rate_limit.worker_share");
+    fails_on("im_rate_limit: {worker_share: 0}\n", &[], "im_rate_limit.worker_share");
+    let s = ok(
+        "im_rate_limit: {global_per_sec: 100, per_group_per_sec: 10, worker_share: 0.5}\noutbox_worker: {max_attempts: 5}\n",
+    );
+    assert_eq!((s.im_rate_limit.global_per_sec, s.im_rate_limit.per_group_per_sec), (100, 10));
+    assert_eq!((s.im_rate_limit.worker_share, s.outbox_worker.max_attempts), (0.5, 5));
+}
+
+#[test]
+fn non_positive_outbox_values_become_defaults() {
+    for (poll, batch, timeout) in
+        [("\"0s\"", "0", "\"-1s\""), ("0", "-5", "-3"), ("\"-2ms\"", "-1", "\"0ms\"")]
+    {
+        let yaml = format!(
+            "outbox_worker: {{poll_interval: {poll}, batch_size: {batch}, publish_timeout: {timeout}}}\n"
+        );
+        let ow = ok(&yaml).outbox_worker;
+        assert_eq!(ow.poll_interval, DEFAULT_POLL_INTERVAL, "{yaml}");
+        assert_eq!(ow.batch_size, DEFAULT_BATCH_SIZE, "{yaml}");
+        assert_eq!(ow.publish_timeout, DEFAULT_PUBLISH_TIMEOUT, "{yaml}");
+    }
+}
+
+#[test]
+fn batch_size_above_the_maximum_fails_and_the_maximum_passes() {
+    fails_on("outbox_worker: {batch_size: 1001}\n", &[], "outbox_worker.batch_size");
+    assert_eq!(ok("outbox_worker: {batch_size: 1000}\n").outbox_worker.batch_size, MAX_BATCH_SIZE);
+}
+
+#[test]
+fn the_lease_outlasts_three_publishes_whatever_the_batch() {
+    // Leases are renewed while a claim holds rows, so a large batch needs no long lease.
+    let s = ok("outbox_worker: {batch_size: 1000, publish_timeout: \"4s\"}\n");
+    assert_eq!(s.outbox_worker.lease(), Duration::from_secs(12));
+}
+
+#[test]
+fn enabled_im_requires_its_keys() {
+    fails_on(IM_ON, &[], "tencent_im.secret_key");
+    let env = [("ROOM_SERVICE__TENCENT_IM__SECRET_KEY", "  k3y \n")];
+    let s = load_yaml(IM_ON, &env).expect("valid with the secret from env");
+    assert_eq!(s.tencent_im.secret_key.expose(), "k3y");
+    let yaml = "tencent_im: {enabled: true, sdk_app_id: 0, admin_identifier: \"\", base_url: \"ftp://x\"}\n";
+    let error = load_yaml(yaml, &env).expect_err("three problems");
+    assert_eq!(error.keys(), ["tencent_im.base_url", "tencent_im.sdk_app_id", "tencent_im.admin_identifier"]);
+    fails_on("tencent_im: {enabled: true, base_url: \"not a url\"}\n", &env, "tencent_im.base_url");
+    fails_on("tencent_im: {usersig_ttl: \"59s\"}\n", &[], "tencent_im.usersig_ttl");
+    fails_on("tencent_im: {group_id_prefix: \"@TGS#x\"}\n", &[], "tencent_im.group_id_prefix");
+    // Disabled IM accepts the placeholders.
+    assert!(!ok("tencent_im: {enabled: false, sdk_app_id: 0}\n").tencent_im.enabled);
+}
+
+#[test]
+fn retention_is_off_when_empty_or_non_positive_and_fails_when_bad_or_tiny() {
+    let key = "outbox_worker.retention";
+    for off in ["\"\"", "\"0s\"", "0", "\"-1h\"", "\"  \""] {
+        let s = ok(&format!("outbox_worker: {{retention: {off}}}\n"));
+        assert_eq!(s.outbox_worker.retention, None, "{off}");
+    }
+    let s = ok("outbox_worker: {retention: \"7d\"}\n");
+    assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
+    let s = ok("outbox_worker: {retention: \"90m\"}\n");
+    assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(90 * 60)));
+    fails_on("outbox_worker: {retention: \"a week\"}\n", &[], key);
+    fails_on("outbox_worker: {retention: \"7\"}\n", &[], key);
+    let message = fails_on("outbox_worker: {retention: \"30s\"}\n", &[], key);
+    assert!(message.contains("1m"), "{message}");
+    let s = load_yaml("", &[("ROOM_SERVICE__OUTBOX_WORKER__RETENTION", "2d")]).expect("env override");
+    assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(2 * 24 * 3600)));
+}
+
+#[test]
+fn stats_interval_defaults_and_non_positive_means_the_default() {
+    assert_eq!(ok("{}\n").outbox_worker.stats_interval, Duration::from_secs(5));
+    assert_eq!(
+        ok("outbox_worker: {stats_interval: \"250ms\"}\n").outbox_worker.stats_interval,
+        Duration::from_millis(250)
+    );
+    assert_eq!(
+        ok("outbox_worker: {stats_interval: \"0s\"}\n").outbox_worker.stats_interval,
+        Duration::from_secs(5)
+    );
+    fails_on("outbox_worker: {stats_interval: \"soon\"}\n", &[], "outbox_worker.stats_interval");
+}
+
+#[test]
+fn max_in_flight_defaults_and_is_capped() {
+    assert_eq!(ok("{}\n").outbox_worker.max_in_flight, 8);
+    assert_eq!(ok("outbox_worker: {max_in_flight: 3}\n").outbox_worker.max_in_flight, 3);
+    assert_eq!(ok("outbox_worker: {max_in_flight: 0}\n").outbox_worker.max_in_flight, 8);
+    assert_eq!(ok("outbox_worker: {max_in_flight: -2}\n").outbox_worker.max_in_flight, 8);
+    fails_on("outbox_worker: {max_in_flight: 65}\n", &[], "outbox_worker.max_in_flight");
+}
+
+#[test]
+fn an_enabled_webhook_needs_a_url_without_credentials_and_a_secret() {
+    const HOOK: &str = "url: \"http://hooks:8000/rooms\", secret: \"s3cret\"";
+    fails_on("consumers: {webhook: {enabled: true, secret: \"s\"}}\n", &[], "consumers.webhook.url");
+    fails_on("consumers: {webhook: {enabled: true, url: \"http://h/x\"}}\n", &[], "consumers.webhook.secret");
+    let message = fails_on(
+        "consumers: {webhook: {enabled: true, url: \"http://u:hunter2@h/x\", secret: \"s\"}}\n",
+        &[],
+        "consumers.webhook.url",
+    );
+    assert!(!message.contains("hunter2"), "{message}");
+    fails_on(
+        &format!("consumers: {{webhook: {{enabled: true, {HOOK}, event_types: [Nope]}}}}\n"),
+        &[],
+        "consumers.webhook.event_types",
+    );
+    fails_on(
+        &format!("consumers: {{webhook: {{enabled: true, {HOOK}, batch_size: 0}}}}\n"),
+        &[],
+        "consumers.webhook.batch_size",
+    );
+    fails_on("consumers: {audit: {rate_limit_per_sec: -1}}\n", &[], "consumers.audit.rate_limit_per_sec");
+    fails_on("consumers: {gap_grace: \"0s\"}\n", &[], "consumers.gap_grace");
+    let s = ok(&format!(
+        "consumers: {{webhook: {{enabled: true, {HOOK}, event_types: [RoomGiftSent, RoomClosed]}}}}\n"
+    ));
+    let webhook = s.consumers.webhook.clone().expect("enabled");
+    assert_eq!(webhook.url, "http://hooks:8000/rooms");
+    assert_eq!(webhook.secret.expose(), "s3cret");
+    assert_eq!(
+        webhook.consumer.event_types,
+        [crate::domain::EventType::RoomGiftSent, crate::domain::EventType::RoomClosed]
+    );
+    assert_eq!(webhook.consumer.rate_limit_per_sec, Some(500));
+    assert!(s.consumers.audit.is_none());
+    assert_eq!(s.consumers.enabled_names(), ["webhook"]);
+    assert!(!format!("{:?}", s.consumers).contains("s3cret"), "the secret is redacted");
+}
+
+#[test]
+fn consumer_event_types_come_from_the_environment_as_one_string() {
+    for value in ["RoomGiftSent,RoomClosed", "[RoomGiftSent, RoomClosed]"] {
+        let s = load_yaml(
+            "",
+            &[
+                ("ROOM_SERVICE__CONSUMERS__AUDIT__EVENT_TYPES", value),
+                ("ROOM_SERVICE__CONSUMERS__AUDIT__ENABLED", "true"),
+            ],
+        )
+        .expect("valid");
+        let audit = s.consumers.audit.expect("enabled");
+        assert_eq!(
+            audit.event_types,
+            [crate::domain::EventType::RoomGiftSent, crate::domain::EventType::RoomClosed],
+            "{value}"
+        );
+        assert_eq!(audit.rate_limit_per_sec, None, "0 is unlimited");
+    }
+}
+
+#[test]
+fn the_empty_outbox_section_is_the_default() {
+    assert_eq!(ok("{}\n").outbox_worker, crate::config::OutboxWorkerSettings::default());
+}
+
+#[test]
+fn leases_are_three_timeouts_and_at_least_their_minimum() {
+    use crate::config::{MIN_CONSUMER_LEASE, MIN_LEASE, OutboxWorkerSettings};
+    let worker =
+        |secs| OutboxWorkerSettings { publish_timeout: Duration::from_secs(secs), ..Default::default() };
+    assert_eq!(worker(5).lease(), Duration::from_secs(15));
+    assert_eq!(worker(1).lease(), MIN_LEASE);
+    let absurd = OutboxWorkerSettings { publish_timeout: Duration::MAX, ..Default::default() };
+    assert_eq!(absurd.lease(), Duration::MAX, "saturates");
+    let consumer = |timeout| crate::config::ConsumerSettings {
+        event_types: Vec::new(),
+        batch_size: 10,
+        timeout,
+        rate_limit_per_sec: None,
+    };
+    assert_eq!(consumer(Duration::from_secs(10)).lease(), Duration::from_secs(30));
+    assert_eq!(consumer(Duration::from_secs(1)).lease(), MIN_CONSUMER_LEASE);
+}

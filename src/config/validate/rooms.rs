@@ -1,0 +1,87 @@
+//! The rules of the rooms and the nodes serving them: `rooms`, `presence`, `cluster`,
+//! `wallet`.
+
+use super::*;
+
+pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
+    let max_commit_batch = match usize::try_from(raw.max_commit_batch) {
+        Ok(n) if (1..=MAX_COMMIT_BATCH).contains(&n) => n,
+        _ => {
+            p.add(
+                "rooms.max_commit_batch",
+                format!("{} is not between 1 and {MAX_COMMIT_BATCH}", raw.max_commit_batch),
+            );
+            1
+        }
+    };
+    RoomsSettings { max_commit_batch }
+}
+
+/// Durations must be positive when the worker runs; a disabled worker tolerates zero.
+pub(super) fn presence(p: &mut Problems, raw: RawPresence) -> PresenceSettings {
+    let (stale, scan) = (Duration::from_secs(60), Duration::from_secs(10));
+    let (stale_after, scan_interval) = if raw.enabled {
+        (
+            p.positive("presence.stale_after", &raw.stale_after, stale),
+            p.positive("presence.scan_interval", &raw.scan_interval, scan),
+        )
+    } else {
+        (
+            p.or_default("presence.stale_after", &raw.stale_after, stale),
+            p.or_default("presence.scan_interval", &raw.scan_interval, scan),
+        )
+    };
+    PresenceSettings { enabled: raw.enabled, stale_after, scan_interval }
+}
+
+/// Shortest and longest `cluster.lease_ttl`.
+const LEASE_TTL_RANGE: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(300));
+
+/// A cluster shares one MySQL/MariaDB database (SQLite is one process's file) and tells the
+/// other nodes where it listens.
+pub(super) fn cluster(p: &mut Problems, raw: RawCluster, backend: Backend) -> ClusterSettings {
+    let lease_ttl = p.positive("cluster.lease_ttl", &raw.lease_ttl, Duration::from_secs(10));
+    if !(LEASE_TTL_RANGE.0..=LEASE_TTL_RANGE.1).contains(&lease_ttl) {
+        p.add("cluster.lease_ttl", "must be between 1s and 5m");
+    }
+    let expected_nodes = match u32::try_from(raw.expected_nodes) {
+        Ok(n) if (1..=1024).contains(&n) => n,
+        _ => {
+            p.add("cluster.expected_nodes", format!("{} is not between 1 and 1024", raw.expected_nodes));
+            1
+        }
+    };
+    let mut advertise_url = raw.advertise_url.trim().to_owned();
+    if raw.enabled {
+        if backend != Backend::MySql {
+            p.add(
+                "cluster.enabled",
+                "needs a MySQL/MariaDB database.url: the nodes of a cluster share one database",
+            );
+        }
+        if advertise_url.is_empty() {
+            p.add(
+                "cluster.advertise_url",
+                "must be this node's public API origin (http://host:port) when cluster.enabled",
+            );
+        } else {
+            match check_base_url(&advertise_url) {
+                Ok(url) => advertise_url = url,
+                Err(reason) => p.add("cluster.advertise_url", reason),
+            }
+        }
+    }
+    ClusterSettings { enabled: raw.enabled, advertise_url, expected_nodes, lease_ttl }
+}
+
+pub(super) fn wallet(p: &mut Problems, raw: RawWallet) -> WalletSettings {
+    let timeout = p.positive("wallet.timeout", &raw.timeout, Duration::from_secs(2));
+    let mut base_url = raw.base_url.trim().to_owned();
+    if raw.enabled {
+        match check_base_url(&base_url) {
+            Ok(url) => base_url = url,
+            Err(reason) => p.add("wallet.base_url", reason),
+        }
+    }
+    WalletSettings { enabled: raw.enabled, base_url, timeout }
+}

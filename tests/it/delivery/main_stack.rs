@@ -1,0 +1,90 @@
+//! `main.rs` composes the publish stack itself (tests and benchmarks use
+//! `app::im_stack`): this runs the real binary against the fake IM and reads its
+//! `/metrics` to prove that composition — the filter answers `RoomCreated` without IM, a call
+//! slower than `outbox_worker.publish_timeout` is cut off and counted as a timeout, and every
+//! publish is counted under its path (`sync`, `worker`).
+
+use std::time::Duration;
+
+use room_service::fake_im::{FakeIm, FakeImOptions};
+use room_service::telemetry::names::{PUBLISH_FAILURE_TOTAL, PUBLISH_SUCCESS_TOTAL};
+use serde_json::json;
+
+use super::{Node, eventually};
+use crate::outbox::harness::{ADMIN, APP, KEY};
+use crate::support::TestDb;
+
+/// The sum of the series of `name` carrying every label pair of `labels` in a `/metrics` text.
+fn counted(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?.strip_prefix('{')?;
+            let (set, value) = rest.split_once("} ")?;
+            let matches = labels.iter().all(|(k, v)| set.contains(&format!("{k}=\"{v}\"")));
+            if matches { value.trim().parse::<f64>().ok() } else { None }
+        })
+        .sum()
+}
+
+/// Sends a command to the node's public API and asserts it was answered 200.
+async fn command(http: &reqwest::Client, node: &Node, path: &str, body: serde_json::Value) {
+    let url = format!("http://127.0.0.1:{}{path}", node.port);
+    let response = http.post(url).json(&body).send().await.expect("the node answers");
+    let status = response.status();
+    assert_eq!(status, 200, "{}", response.text().await.unwrap_or_default());
+}
+
+#[tokio::test]
+async fn the_binary_filters_times_out_and_counts_by_path() {
+    let db = TestDb::mysql().await;
+    let mut options = FakeImOptions::new(APP, KEY, ADMIN);
+    (options.per_group_limit_per_sec, options.global_limit_per_sec) = (None, None);
+    let im = FakeIm::start(options).await;
+    let mut node = Node::new(db.url(), &im);
+    node.node_id = "main-stack".into();
+    node.env.push(("ROOM_SERVICE__OUTBOX_WORKER__PUBLISH_TIMEOUT".into(), "300ms".into()));
+    let mut child = node.spawn();
+    let http = reqwest::Client::new();
+    eventually("the node serves", Duration::from_secs(30), || async {
+        let url = format!("http://127.0.0.1:{}/readyz", node.port);
+        http.get(url).send().await.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+
+    // The filter: RoomCreated never reaches IM, and is counted as skipped on the sync path.
+    let create = json!({"command_id": "c-1", "room_id": "r-1", "owner_id": "o", "title": "t"});
+    command(&http, &node, "/v1/rooms", create).await;
+    // A join reaches IM on the sync path.
+    command(&http, &node, "/v1/rooms/r-1/join", json!({"command_id": "j-1", "user_id": "a"})).await;
+    eventually("the skip and the delivery are counted on the sync path", Duration::from_secs(10), || async {
+        let text = node.metrics().await;
+        let skipped = [("path", "sync"), ("event_type", "RoomCreated"), ("result", "skipped")];
+        let delivered = [("path", "sync"), ("event_type", "RoomUserJoined"), ("result", "delivered")];
+        counted(&text, PUBLISH_SUCCESS_TOTAL, &skipped) >= 1.0
+            && counted(&text, PUBLISH_SUCCESS_TOTAL, &delivered) >= 1.0
+    })
+    .await;
+    assert!(im.all_messages().iter().all(|m| m.desc != "RoomCreated"), "filtered");
+
+    // IM slower than publish_timeout: the sync publish is cut off and counted as a timeout,
+    // then the worker's attempts too, until IM is fast again and the worker delivers.
+    im.set_latency(Duration::from_secs(1));
+    command(&http, &node, "/v1/rooms/r-1/join", json!({"command_id": "j-2", "user_id": "b"})).await;
+    eventually("timeouts are counted on both paths", Duration::from_secs(20), || async {
+        let text = node.metrics().await;
+        let sync = [("path", "sync"), ("class", "timeout")];
+        let worker = [("path", "worker"), ("class", "timeout")];
+        counted(&text, PUBLISH_FAILURE_TOTAL, &sync) >= 1.0
+            && counted(&text, PUBLISH_FAILURE_TOTAL, &worker) >= 1.0
+    })
+    .await;
+    im.set_latency(Duration::ZERO);
+    eventually("the worker delivers once IM is fast again", Duration::from_secs(20), || async {
+        let worker = [("path", "worker"), ("event_type", "RoomUserJoined"), ("result", "delivered")];
+        counted(&node.metrics().await, PUBLISH_SUCCESS_TOTAL, &worker) >= 1.0
+    })
+    .await;
+
+    child.kill().expect("kill the node");
+    child.wait().expect("reap the node");
+}
