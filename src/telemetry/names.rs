@@ -106,45 +106,10 @@ pub const CONSUMER_LAG_SECONDS: &str = "room_consumer_lag_seconds";
 /// Gauge: the outbox id up to which a consumer has passed every event, by `consumer`.
 pub const CONSUMER_POSITION: &str = "room_consumer_position";
 
-/// Every metric name above, for tests that compare against dashboards and alert rules.
-pub const ALL: [&str; 36] = [
-    CONSUMER_LAG_SECONDS,
-    CONSUMER_POSITION,
-    COMMANDS_FORWARDED_TOTAL,
-    CLUSTER_SHARDS_OWNED,
-    PUBLISH_SUCCESS_TOTAL,
-    PUBLISH_FAILURE_TOTAL,
-    PUBLISH_LATENCY_SECONDS,
-    OUTBOX_ROWS,
-    OUTBOX_OLDEST_PENDING_AGE_SECONDS,
-    OUTBOX_CLAIMED_TOTAL,
-    OUTBOX_LEASE_LOST_TOTAL,
-    OUTBOX_PURGED_ROWS_TOTAL,
-    OUTBOX_PARKED_TOTAL,
-    OUTBOX_PUBLISH_PAUSED,
-    IM_QUOTA_FALLBACK,
-    COMMANDS_TOTAL,
-    COMMAND_LATENCY_SECONDS,
-    HTTP_REQUESTS_TOTAL,
-    HTTP_REQUEST_DURATION_SECONDS,
-    HTTP_REQUESTS_SHED_TOTAL,
-    HTTP_REQUEST_TIMEOUTS_TOTAL,
-    HTTP_PANICS_TOTAL,
-    HTTP_CONNECTIONS,
-    HTTP_CONNECTIONS_REFUSED_TOTAL,
-    BUILD_INFO,
-    DB_POOL_CONNECTIONS,
-    DB_POOL_MAX_CONNECTIONS,
-    DB_POOL_ACQUIRE_TIMEOUTS_TOTAL,
-    PROCESS_CPU_SECONDS_TOTAL,
-    PROCESS_RESIDENT_MEMORY_BYTES,
-    PROCESS_VIRTUAL_MEMORY_BYTES,
-    PROCESS_VIRTUAL_MEMORY_MAX_BYTES,
-    PROCESS_OPEN_FDS,
-    PROCESS_MAX_FDS,
-    PROCESS_THREADS,
-    PROCESS_START_TIME_SECONDS,
-];
+/// Every metric name above, for tests that compare against dashboards and alert rules: the
+/// names of [`METRICS`](super::describe::METRICS), so a metric without a unit and help text
+/// cannot be declared.
+pub const ALL: [&str; 36] = super::describe::names(&super::describe::METRICS);
 
 /// The histograms among [`ALL`]; each gets [`LATENCY_BUCKETS`].
 pub const HISTOGRAMS: [&str; 3] =
@@ -189,7 +154,9 @@ pub const LATENCY_BUCKETS: &[f64] =
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::describe::{UNLABELLED_COUNTERS, describe_all, init_unlabelled_counters};
+    use crate::telemetry::describe::{
+        Kind, METRICS, UNLABELLED_COUNTERS, describe_all, init_unlabelled_counters,
+    };
     use metrics::Unit;
     use metrics_util::debugging::DebuggingRecorder;
 
@@ -239,29 +206,13 @@ mod tests {
     fn describe_all_gives_every_metric_a_unit_and_help_text() {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        let mut gauges = vec![
-            OUTBOX_ROWS,
-            OUTBOX_OLDEST_PENDING_AGE_SECONDS,
-            OUTBOX_PUBLISH_PAUSED,
-            IM_QUOTA_FALLBACK,
-            BUILD_INFO,
-            DB_POOL_CONNECTIONS,
-            DB_POOL_MAX_CONNECTIONS,
-            HTTP_CONNECTIONS,
-            CLUSTER_SHARDS_OWNED,
-            CONSUMER_LAG_SECONDS,
-            CONSUMER_POSITION,
-        ];
-        gauges.extend(PROCESS.iter().filter(|name| **name != PROCESS_CPU_SECONDS_TOTAL));
         metrics::with_local_recorder(&recorder, || {
             describe_all();
-            for name in ALL {
-                if HISTOGRAMS.contains(&name) {
-                    metrics::histogram!(name).record(0.0);
-                } else if gauges.contains(&name) {
-                    metrics::gauge!(name).set(0.0);
-                } else {
-                    metrics::counter!(name).increment(0);
+            for metric in METRICS {
+                match metric.kind {
+                    Kind::Histogram => metrics::histogram!(metric.name).record(0.0),
+                    Kind::Gauge => metrics::gauge!(metric.name).set(0.0),
+                    Kind::Counter => metrics::counter!(metric.name).increment(0),
                 }
             }
         });
