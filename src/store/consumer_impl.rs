@@ -93,7 +93,7 @@ macro_rules! impl_consumer_repository {
                 since_ms: i64,
             ) -> Result<Option<u64>, $crate::store::StoreError> {
                 use sqlx::Row;
-                use $crate::store::consumer_sql as cs;
+                use $crate::store::open_writers_sql as ow;
                 use $crate::store::sql::Dialect;
                 let Some(probe) = <$db>::OPEN_WRITERS else {
                     return Ok(Some(0));
@@ -105,11 +105,11 @@ macro_rules! impl_consumer_repository {
                 if let Err(error) = sqlx::query(probe.begin).execute(&mut *tx).await {
                     return denied(error);
                 }
-                for attempt in 0..cs::WRITER_PROBES {
+                for attempt in 0..ow::WRITER_PROBES {
                     if attempt > 0 {
-                        tokio::time::sleep(cs::WRITER_PROBE_PAUSE).await;
+                        tokio::time::sleep(ow::WRITER_PROBE_PAUSE).await;
                     }
-                    let text = (probe.count)(since_ms, &cs::probe_tag());
+                    let text = (probe.count)(since_ms, &ow::probe_tag());
                     let counted = sqlx::raw_sql(sqlx::AssertSqlSafe(text)).fetch_one(&mut *tx).await;
                     match counted.and_then(|row| Ok((row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?))) {
                         Ok((own, others)) if own > 0 => return Ok(Some(others.max(0) as u64)),

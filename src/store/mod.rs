@@ -23,6 +23,7 @@ mod flows;
 mod lease;
 mod lease_sql;
 mod mysql;
+mod open_writers_sql;
 mod outbox_types;
 mod queue;
 mod queue_sql;

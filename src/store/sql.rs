@@ -2,7 +2,7 @@
 //! the database clock, locking reads, the claim's index and lock, upserts, how a write
 //! transaction begins, the purge's index and lock, the open-writers probe. Every statement
 //! (`room_sql.rs`, `queue_sql.rs`, `admin_sql.rs`, `lease_sql.rs`, `consumer_sql.rs`) is built
-//! once over it, with the binding helpers here.
+//! once over it, with the binding helpers here; the probe's own text is in `open_writers_sql.rs`.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use sqlx::{Database, MySql, Pool, QueryBuilder, Sqlite};
 
 use super::admin::PurgeLock;
-use super::consumer_sql::OpenWriters;
+use super::open_writers_sql::OpenWriters;
 use super::types::StoreError;
 
 /// Columns of `room_outbox`, in `OutboxRow` order.
@@ -82,11 +82,11 @@ impl Dialect for MySql {
     fn try_purge_lock(pool: &Pool<Self>) -> BoxFuture<'_, Result<Option<PurgeLock>, StoreError>> {
         Box::pin(super::mysql::purge_lock(pool))
     }
-    // INNODB_TRX, read past its cache: see `consumer_sql::mysql_open_writers`. The probe's
+    // INNODB_TRX, read past its cache: see `open_writers_sql::mysql_open_writers`. The probe's
     // transaction locks the one room_cluster row: it always exists and nothing writes it.
     const OPEN_WRITERS: Option<OpenWriters> = Some(OpenWriters {
         begin: "SELECT id FROM room_cluster WHERE id = 1 LOCK IN SHARE MODE",
-        count: super::consumer_sql::mysql_open_writers,
+        count: super::open_writers_sql::mysql_open_writers,
     });
     fn access_denied(error: &sqlx::Error) -> bool {
         // 1227: PROCESS privilege missing; 1142/1044: no access to the table/schema.
@@ -95,8 +95,7 @@ impl Dialect for MySql {
         code.is_some_and(|e| matches!(e.number(), 1044 | 1142 | 1227))
     }
     fn upsert(_key: &str, columns: &[&str]) -> String {
-        let set: Vec<String> = columns.iter().map(|c| format!("{c} = VALUES({c})")).collect();
-        format!(" ON DUPLICATE KEY UPDATE {}", set.join(", "))
+        format!(" ON DUPLICATE KEY UPDATE {}", assignments(columns, |c| format!("VALUES({c})")))
     }
     binds_by_value!();
 }
@@ -121,10 +120,15 @@ impl Dialect for Sqlite {
         false
     }
     fn upsert(key: &str, columns: &[&str]) -> String {
-        let set: Vec<String> = columns.iter().map(|c| format!("{c} = excluded.{c}")).collect();
-        format!(" ON CONFLICT ({key}) DO UPDATE SET {}", set.join(", "))
+        format!(" ON CONFLICT ({key}) DO UPDATE SET {}", assignments(columns, |c| format!("excluded.{c}")))
     }
     binds_by_value!();
+}
+
+/// `column = new value, ...` of an upsert: the list both dialects write, each naming the
+/// inserted value its own way.
+fn assignments(columns: &[&str], new_value: impl Fn(&str) -> String) -> String {
+    columns.iter().map(|c| format!("{c} = {}", new_value(c))).collect::<Vec<_>>().join(", ")
 }
 
 pub(super) fn millis(d: Duration) -> i64 {
