@@ -156,6 +156,20 @@ fn count(p: &mut Problems, key: &str, raw: i64, default: usize, max: usize) -> u
     }
 }
 
+/// The [`ConsumerRaw`] of a raw consumer section: `RawWebhookConsumer` and `RawAuditConsumer`
+/// name these keys alike but cannot share a sub-struct (serde's `flatten` does not work with
+/// `deny_unknown_fields`), so they are picked out by name, once.
+macro_rules! consumer_keys {
+    ($raw:expr) => {
+        ConsumerRaw {
+            event_types: &$raw.event_types,
+            batch_size: $raw.batch_size,
+            timeout: &$raw.timeout,
+            rate_limit_per_sec: $raw.rate_limit_per_sec,
+        }
+    };
+}
+
 pub(super) fn consumers(p: &mut Problems, raw: RawConsumers) -> ConsumersSettings {
     let poll_interval = p.positive("consumers.poll_interval", &raw.poll_interval, Duration::from_millis(500));
     let gap_grace = p.positive("consumers.gap_grace", &raw.gap_grace, Duration::from_secs(60));
@@ -168,16 +182,7 @@ pub(super) fn consumers(p: &mut Problems, raw: RawConsumers) -> ConsumersSetting
 }
 
 fn webhook(p: &mut Problems, raw: RawWebhookConsumer) -> Option<WebhookSettings> {
-    let consumer = consumer(
-        p,
-        "consumers.webhook",
-        ConsumerRaw {
-            event_types: &raw.event_types,
-            batch_size: raw.batch_size,
-            timeout: &raw.timeout,
-            rate_limit_per_sec: raw.rate_limit_per_sec,
-        },
-    );
+    let consumer = consumer(p, "consumers.webhook", consumer_keys!(raw));
     if !raw.enabled {
         return None;
     }
@@ -203,16 +208,7 @@ fn webhook(p: &mut Problems, raw: RawWebhookConsumer) -> Option<WebhookSettings>
 }
 
 fn audit(p: &mut Problems, raw: RawAuditConsumer) -> Option<ConsumerSettings> {
-    let consumer = consumer(
-        p,
-        "consumers.audit",
-        ConsumerRaw {
-            event_types: &raw.event_types,
-            batch_size: raw.batch_size,
-            timeout: &raw.timeout,
-            rate_limit_per_sec: raw.rate_limit_per_sec,
-        },
-    );
+    let consumer = consumer(p, "consumers.audit", consumer_keys!(raw));
     raw.enabled.then_some(consumer)
 }
 
