@@ -44,8 +44,15 @@ pub struct FaultSpec {
     pub count: u32,
 }
 
-fn one() -> u32 {
+/// A spec's default `count`: the next call only (the fake wallet's spec defaults to it too).
+pub(crate) fn one() -> u32 {
     1
+}
+
+/// `ms` as a delay, or `missing` when a delay kind came without it (shared with the fake
+/// wallet's spec, whose delay kinds read the same).
+pub(crate) fn millis(ms: Option<u64>, missing: &'static str) -> Result<Duration, &'static str> {
+    Ok(Duration::from_millis(ms.ok_or(missing)?))
 }
 
 /// Kinds of [`FaultSpec`].
@@ -73,11 +80,11 @@ impl FaultSpec {
         let fault = match self.kind {
             FaultKind::ErrorCode => Fault::ErrorCode(self.code.ok_or("error_code needs code")?),
             FaultKind::Http502 => Fault::Http502,
-            FaultKind::Delay => Fault::Delay(Duration::from_millis(self.ms.ok_or("delay needs ms")?)),
+            FaultKind::Delay => Fault::Delay(millis(self.ms, "delay needs ms")?),
             FaultKind::DropConnection => Fault::DropConnection,
             FaultKind::NonJson => Fault::NonJson,
             FaultKind::AcceptThenDelay => {
-                Fault::AcceptThenDelay(Duration::from_millis(self.ms.ok_or("accept_then_delay needs ms")?))
+                Fault::AcceptThenDelay(millis(self.ms, "accept_then_delay needs ms")?)
             }
         };
         Ok((fault, self.count))

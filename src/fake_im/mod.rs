@@ -110,10 +110,7 @@ pub fn busiest_window(times: &[tokio::time::Instant], width: Duration) -> usize 
 
 /// A fake running in the background on `127.0.0.1`, for tests. Dropping it stops it.
 #[derive(Debug)]
-pub struct FakeIm {
-    state: Arc<FakeState>,
-    server: server::Background,
-}
+pub struct FakeIm(server::Served<FakeState>);
 
 impl FakeIm {
     /// Binds `127.0.0.1:0` and serves in a spawned task.
@@ -121,59 +118,54 @@ impl FakeIm {
     /// # Panics
     /// If no loopback port can be bound; use [`FakeIm::try_start`] to get the error instead.
     pub async fn start(opts: FakeImOptions) -> FakeIm {
-        match Self::try_start(opts).await {
-            Ok(fake) => fake,
-            Err(error) => panic!("fake IM cannot bind a loopback port: {error}"),
-        }
+        server::started_or_panic(Self::try_start(opts).await, "fake IM")
     }
 
     /// Like [`FakeIm::start`], returning the bind error.
     pub async fn try_start(opts: FakeImOptions) -> io::Result<FakeIm> {
-        let state = Arc::new(FakeState::new(opts));
-        let server = server::Background::start(app(state.clone())).await?;
-        Ok(FakeIm { state, server })
+        Ok(FakeIm(server::Served::start(FakeState::new(opts), app).await?))
     }
 
     /// `http://127.0.0.1:<port>`, to use as the IM base URL.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.server.addr())
+        self.0.base_url()
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.server.addr()
+        self.0.addr()
     }
 
     /// Recorded messages of one `GroupId` (prefix included), oldest first.
     pub fn messages(&self, group: &str) -> Vec<RecordedMessage> {
-        self.state.messages(Some(group))
+        self.0.state.messages(Some(group))
     }
 
     /// Every recorded message, oldest first.
     pub fn all_messages(&self) -> Vec<RecordedMessage> {
-        self.state.messages(None)
+        self.0.state.messages(None)
     }
 
     /// Serves `fault` to the next `count` calls (after faults already queued).
     pub fn inject(&self, fault: Fault, count: u32) {
-        self.state.inject(fault, count);
+        self.0.state.inject(fault, count);
     }
 
     /// Sets the latency of every later call.
     pub fn set_latency(&self, latency: Duration) {
-        self.state.set_latency(latency);
+        self.0.state.set_latency(latency);
     }
 
     /// How often each `event_id` was sent since start or the last [`FakeIm::clear`]: every
     /// `send_group_msg` call that carried it (accepted, deduplicated, faulted or refused) and
     /// those IM took ([`EventSends`]).
     pub fn sends_by_event(&self) -> std::collections::HashMap<String, EventSends> {
-        self.state.sends_by_event()
+        self.0.state.sends_by_event()
     }
 
     /// When each `send_group_msg` call arrived (whatever its answer), oldest first.
     pub fn call_times(&self) -> Vec<tokio::time::Instant> {
-        self.state.call_times()
+        self.0.state.call_times()
     }
 
     /// The most `send_group_msg` calls that arrived within any sliding second (whatever their
@@ -184,17 +176,17 @@ impl FakeIm {
 
     /// Counters since start or the last [`FakeIm::clear`].
     pub fn stats(&self) -> FakeStats {
-        self.state.stats()
+        self.0.state.stats()
     }
 
     /// Forgets messages, dedup, rate windows, faults and counters.
     pub fn clear(&self) {
-        self.state.clear();
+        self.0.state.clear();
     }
 
     /// Stops serving and waits for the server task.
     pub async fn shutdown(self) -> io::Result<()> {
-        self.server.shutdown().await
+        self.0.shutdown().await
     }
 }
 

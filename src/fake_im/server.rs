@@ -117,3 +117,46 @@ impl Drop for Background {
         }
     }
 }
+
+/// A fake's state with the background server over it: what [`super::FakeIm`] and
+/// [`crate::fake_wallet::FakeWallet`] hold, so that starting, addressing and stopping a fake
+/// are written once.
+#[derive(Debug)]
+pub(crate) struct Served<S> {
+    /// The state the routes serve, shared with the handle's inspection methods.
+    pub(crate) state: Arc<S>,
+    server: Background,
+}
+
+impl<S> Served<S> {
+    /// Binds `127.0.0.1:0` and serves `app` over `state` in a spawned task.
+    pub(crate) async fn start(state: S, app: impl FnOnce(Arc<S>) -> Router) -> io::Result<Self> {
+        let state = Arc::new(state);
+        let server = Background::start(app(state.clone())).await?;
+        Ok(Self { state, server })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub(crate) fn base_url(&self) -> String {
+        format!("http://{}", self.server.addr())
+    }
+
+    /// The bound address.
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        self.server.addr()
+    }
+
+    /// Stops serving and waits for the server task.
+    pub(crate) async fn shutdown(self) -> io::Result<()> {
+        self.server.shutdown().await
+    }
+}
+
+/// The started fake, or a panic naming `what` could not bind: the fakes' `start` is for tests,
+/// where a missing loopback port is a broken machine, not a case to handle.
+pub(crate) fn started_or_panic<T>(started: io::Result<T>, what: &str) -> T {
+    match started {
+        Ok(fake) => fake,
+        Err(error) => panic!("{what} cannot bind a loopback port: {error}"),
+    }
+}

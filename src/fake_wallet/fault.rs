@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::fake_im::fault::millis;
+
 /// One misbehaviour, served instead of (or around) the normal answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -43,12 +45,8 @@ pub struct FaultSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ms: Option<u64>,
     /// How many of the next calls get this fault (default 1).
-    #[serde(default = "one")]
+    #[serde(default = "crate::fake_im::fault::one")]
     pub count: u32,
-}
-
-fn one() -> u32 {
-    1
 }
 
 /// Kinds of [`FaultSpec`].
@@ -69,9 +67,9 @@ impl FaultSpec {
     pub fn into_fault(self) -> Result<(Fault, Call, u32), &'static str> {
         let fault = match self.kind {
             FaultKind::Http503 => Fault::Http503,
-            FaultKind::Delay => Fault::Delay(Duration::from_millis(self.ms.ok_or("delay needs ms")?)),
+            FaultKind::Delay => Fault::Delay(millis(self.ms, "delay needs ms")?),
             FaultKind::AcceptThenDelay => {
-                Fault::AcceptThenDelay(Duration::from_millis(self.ms.ok_or("accept_then_delay needs ms")?))
+                Fault::AcceptThenDelay(millis(self.ms, "accept_then_delay needs ms")?)
             }
         };
         Ok((fault, self.call, self.count))

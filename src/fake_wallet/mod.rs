@@ -61,10 +61,7 @@ pub async fn serve(
 
 /// A fake running in the background on `127.0.0.1`, for tests. Dropping it stops it.
 #[derive(Debug)]
-pub struct FakeWallet {
-    state: Arc<FakeWalletState>,
-    server: server::Background,
-}
+pub struct FakeWallet(server::Served<FakeWalletState>);
 
 impl FakeWallet {
     /// Binds `127.0.0.1:0` and serves in a spawned task.
@@ -72,67 +69,62 @@ impl FakeWallet {
     /// # Panics
     /// If no loopback port can be bound; use [`FakeWallet::try_start`] to get the error instead.
     pub async fn start(opts: FakeWalletOptions) -> FakeWallet {
-        match Self::try_start(opts).await {
-            Ok(fake) => fake,
-            Err(error) => panic!("fake wallet cannot bind a loopback port: {error}"),
-        }
+        server::started_or_panic(Self::try_start(opts).await, "fake wallet")
     }
 
     /// Like [`FakeWallet::start`], returning the bind error.
     pub async fn try_start(opts: FakeWalletOptions) -> io::Result<FakeWallet> {
-        let state = Arc::new(FakeWalletState::new(opts.initial_balance));
-        let server = server::Background::start(app(state.clone())).await?;
-        Ok(FakeWallet { state, server })
+        Ok(FakeWallet(server::Served::start(FakeWalletState::new(opts.initial_balance), app).await?))
     }
 
     /// `http://127.0.0.1:<port>`, to use as `wallet.base_url`.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.server.addr())
+        self.0.base_url()
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.server.addr()
+        self.0.addr()
     }
 
     /// One user's balance (the initial balance for a user never seen).
     pub fn balance(&self, user_id: &str) -> u64 {
-        self.state.balance(user_id)
+        self.0.state.balance(user_id)
     }
 
     /// Every known user's balance.
     pub fn balances(&self) -> BTreeMap<String, u64> {
-        self.state.balances()
+        self.0.state.balances()
     }
 
     /// Sets one user's balance.
     pub fn set_balance(&self, user_id: &str, balance: u64) {
-        self.state.set_balance(user_id, balance);
+        self.0.state.set_balance(user_id, balance);
     }
 
     /// Every debit taken, oldest first (refunded ones included, marked).
     pub fn debits(&self) -> Vec<RecordedDebit> {
-        self.state.debits()
+        self.0.state.debits()
     }
 
     /// Serves `fault` to the next `count` calls of `call` (after faults already queued).
     pub fn inject(&self, fault: Fault, call: Call, count: u32) {
-        self.state.inject(fault, call, count);
+        self.0.state.inject(fault, call, count);
     }
 
     /// Counters since start or the last [`FakeWallet::clear`].
     pub fn stats(&self) -> FakeWalletStats {
-        self.state.stats()
+        self.0.state.stats()
     }
 
     /// Forgets balances, debits, faults and counters.
     pub fn clear(&self) {
-        self.state.clear();
+        self.0.state.clear();
     }
 
     /// Stops serving and waits for the server task.
     pub async fn shutdown(self) -> io::Result<()> {
-        self.server.shutdown().await
+        self.0.shutdown().await
     }
 }
 

@@ -75,14 +75,14 @@ pub async fn run_cell_janitor(
     idle_after: Duration,
     cancel: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    while cancel.run_until_cancelled(tick.tick()).await.is_some() {
+    let rooms = &rooms;
+    every(interval, false, &cancel, || async move {
         let evicted = rooms.evict_idle(idle_after);
         if evicted > 0 {
             tracing::debug!(evicted, cells = rooms.cell_count(), "Evicted idle room cells");
         }
-    }
+    })
+    .await;
 }
 
 /// Sweeps every `scan_interval` until cancelled.
@@ -92,13 +92,31 @@ pub async fn run_presence_worker(
     scan_interval: Duration,
     cancel: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(scan_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    while cancel.run_until_cancelled(tick.tick()).await.is_some() {
-        let removed = sweep_stale(&rooms, stale_after, &cancel).await;
+    let (rooms, stop) = (&rooms, &cancel);
+    every(scan_interval, true, &cancel, || async move {
+        let removed = sweep_stale(rooms, stale_after, stop).await;
         if removed > 0 {
             tracing::info!(removed, "Removed stale members");
         }
+    })
+    .await;
+}
+
+/// Runs `step` every `period` until `cancel` fires (a step under way is not cut here: it
+/// watches `cancel` itself if it must), the first time at once unless `wait_first`. A tick missed while a step runs is pushed back,
+/// not made up for, so a slow step is never followed by a burst of them.
+async fn every<F: Future<Output = ()>>(
+    period: Duration,
+    wait_first: bool,
+    cancel: &CancellationToken,
+    mut step: impl FnMut() -> F,
+) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    if wait_first {
+        tick.tick().await;
+    }
+    while cancel.run_until_cancelled(tick.tick()).await.is_some() {
+        step().await;
     }
 }

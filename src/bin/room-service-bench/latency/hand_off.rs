@@ -34,11 +34,7 @@ pub(super) async fn hand_off(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Li
         anyhow::Ok((sent, orphans))
     }
     .await;
-    let stats = service.im.stats();
-    let seen = service.accepted();
-    let Service { im, running, .. } = service;
-    running.stop().await?;
-    drop(im);
+    let (stats, seen) = service.stop().await?;
     let (sent, orphans) = outcome?;
     let created = created_at(&pool, "down%").await?;
     let orphans_created = created_at(&pool, "orphan%").await?;

@@ -169,6 +169,19 @@ impl Service {
     fn accepted(&self) -> HashMap<String, (PublishPath, i64)> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// The fake IM's counters and the accepted events, read while everything still runs; then
+    /// stops the service before dropping its fake IM, so the stop's last publishes still land.
+    async fn stop(
+        self,
+    ) -> anyhow::Result<(room_service::fake_im::FakeStats, HashMap<String, (PublishPath, i64)>)> {
+        let stats = self.im.stats();
+        let seen = self.accepted();
+        let Service { im, running, .. } = self;
+        running.stop().await?;
+        drop(im);
+        Ok((stats, seen))
+    }
 }
 
 /// Part (a): live sync latency while the worker drains a backlog.
@@ -193,11 +206,7 @@ async fn during_drain(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
         anyhow::Ok((sent, from, to))
     }
     .await;
-    let stats = service.im.stats();
-    let seen = service.accepted();
-    let Service { im, running, .. } = service;
-    running.stop().await?;
-    drop(im);
+    let (stats, seen) = service.stop().await?;
     let (sent, from, to) = outcome?;
     let created = created_at(&pool, "live%").await?;
     let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM room_outbox WHERE status <> 'delivered'")
