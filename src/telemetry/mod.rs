@@ -48,7 +48,7 @@ pub fn install_metrics() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
             let mut builder = PrometheusBuilder::new();
-            for name in names::HISTOGRAMS {
+            for name in names::histograms() {
                 builder = builder
                     .set_buckets_for_metric(Matcher::Full(name.to_owned()), names::LATENCY_BUCKETS)
                     .unwrap_or_else(|_| PrometheusBuilder::new());

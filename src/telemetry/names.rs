@@ -2,86 +2,99 @@
 //!
 //! Code records metrics only through these constants; the Grafana dashboard and the Prometheus
 //! alert rules in `dashboards/` are checked against them. Label values are always bounded
-//! (`path`, `event_type`, `class`, `result`, `status`, `command`, `transport`, `state`; one `version` and
-//! `commit` per build), never a room id, a user id or an error text. [`describe_all`](super::describe::describe_all) registers units and help texts once at startup, and
-//! [`LATENCY_BUCKETS`] gives histograms real buckets (the Prometheus exporter renders summaries
-//! otherwise).
+//! (`path`, `event_type`, `class`, `result`, `status`, `command`, `transport`, `state`; one
+//! `version` and `commit` per build), never a room id, a user id or an error text. Each metric is
+//! one row of the table below: its name, kind, unit, and a doc comment that is also its help
+//! text; [`describe_all`](super::describe::describe_all) registers units and help texts once at
+//! startup, and [`LATENCY_BUCKETS`] gives histograms real buckets (the Prometheus exporter
+//! renders summaries otherwise).
 
-/// Counter: publishes that succeeded, by `path`, `event_type`, `result` (delivered|skipped).
-pub const PUBLISH_SUCCESS_TOTAL: &str = "room_outbox_publish_success_total";
-/// Counter: publishes that failed, by `path`, `event_type`, `class`.
-pub const PUBLISH_FAILURE_TOTAL: &str = "room_outbox_publish_failure_total";
-/// Histogram (seconds): time of one publish through the stack, by `path`, `event_type`.
-pub const PUBLISH_LATENCY_SECONDS: &str = "room_outbox_publish_latency_seconds";
-/// Gauge: outbox rows by `status` (pending, delivering, retryable, failed; never delivered).
-pub const OUTBOX_ROWS: &str = "room_outbox_rows";
-/// Gauge (seconds): age of the oldest outbox row not yet delivered.
-pub const OUTBOX_OLDEST_PENDING_AGE_SECONDS: &str = "room_outbox_oldest_pending_age_seconds";
-/// Counter: outbox rows claimed by the worker.
-pub const OUTBOX_CLAIMED_TOTAL: &str = "room_outbox_claimed_total";
-/// Counter: worker marks that found their lease lost (the row was reclaimed elsewhere).
-pub const OUTBOX_LEASE_LOST_TOTAL: &str = "room_outbox_lease_lost_total";
-/// Counter: delivered outbox rows deleted by the retention purge (and `outbox purge-delivered`).
-pub const OUTBOX_PURGED_ROWS_TOTAL: &str = "room_outbox_purged_rows_total";
-/// Counter: room commands handled, by `command`, `result`, `transport` (http|grpc|internal).
-pub const COMMANDS_TOTAL: &str = "room_commands_total";
-/// Histogram (seconds): time to handle one room command, by `command`.
-pub const COMMAND_LATENCY_SECONDS: &str = "room_command_latency_seconds";
-/// Counter: HTTP requests served, by `method`, `route`, `status`.
-pub const HTTP_REQUESTS_TOTAL: &str = "http_requests_total";
-/// Histogram (seconds): HTTP request duration, by `method`, `route`, `status`.
-pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
-/// Counter: `/v1/*` requests refused with 503 `overloaded` (`http.max_in_flight` reached).
-pub const HTTP_REQUESTS_SHED_TOTAL: &str = "room_http_requests_shed_total";
-/// Counter: `/v1/*` requests answered 503 `request_timeout` (`http.request_timeout`).
-pub const HTTP_REQUEST_TIMEOUTS_TOTAL: &str = "room_http_request_timeouts_total";
-/// Counter: request handlers that panicked (answered 500; the process kept serving).
-pub const HTTP_PANICS_TOTAL: &str = "room_http_panics_total";
-/// Gauge: open HTTP connections, by `listener` (`public`, `admin`, `grpc`).
-pub const HTTP_CONNECTIONS: &str = "room_http_connections";
-/// Counter: connections refused with a 503 because `http.max_connections` were open, by
-/// `listener`.
-pub const HTTP_CONNECTIONS_REFUSED_TOTAL: &str = "room_http_connections_refused_total";
+use super::describe::{Kind, Metric, declare_metrics};
 
-/// Counter: outbox rows parked as `failed`, by event type and reason.
-pub const OUTBOX_PARKED_TOTAL: &str = "room_outbox_parked_total";
-/// Gauge: 1 while the worker has stopped publishing, by reason (`configuration`).
-pub const OUTBOX_PUBLISH_PAUSED: &str = "room_outbox_publish_paused";
-/// Gauge: 1 while Redis is away and this node takes its IM permits from its own share of the
-/// app-wide quota (`global_per_sec / cluster.expected_nodes`); 0 while the cluster shares it.
-/// Exported with `redis.url` set, from the first publish on; Redis is tried again on a publish
-/// at least a second after the last try, so an idle node keeps its last value.
-pub const IM_QUOTA_FALLBACK: &str = "room_im_quota_fallback";
+declare_metrics! {
+    /// Events published successfully, by `path`, `event_type` and `result` (delivered|skipped).
+    PUBLISH_SUCCESS_TOTAL: Counter(Count) = "room_outbox_publish_success_total";
+    /// Event publishes that failed, by `path`, `event_type` and `class` (the error class).
+    PUBLISH_FAILURE_TOTAL: Counter(Count) = "room_outbox_publish_failure_total";
+    /// Time of one publish through the stack, by `path` and `event_type`.
+    PUBLISH_LATENCY_SECONDS: Histogram(Seconds) = "room_outbox_publish_latency_seconds";
+    /// Outbox rows by `status` (pending, delivering, retryable, failed; never delivered).
+    OUTBOX_ROWS: Gauge(Count) = "room_outbox_rows";
+    /// Age of the oldest outbox row not yet delivered.
+    OUTBOX_OLDEST_PENDING_AGE_SECONDS: Gauge(Seconds) = "room_outbox_oldest_pending_age_seconds";
+    /// Outbox rows claimed by the worker.
+    OUTBOX_CLAIMED_TOTAL: Counter(Count) = "room_outbox_claimed_total";
+    /// Worker marks that changed nothing because the lease was lost (the row was reclaimed elsewhere).
+    OUTBOX_LEASE_LOST_TOTAL: Counter(Count) = "room_outbox_lease_lost_total";
+    /// Delivered outbox rows deleted by the retention purge (and `outbox purge-delivered`).
+    OUTBOX_PURGED_ROWS_TOTAL: Counter(Count) = "room_outbox_purged_rows_total";
+    /// Outbox rows parked as failed (never retried until requeued), by `event_type` and `reason`.
+    OUTBOX_PARKED_TOTAL: Counter(Count) = "room_outbox_parked_total";
+    /// 1 while the outbox worker has stopped publishing, by `reason` (configuration).
+    OUTBOX_PUBLISH_PAUSED: Gauge(Count) = "room_outbox_publish_paused";
+    // Exported with `redis.url` set, from the first publish on; Redis is tried again on a publish
+    // at least a second after the last try, so an idle node keeps its last value.
+    /// 1 while Redis is away and this node takes its IM permits from its own share of the
+    /// app-wide quota (global_per_sec / cluster.expected_nodes); 0 while the cluster shares it.
+    IM_QUOTA_FALLBACK: Gauge(Count) = "room_im_quota_fallback";
 
-/// Gauge: always 1, labelled with the `version` and `commit` the binary was built from
-/// (`crate::build`), so dashboards can show what runs where.
-pub const BUILD_INFO: &str = "room_service_build_info";
+    /// Room commands handled, by `command`, `result` and `transport` (http|grpc|internal).
+    COMMANDS_TOTAL: Counter(Count) = "room_commands_total";
+    /// Time to handle one room command, by `command`.
+    COMMAND_LATENCY_SECONDS: Histogram(Seconds) = "room_command_latency_seconds";
+    /// Room requests forwarded to the node owning the room, by `result` (ok|error).
+    COMMANDS_FORWARDED_TOTAL: Counter(Count) = "room_commands_forwarded_total";
+    /// Shards whose lease this node holds (all 1024 without a cluster).
+    CLUSTER_SHARDS_OWNED: Gauge(Count) = "room_cluster_shards_owned";
+    /// Age of the oldest committed event a consumer has not passed yet, by `consumer` (0: caught up).
+    CONSUMER_LAG_SECONDS: Gauge(Seconds) = "room_consumer_lag_seconds";
+    /// Outbox id up to which a consumer has passed every event, by `consumer`.
+    CONSUMER_POSITION: Gauge(Count) = "room_consumer_position";
 
-/// Gauge: database pool connections by `state` (`idle` | `in_use`).
-pub const DB_POOL_CONNECTIONS: &str = "room_db_pool_connections";
-/// Gauge: the most connections the pool opens (`database.max_connections`).
-pub const DB_POOL_MAX_CONNECTIONS: &str = "room_db_pool_max_connections";
-/// Counter: connection acquisitions that waited the whole acquire timeout (5 s) and failed,
-/// every connection being in use.
-pub const DB_POOL_ACQUIRE_TIMEOUTS_TOTAL: &str = "room_db_pool_acquire_timeouts_total";
+    /// HTTP requests served, by `method`, `route` and `status`.
+    HTTP_REQUESTS_TOTAL: Counter(Count) = "http_requests_total";
+    /// HTTP request duration, by `method`, `route` and `status`.
+    HTTP_REQUEST_DURATION_SECONDS: Histogram(Seconds) = "http_request_duration_seconds";
+    /// `/v1/*` requests refused with 503 overloaded because `http.max_in_flight` were in flight.
+    HTTP_REQUESTS_SHED_TOTAL: Counter(Count) = "room_http_requests_shed_total";
+    /// `/v1/*` requests answered 503 request_timeout after `http.request_timeout`.
+    HTTP_REQUEST_TIMEOUTS_TOTAL: Counter(Count) = "room_http_request_timeouts_total";
+    /// Request handlers that panicked (answered 500; the process kept serving).
+    HTTP_PANICS_TOTAL: Counter(Count) = "room_http_panics_total";
+    /// Open HTTP connections, by `listener` (public, admin, grpc).
+    HTTP_CONNECTIONS: Gauge(Count) = "room_http_connections";
+    /// Connections refused because `http.max_connections` were open, by `listener`.
+    HTTP_CONNECTIONS_REFUSED_TOTAL: Counter(Count) = "room_http_connections_refused_total";
 
-/// Counter (seconds): user and system CPU time of the process (whole seconds; from
-/// `metrics-process`, like every `process_*` name, with the standard Prometheus names).
-pub const PROCESS_CPU_SECONDS_TOTAL: &str = "process_cpu_seconds_total";
-/// Gauge (bytes): resident memory (RSS).
-pub const PROCESS_RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
-/// Gauge (bytes): virtual memory size.
-pub const PROCESS_VIRTUAL_MEMORY_BYTES: &str = "process_virtual_memory_bytes";
-/// Gauge (bytes): the virtual memory limit (`ulimit -v`; 0 when unlimited).
-pub const PROCESS_VIRTUAL_MEMORY_MAX_BYTES: &str = "process_virtual_memory_max_bytes";
-/// Gauge: open file descriptors (sockets included).
-pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
-/// Gauge: the open file descriptor limit (`ulimit -n`; 0 when unlimited).
-pub const PROCESS_MAX_FDS: &str = "process_max_fds";
-/// Gauge: OS threads of the process.
-pub const PROCESS_THREADS: &str = "process_threads";
-/// Gauge (seconds): process start time, since the Unix epoch.
-pub const PROCESS_START_TIME_SECONDS: &str = "process_start_time_seconds";
+    /// Always 1, labelled with the `version` and git `commit` of the build (`crate::build`).
+    BUILD_INFO: Gauge(Count) = "room_service_build_info";
+    /// Database pool connections by `state` (idle, in_use).
+    DB_POOL_CONNECTIONS: Gauge(Count) = "room_db_pool_connections";
+    /// Most connections the database pool opens (`database.max_connections`).
+    DB_POOL_MAX_CONNECTIONS: Gauge(Count) = "room_db_pool_max_connections";
+    /// Database connection acquisitions that waited the whole acquire timeout (5 s) and failed,
+    /// every connection being in use.
+    DB_POOL_ACQUIRE_TIMEOUTS_TOTAL: Counter(Count) = "room_db_pool_acquire_timeouts_total";
+
+    // The `process_*` rows are exported by `metrics-process` (Linux, sampled every 5 s) and carry
+    // its help texts; its own `describe` is not used, so that every name is described here.
+    /// Total user and system CPU time spent in seconds
+    PROCESS_CPU_SECONDS_TOTAL: Counter(Seconds) = "process_cpu_seconds_total";
+    /// Resident memory size in bytes
+    PROCESS_RESIDENT_MEMORY_BYTES: Gauge(Bytes) = "process_resident_memory_bytes";
+    /// Virtual memory size in bytes
+    PROCESS_VIRTUAL_MEMORY_BYTES: Gauge(Bytes) = "process_virtual_memory_bytes";
+    /// Maximum amount of virtual memory available in bytes (0: unlimited)
+    PROCESS_VIRTUAL_MEMORY_MAX_BYTES: Gauge(Bytes) = "process_virtual_memory_max_bytes";
+    /// Number of open file descriptors
+    PROCESS_OPEN_FDS: Gauge(Count) = "process_open_fds";
+    /// Maximum number of open file descriptors (0: unlimited)
+    PROCESS_MAX_FDS: Gauge(Count) = "process_max_fds";
+    /// Number of OS threads in the process
+    PROCESS_THREADS: Gauge(Count) = "process_threads";
+    /// Start time of the process since unix epoch in seconds
+    PROCESS_START_TIME_SECONDS: Gauge(Seconds) = "process_start_time_seconds";
+}
 
 /// The `process_*` metrics `metrics-process` exports on Linux, sampled every 5 s.
 pub const PROCESS: [&str; 8] = [
@@ -95,25 +108,14 @@ pub const PROCESS: [&str; 8] = [
     PROCESS_START_TIME_SECONDS,
 ];
 
-/// Counter: room requests this node forwarded to the room's owner, by `result` (ok|error).
-pub const COMMANDS_FORWARDED_TOTAL: &str = "room_commands_forwarded_total";
-/// Gauge: shards whose lease this node holds (1024 without a cluster).
-pub const CLUSTER_SHARDS_OWNED: &str = "room_cluster_shards_owned";
-
-/// Gauge (seconds): age of the oldest committed event a consumer has not passed, by `consumer`
-/// (0 when caught up).
-pub const CONSUMER_LAG_SECONDS: &str = "room_consumer_lag_seconds";
-/// Gauge: the outbox id up to which a consumer has passed every event, by `consumer`.
-pub const CONSUMER_POSITION: &str = "room_consumer_position";
-
-/// Every metric name above, for tests that compare against dashboards and alert rules: the
-/// names of [`METRICS`](super::describe::METRICS), so a metric without a unit and help text
-/// cannot be declared.
-pub const ALL: [&str; 36] = super::describe::names(&super::describe::METRICS);
+/// Every metric name above, in order, for tests that compare against dashboards and alert
+/// rules.
+pub const ALL: [&str; METRICS.len()] = super::describe::names(METRICS);
 
 /// The histograms among [`ALL`]; each gets [`LATENCY_BUCKETS`].
-pub const HISTOGRAMS: [&str; 3] =
-    [PUBLISH_LATENCY_SECONDS, COMMAND_LATENCY_SECONDS, HTTP_REQUEST_DURATION_SECONDS];
+pub fn histograms() -> impl Iterator<Item = &'static str> {
+    METRICS.iter().filter(|m| m.kind == Kind::Histogram).map(|m| m.name)
+}
 
 /// Label key: who publishes (`sync` | `worker` | `webhook` | `audit`).
 pub const LABEL_PATH: &str = "path";
@@ -154,9 +156,7 @@ pub const LATENCY_BUCKETS: &[f64] =
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::describe::{
-        Kind, METRICS, UNLABELLED_COUNTERS, describe_all, init_unlabelled_counters,
-    };
+    use crate::telemetry::describe::{UNLABELLED_COUNTERS, describe_all, init_unlabelled_counters};
     use metrics::Unit;
     use metrics_util::debugging::DebuggingRecorder;
 
@@ -165,7 +165,7 @@ mod tests {
         for name in ALL {
             assert!(name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'), "{name}");
         }
-        for name in HISTOGRAMS {
+        for name in histograms() {
             assert!(name.ends_with("_seconds"), "{name}");
         }
         let mut unique = ALL.to_vec();
