@@ -11,7 +11,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{Json, RequestId, RoomPath, page_limit};
 use crate::domain::{Command, CommandId, GiftId, LeaveReason, MemberView, RoomId, RoomSnapshot, UserId};
-use crate::room::{CommandResponse, Transport};
+use crate::room::{CommandRequest, CommandResponse, Transport};
 
 /// `POST /v1/rooms`.
 #[derive(Debug, Deserialize)]
@@ -69,10 +69,10 @@ async fn run(
 }
 
 /// Runs a command that came in over `transport`: refused while draining and when its
-/// `command_id` carries the reserved prefix, else handed to [`RoomService::execute_via`]. The
-/// one command path of the HTTP and gRPC APIs.
+/// `command_id` carries the reserved prefix, else handed to [`RoomService::submit`]. The one
+/// command path of the HTTP and gRPC APIs.
 ///
-/// [`RoomService::execute_via`]: crate::room::RoomService::execute_via
+/// [`RoomService::submit`]: crate::room::RoomService::submit
 pub async fn run_command(
     state: &AppState,
     transport: Transport,
@@ -93,7 +93,8 @@ pub async fn run_command(
             ),
         ));
     }
-    Ok(state.rooms.execute_via(transport, room_id, command_id, request_id, command).await?)
+    let request = CommandRequest::new(room_id, command_id, request_id, command).via(transport);
+    Ok(state.rooms.submit(request).await?)
 }
 
 /// CreateRoom.

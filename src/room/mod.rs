@@ -23,12 +23,14 @@ mod outcome;
 mod pay;
 pub mod presence;
 mod replay;
+mod request;
 mod service;
 mod sync_publish;
 
 pub use error::RoomError;
 pub use options::{CommitStats, DEFAULT_MAX_COMMIT_BATCH, RoomOptions, StillHolds};
 pub use outcome::{CommandResponse, Delivery, EventReceipt};
+pub use request::CommandRequest;
 pub use service::RoomService;
 
 use std::sync::Arc;

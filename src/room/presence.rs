@@ -9,7 +9,7 @@ use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::RoomService;
+use super::{CommandRequest, RoomService};
 use crate::domain::{Command, CommandId, LeaveReason, RoomId, RoomState, UserId};
 
 /// Deterministic command id of a stale removal: the same member session (room, user, joined
@@ -59,7 +59,8 @@ async fn remove_stale(
             .get(&member)
             .is_some_and(|m| m.joined_at_ms == joined_at_ms && m.last_heartbeat_ms <= cutoff)
     });
-    match rooms.execute_if(room_id.clone(), command_id, "presence".into(), command, still_stale).await {
+    let request = CommandRequest::new(room_id.clone(), command_id, "presence", command).only_if(still_stale);
+    match rooms.submit(request).await {
         Ok(r) => r.applied && !r.replayed,
         Err(error) => {
             tracing::warn!(room_id = %room_id, user_id = %user_id, %error, "Could not remove a stale member");

@@ -7,17 +7,18 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use super::Clock;
 use super::cells::{Cell, CellState, Cells};
 use super::commit::Commit;
 use super::decide::Queued;
 use super::error::RoomError;
 use super::marker::MarkerStats;
-use super::options::{CommitStats, RoomOptions, StillHolds};
+use super::options::{CommitStats, RoomOptions};
 use super::outcome::{CommandResponse, fingerprint, result_label};
 use super::pay::Payments;
 use super::replay::Replay;
+use super::request::CommandRequest;
 use super::sync_publish::SyncPublish;
-use super::{Clock, Transport};
 use crate::domain::{
     self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId,
 };
@@ -100,7 +101,7 @@ impl RoomService {
     }
 
     /// Applies `command` to `room_id` (idempotent by `command_id`), commits it, publishes its
-    /// events and answers how far each got.
+    /// events and answers how far each got: [`Self::submit`] of a [`CommandRequest::new`].
     pub async fn execute(
         &self,
         room_id: RoomId,
@@ -108,45 +109,13 @@ impl RoomService {
         request_id: String,
         command: Command,
     ) -> Result<CommandResponse, RoomError> {
-        self.execute_via(Transport::Internal, room_id, command_id, request_id, command).await
+        self.submit(CommandRequest::new(room_id, command_id, request_id, command)).await
     }
 
-    /// [`Self::execute`] for a command that came in over `transport` (the `transport` label of
-    /// `room_commands_total`).
-    pub async fn execute_via(
-        &self,
-        transport: Transport,
-        room_id: RoomId,
-        command_id: CommandId,
-        request_id: String,
-        command: Command,
-    ) -> Result<CommandResponse, RoomError> {
-        self.run(transport, room_id, command_id, request_id, command, None).await
-    }
-
-    /// [`Self::execute`], but only if `still` holds for the room at the command's turn;
-    /// otherwise nothing is applied or logged and the answer is `applied: false` (the presence
-    /// worker re-checks that a member is still stale at the moment of removal).
-    pub async fn execute_if(
-        &self,
-        room_id: RoomId,
-        command_id: CommandId,
-        request_id: String,
-        command: Command,
-        still: Arc<StillHolds>,
-    ) -> Result<CommandResponse, RoomError> {
-        self.run(Transport::Internal, room_id, command_id, request_id, command, Some(still)).await
-    }
-
-    async fn run(
-        &self,
-        transport: Transport,
-        room_id: RoomId,
-        command_id: CommandId,
-        request_id: String,
-        command: Command,
-        still: Option<Arc<StillHolds>>,
-    ) -> Result<CommandResponse, RoomError> {
+    /// Applies `request` (idempotent by its command id, and only if its condition holds),
+    /// commits it, publishes its events and answers how far each got.
+    pub async fn submit(&self, request: CommandRequest) -> Result<CommandResponse, RoomError> {
+        let CommandRequest { room_id, command_id, request_id, command, transport, still } = request;
         let started = tokio::time::Instant::now();
         let name = command.name();
         if let (Command::CreateRoom { .. }, Some(max)) = (&command, self.inner.options.max_room_id_bytes)

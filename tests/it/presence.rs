@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use room_service::domain::{Command, CommandId, RoomId, UserId};
 use room_service::room::presence::sweep_stale;
-use room_service::room::{Clock, RoomOptions, RoomService};
+use room_service::room::{Clock, CommandRequest, RoomOptions, RoomService};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::app::{publisher, settings};
@@ -157,10 +157,9 @@ async fn a_removal_whose_member_is_no_longer_stale_changes_nothing() {
     });
     let leave = Command::LeaveRoom { user_id: user("a"), reason: room_service::domain::LeaveReason::Stale };
     let room = RoomId::parse("r1").unwrap();
-    let answer = rooms
-        .execute_if(room, CommandId::parse("presence:stale:x").unwrap(), "t".into(), leave, still_stale)
-        .await
-        .unwrap();
+    let command_id = CommandId::parse("presence:stale:x").unwrap();
+    let request = CommandRequest::new(room, command_id, "t", leave).only_if(still_stale);
+    let answer = rooms.submit(request).await.unwrap();
     assert!(!answer.applied);
     assert_eq!(db.count("room_command_log").await, logged, "nothing logged");
     assert_eq!(rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap().member_count, 1);

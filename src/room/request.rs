@@ -1,0 +1,62 @@
+//! [`CommandRequest`]: one room command as [`RoomService::submit`](super::RoomService::submit)
+//! takes it.
+
+use std::sync::Arc;
+
+use super::{StillHolds, Transport};
+use crate::domain::{Command, CommandId, RoomId};
+
+/// One command for a room: what to apply, its idempotency key, the request it traces to, and
+/// how it came in.
+pub struct CommandRequest {
+    pub(super) room_id: RoomId,
+    pub(super) command_id: CommandId,
+    pub(super) request_id: String,
+    pub(super) command: Command,
+    pub(super) transport: Transport,
+    pub(super) still: Option<Arc<StillHolds>>,
+}
+
+impl CommandRequest {
+    /// `command` for `room_id`, idempotent by `command_id`, traced as `request_id`; issued by
+    /// the service itself and applied unconditionally until [`Self::via`] or [`Self::only_if`]
+    /// say otherwise.
+    pub fn new(
+        room_id: RoomId,
+        command_id: CommandId,
+        request_id: impl Into<String>,
+        command: Command,
+    ) -> Self {
+        let request_id = request_id.into();
+        Self { room_id, command_id, request_id, command, transport: Transport::Internal, still: None }
+    }
+
+    /// The command came in over `transport` (the `transport` label of `room_commands_total`).
+    #[must_use]
+    pub fn via(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// Applies the command only if `still` holds for the room at the command's turn; otherwise
+    /// nothing is applied or logged and the answer is `applied: false` (the presence worker
+    /// re-checks that a member is still stale at the moment of removal).
+    #[must_use]
+    pub fn only_if(mut self, still: Arc<StillHolds>) -> Self {
+        self.still = Some(still);
+        self
+    }
+}
+
+impl std::fmt::Debug for CommandRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandRequest")
+            .field("room_id", &self.room_id)
+            .field("command_id", &self.command_id)
+            .field("request_id", &self.request_id)
+            .field("command", &self.command)
+            .field("transport", &self.transport)
+            .field("conditional", &self.still.is_some())
+            .finish()
+    }
+}
