@@ -26,7 +26,7 @@ use super::high_water::HighWater;
 use super::progress;
 use super::{ConsumerOptions, ConsumerStack};
 use crate::publish::{BoxError, Message, Outcome, classify};
-use crate::store::{SharedRepository, StoreError, short_error};
+use crate::store::{ConsumerLease, SharedRepository, StoreError, short_error};
 
 /// How a round's publish ended, when no delivery failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +70,11 @@ impl<S: Sink> Consumer<S> {
         Self { repo, stack, batcher, options, owner }
     }
 
+    /// This instance's lease on the consumer's row.
+    fn lease(&self) -> ConsumerLease<'_> {
+        ConsumerLease::new(self.options.name.as_str(), &self.owner, self.options.lease_ttl)
+    }
+
     /// Runs until `cancel` fires, then frees the lease so another instance takes over at once.
     pub async fn run(mut self, cancel: CancellationToken) {
         let name = self.options.name.as_str();
@@ -78,7 +83,7 @@ impl<S: Sink> Consumer<S> {
         let mut renewed = Instant::now();
         while !cancel.is_cancelled() {
             if held.is_none() || renewed.elapsed() >= self.options.lease_ttl / 3 {
-                match self.repo.acquire_consumer(name, &self.owner, self.options.lease_ttl).await {
+                match self.repo.acquire_consumer(self.lease()).await {
                     Ok(Some(position)) => {
                         renewed = Instant::now();
                         if held.as_ref().map(HighWater::position) != Some(position) {
@@ -118,7 +123,7 @@ impl<S: Sink> Consumer<S> {
             }
         }
         if held.is_some()
-            && let Err(error) = self.repo.release_consumer(name, &self.owner).await
+            && let Err(error) = self.repo.release_consumer(self.lease()).await
         {
             tracing::warn!(consumer = name, %error, "Cannot release the consumer lease; it expires by itself");
         }
@@ -163,8 +168,7 @@ impl<S: Sink> Consumer<S> {
                 error = %text,
                 "Consumer delivery failed; the same events go again"
             );
-            let name = self.options.name.as_str();
-            if !self.repo.record_consumer_error(name, &self.owner, &text, self.options.lease_ttl).await? {
+            if !self.repo.record_consumer_error(self.lease(), &text).await? {
                 return Ok(Round::Lost);
             }
             progress::export(self.repo.as_ref(), self.options.name, high_water.position()).await;
@@ -173,8 +177,7 @@ impl<S: Sink> Consumer<S> {
                 return Ok(if cancel.is_cancelled() { Round::Idle } else { Round::Lost });
             }
         }
-        let name = self.options.name.as_str();
-        if !self.repo.advance_consumer(name, &self.owner, from, last, self.options.lease_ttl).await? {
+        if !self.repo.advance_consumer(self.lease(), from, last).await? {
             return Ok(Round::Lost);
         }
         high_water.pass(last);
@@ -241,8 +244,7 @@ impl<S: Sink> Consumer<S> {
     /// Renews the lease; false when another instance holds it now or the consumer was moved
     /// away from `from` (an operator's reset).
     async fn still_held(&self, from: i64) -> Result<bool, StoreError> {
-        let name = self.options.name.as_str();
-        let held = self.repo.acquire_consumer(name, &self.owner, self.options.lease_ttl).await?;
+        let held = self.repo.acquire_consumer(self.lease()).await?;
         Ok(held == Some(from))
     }
 

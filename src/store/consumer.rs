@@ -67,6 +67,25 @@ pub struct AuditEntry {
     pub occurred_at_ms: i64,
 }
 
+/// Consumer `name`'s lease as `owner` holds (or wants) it: each write renews it for `ttl`
+/// from now (database clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerLease<'a> {
+    /// The consumer (`webhook`, `audit`).
+    pub name: &'a str,
+    /// This instance's owner id.
+    pub owner: &'a str,
+    /// How long a take or a renewal holds the lease.
+    pub ttl: Duration,
+}
+
+impl<'a> ConsumerLease<'a> {
+    /// Consumer `name`'s lease for `owner`, `ttl` at a time.
+    pub fn new(name: &'a str, owner: &'a str, ttl: Duration) -> Self {
+        Self { name, owner, ttl }
+    }
+}
+
 /// Where `consumers reset` moves a consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResetTo {
@@ -88,42 +107,28 @@ pub struct ResetReport {
 /// Consumer positions and leases, and the reads consumers make; times are the database's.
 #[async_trait]
 pub trait ConsumerRepository: Send + Sync {
-    /// Takes (or renews) the lease of consumer `name` for `owner`, for `ttl` from now, when it
-    /// is free, expired or already `owner`'s; creates the row at position 0 when missing.
-    /// Returns the position to resume after, or `None` when another instance holds the lease.
-    async fn acquire_consumer(
-        &self,
-        name: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Option<i64>, StoreError>;
+    /// Takes (or renews) `lease` when it is free, expired or already its owner's; creates the
+    /// consumer's row at position 0 when missing. Returns the position to resume after, or
+    /// `None` when another instance holds the lease.
+    async fn acquire_consumer(&self, lease: ConsumerLease<'_>) -> Result<Option<i64>, StoreError>;
 
     /// Records that every event up to `to` was passed, clears `last_error` and renews the lease
-    /// — fenced on `owner` still holding the row and on the position still being `from` (what
+    /// — fenced on the owner still holding the row and on the position still being `from` (what
     /// this owner read). `false`: the lease was lost (taken over, or the consumer reset by an
     /// operator); nothing changed.
     async fn advance_consumer(
         &self,
-        name: &str,
-        owner: &str,
+        lease: ConsumerLease<'_>,
         from: i64,
         to: i64,
-        ttl: Duration,
     ) -> Result<bool, StoreError>;
 
     /// Records a failed delivery (`error` is truncated to fit) and renews the lease, fenced on
-    /// `owner` as [`ConsumerRepository::advance_consumer`] is. `false`: the lease was lost.
-    async fn record_consumer_error(
-        &self,
-        name: &str,
-        owner: &str,
-        error: &str,
-        ttl: Duration,
-    ) -> Result<bool, StoreError>;
+    /// the owner as [`ConsumerRepository::advance_consumer`] is. `false`: the lease was lost.
+    async fn record_consumer_error(&self, lease: ConsumerLease<'_>, error: &str) -> Result<bool, StoreError>;
 
-    /// Frees the lease if `owner` holds it (a stopping instance), so another takes over at
-    /// once.
-    async fn release_consumer(&self, name: &str, owner: &str) -> Result<(), StoreError>;
+    /// Frees `lease` if its owner holds it (a stopping instance), so another takes over at once.
+    async fn release_consumer(&self, lease: ConsumerLease<'_>) -> Result<(), StoreError>;
 
     /// Up to `limit` events with an id above `position`, by ascending id.
     async fn events_after(&self, position: i64, limit: u32) -> Result<Vec<EventRow>, StoreError>;

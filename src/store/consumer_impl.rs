@@ -9,12 +9,11 @@ macro_rules! impl_consumer_repository {
         impl $crate::store::ConsumerRepository for $repo {
             async fn acquire_consumer(
                 &self,
-                name: &str,
-                owner: &str,
-                ttl: std::time::Duration,
+                lease: $crate::store::ConsumerLease<'_>,
             ) -> Result<Option<i64>, $crate::store::StoreError> {
                 use $crate::store::consumer_sql as cs;
-                let taken = cs::take::<$db>(name, owner, ttl).build().execute(&self.pool).await?;
+                let name = lease.name;
+                let taken = cs::take::<$db>(lease).build().execute(&self.pool).await?;
                 if taken.rows_affected() == 0 {
                     // Held by another instance (a standby's every poll: reads only), or missing.
                     let mut q = cs::holder::<$db>(name);
@@ -22,7 +21,7 @@ macro_rules! impl_consumer_repository {
                         return Ok(None);
                     }
                     cs::create::<$db>(name).build().execute(&self.pool).await?;
-                    let taken = cs::take::<$db>(name, owner, ttl).build().execute(&self.pool).await?;
+                    let taken = cs::take::<$db>(lease).build().execute(&self.pool).await?;
                     if taken.rows_affected() == 0 {
                         return Ok(None);
                     }
@@ -30,38 +29,33 @@ macro_rules! impl_consumer_repository {
                 // Read back, fenced on the owner: a lease lost since the UPDATE is not won.
                 let mut q = cs::holder::<$db>(name);
                 let held = q.build_query_as::<cs::Holder>().fetch_optional(&self.pool).await?;
-                Ok(held.filter(|h| h.owner.as_deref() == Some(owner)).map(|h| h.position))
+                Ok(held.filter(|h| h.owner.as_deref() == Some(lease.owner)).map(|h| h.position))
             }
 
             async fn advance_consumer(
                 &self,
-                name: &str,
-                owner: &str,
+                lease: $crate::store::ConsumerLease<'_>,
                 from: i64,
                 to: i64,
-                ttl: std::time::Duration,
             ) -> Result<bool, $crate::store::StoreError> {
-                let mut q = $crate::store::consumer_sql::advance::<$db>(name, owner, from, to, ttl);
+                let mut q = $crate::store::consumer_sql::advance::<$db>(lease, from, to);
                 Ok(q.build().execute(&self.pool).await?.rows_affected() > 0)
             }
 
             async fn record_consumer_error(
                 &self,
-                name: &str,
-                owner: &str,
+                lease: $crate::store::ConsumerLease<'_>,
                 error: &str,
-                ttl: std::time::Duration,
             ) -> Result<bool, $crate::store::StoreError> {
-                let mut q = $crate::store::consumer_sql::record_error::<$db>(name, owner, error, ttl);
+                let mut q = $crate::store::consumer_sql::record_error::<$db>(lease, error);
                 Ok(q.build().execute(&self.pool).await?.rows_affected() > 0)
             }
 
             async fn release_consumer(
                 &self,
-                name: &str,
-                owner: &str,
+                lease: $crate::store::ConsumerLease<'_>,
             ) -> Result<(), $crate::store::StoreError> {
-                $crate::store::consumer_sql::release::<$db>(name, owner).build().execute(&self.pool).await?;
+                $crate::store::consumer_sql::release::<$db>(lease).build().execute(&self.pool).await?;
                 Ok(())
             }
 

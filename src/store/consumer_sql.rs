@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sqlx::QueryBuilder;
 
-use super::consumer::{AuditEntry, ConsumerRow, ResetTo};
+use super::consumer::{AuditEntry, ConsumerLease, ConsumerRow, ResetTo};
 use super::sql::{Dialect, millis};
 use super::types::StoreError;
 
@@ -47,16 +47,16 @@ pub(super) struct Holder {
 
 /// Takes the lease when it is free, expired or already `owner`'s (`<=`: a lease ending now is
 /// over, as `list` reports it).
-pub(super) fn take<DB: Dialect>(name: &str, owner: &str, ttl: Duration) -> QueryBuilder<DB> {
+pub(super) fn take<DB: Dialect>(lease: ConsumerLease<'_>) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new("UPDATE room_event_consumer SET owner = ");
-    DB::bind_str(&mut q, owner);
+    DB::bind_str(&mut q, lease.owner);
     q.push(format!(", lease_until_ms = {now} + "));
-    DB::bind_i64(&mut q, millis(ttl));
+    DB::bind_i64(&mut q, millis(lease.ttl));
     q.push(format!(", updated_at_ms = {now} WHERE name = "));
-    DB::bind_str(&mut q, name);
+    DB::bind_str(&mut q, lease.name);
     q.push(" AND (owner IS NULL OR owner = ");
-    DB::bind_str(&mut q, owner);
+    DB::bind_str(&mut q, lease.owner);
     q.push(format!(" OR lease_until_ms <= {now})"));
     q
 }
@@ -78,53 +78,42 @@ pub(super) fn holder<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
 }
 
 /// Appends the lease renewal and the owner fence of every write of a running consumer.
-fn push_renewal<DB: Dialect>(q: &mut QueryBuilder<DB>, name: &str, owner: &str, ttl: Duration) {
+fn push_renewal<DB: Dialect>(q: &mut QueryBuilder<DB>, lease: ConsumerLease<'_>) {
     let now = DB::NOW_MS;
     q.push(format!(", lease_until_ms = {now} + "));
-    DB::bind_i64(q, millis(ttl));
+    DB::bind_i64(q, millis(lease.ttl));
     q.push(format!(", updated_at_ms = {now} WHERE name = "));
-    DB::bind_str(q, name);
+    DB::bind_str(q, lease.name);
     q.push(" AND owner = ");
-    DB::bind_str(q, owner);
+    DB::bind_str(q, lease.owner);
 }
 
 /// Fenced on the owner and on the position it moves from: a reset (or another instance) that
 /// moved the consumer in between wins.
-pub(super) fn advance<DB: Dialect>(
-    name: &str,
-    owner: &str,
-    from: i64,
-    to: i64,
-    ttl: Duration,
-) -> QueryBuilder<DB> {
+pub(super) fn advance<DB: Dialect>(lease: ConsumerLease<'_>, from: i64, to: i64) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("UPDATE room_event_consumer SET last_error = NULL, position = ");
     DB::bind_i64(&mut q, to);
-    push_renewal(&mut q, name, owner, ttl);
+    push_renewal(&mut q, lease);
     q.push(" AND position = ");
     DB::bind_i64(&mut q, from);
     q
 }
 
-pub(super) fn record_error<DB: Dialect>(
-    name: &str,
-    owner: &str,
-    error: &str,
-    ttl: Duration,
-) -> QueryBuilder<DB> {
+pub(super) fn record_error<DB: Dialect>(lease: ConsumerLease<'_>, error: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("UPDATE room_event_consumer SET last_error = ");
     DB::bind_str(&mut q, &super::short_error(error));
-    push_renewal(&mut q, name, owner, ttl);
+    push_renewal(&mut q, lease);
     q
 }
 
-pub(super) fn release<DB: Dialect>(name: &str, owner: &str) -> QueryBuilder<DB> {
+pub(super) fn release<DB: Dialect>(lease: ConsumerLease<'_>) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!(
         "UPDATE room_event_consumer SET owner = NULL, lease_until_ms = 0, updated_at_ms = {} WHERE name = ",
         DB::NOW_MS
     ));
-    DB::bind_str(&mut q, name);
+    DB::bind_str(&mut q, lease.name);
     q.push(" AND owner = ");
-    DB::bind_str(&mut q, owner);
+    DB::bind_str(&mut q, lease.owner);
     q
 }
 

@@ -43,7 +43,9 @@ pub use admin::{
     RequeueTarget, RequeuedRow,
 };
 pub use command_store::CommandStore;
-pub use consumer::{AuditEntry, ConsumerRepository, ConsumerRow, EventRow, ResetReport, ResetTo};
+pub use consumer::{
+    AuditEntry, ConsumerLease, ConsumerRepository, ConsumerRow, EventRow, ResetReport, ResetTo,
+};
 pub use lease::{ClusterNode, LeaseRepository, ShardLease};
 pub use outbox_types::{
     Claim, ClaimScope, Mark, MarkReport, OutboxQuery, OutboxRow, OutboxStats, OutboxStatus, PublishResult,

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use room_service::store::{
-    AuditEntry, ConsumerRepository, MySqlRepository, Repository, ResetReport, ResetTo, StoreError,
+    AuditEntry, ConsumerLease, ConsumerRepository, MySqlRepository, Repository, ResetReport, ResetTo,
+    StoreError,
 };
 use sqlx::Connection;
 
@@ -15,6 +16,11 @@ use crate::support::{TestDb, backends};
 
 const LONG: Duration = Duration::from_secs(60);
 const SHORT: Duration = Duration::from_millis(300);
+
+/// Consumer `name`'s lease for `owner`, `ttl` at a time.
+fn lease<'a>(name: &'a str, owner: &'a str, ttl: Duration) -> ConsumerLease<'a> {
+    ConsumerLease::new(name, owner, ttl)
+}
 
 /// Commits `n` events (one command each) in room `room`; returns their outbox ids in order.
 async fn events(db: &TestDb, room: &str, n: usize) -> Vec<i64> {
@@ -32,25 +38,45 @@ async fn one_owner_holds_a_consumer_until_its_lease_expires_or_it_releases() {
     for db in backends().await {
         let repo = &db.repo;
         assert_eq!(
-            repo.acquire_consumer("webhook", "a", SHORT).await.unwrap(),
+            repo.acquire_consumer(lease("webhook", "a", SHORT)).await.unwrap(),
             Some(0),
             "{db}: created at 0"
         );
-        assert_eq!(repo.acquire_consumer("webhook", "b", LONG).await.unwrap(), None, "{db}: a holds it");
-        assert_eq!(repo.acquire_consumer("webhook", "a", SHORT).await.unwrap(), Some(0), "{db}: renewed");
-        assert!(repo.advance_consumer("webhook", "a", 0, 7, SHORT).await.unwrap(), "{db}");
+        assert_eq!(
+            repo.acquire_consumer(lease("webhook", "b", LONG)).await.unwrap(),
+            None,
+            "{db}: a holds it"
+        );
+        assert_eq!(
+            repo.acquire_consumer(lease("webhook", "a", SHORT)).await.unwrap(),
+            Some(0),
+            "{db}: renewed"
+        );
+        assert!(repo.advance_consumer(lease("webhook", "a", SHORT), 0, 7).await.unwrap(), "{db}");
         let row = &repo.list_consumers().await.unwrap()[0];
         assert_eq!((row.name.as_str(), row.owner.as_deref()), ("webhook", Some("a")), "{db}");
         assert!(row.lease_remaining.is_some_and(|d| d <= SHORT), "{db}: {row:?}");
         tokio::time::sleep(SHORT + Duration::from_millis(100)).await;
-        assert_eq!(repo.acquire_consumer("webhook", "b", LONG).await.unwrap(), Some(7), "{db}: taken over");
-        assert_eq!(repo.acquire_consumer("webhook", "a", LONG).await.unwrap(), None, "{db}: b's now");
-        repo.release_consumer("webhook", "a").await.unwrap();
-        assert_eq!(repo.acquire_consumer("webhook", "c", LONG).await.unwrap(), None, "{db}: not a's to free");
-        repo.release_consumer("webhook", "b").await.unwrap();
+        assert_eq!(
+            repo.acquire_consumer(lease("webhook", "b", LONG)).await.unwrap(),
+            Some(7),
+            "{db}: taken over"
+        );
+        assert_eq!(repo.acquire_consumer(lease("webhook", "a", LONG)).await.unwrap(), None, "{db}: b's now");
+        repo.release_consumer(lease("webhook", "a", LONG)).await.unwrap();
+        assert_eq!(
+            repo.acquire_consumer(lease("webhook", "c", LONG)).await.unwrap(),
+            None,
+            "{db}: not a's to free"
+        );
+        repo.release_consumer(lease("webhook", "b", LONG)).await.unwrap();
         let row = &repo.list_consumers().await.unwrap()[0];
         assert_eq!((row.owner.as_deref(), row.lease_remaining), (None, None), "{db}: freed");
-        assert_eq!(repo.acquire_consumer("webhook", "c", LONG).await.unwrap(), Some(7), "{db}: free at once");
+        assert_eq!(
+            repo.acquire_consumer(lease("webhook", "c", LONG)).await.unwrap(),
+            Some(7),
+            "{db}: free at once"
+        );
     }
 }
 
@@ -58,25 +84,32 @@ async fn one_owner_holds_a_consumer_until_its_lease_expires_or_it_releases() {
 async fn a_lost_lease_fences_advance_and_error_after_a_takeover_or_a_reset() {
     for db in backends().await {
         let repo = &db.repo;
-        repo.acquire_consumer("audit", "a", SHORT).await.unwrap().expect("free");
+        repo.acquire_consumer(lease("audit", "a", SHORT)).await.unwrap().expect("free");
         tokio::time::sleep(SHORT + Duration::from_millis(100)).await;
-        repo.acquire_consumer("audit", "b", LONG).await.unwrap().expect("expired: b takes it");
-        assert!(!repo.advance_consumer("audit", "a", 0, 50, LONG).await.unwrap(), "{db}: a was taken over");
-        assert!(!repo.record_consumer_error("audit", "a", "late", LONG).await.unwrap(), "{db}");
+        repo.acquire_consumer(lease("audit", "b", LONG)).await.unwrap().expect("expired: b takes it");
         assert!(
-            !repo.advance_consumer("audit", "b", 2, 3, LONG).await.unwrap(),
+            !repo.advance_consumer(lease("audit", "a", LONG), 0, 50).await.unwrap(),
+            "{db}: a was taken over"
+        );
+        assert!(!repo.record_consumer_error(lease("audit", "a", LONG), "late").await.unwrap(), "{db}");
+        assert!(
+            !repo.advance_consumer(lease("audit", "b", LONG), 2, 3).await.unwrap(),
             "{db}: not from where it is"
         );
-        assert!(repo.advance_consumer("audit", "b", 0, 3, LONG).await.unwrap(), "{db}");
+        assert!(repo.advance_consumer(lease("audit", "b", LONG), 0, 3).await.unwrap(), "{db}");
         let report = repo.reset_consumer("audit", ResetTo::Id(1)).await.unwrap();
         assert_eq!(report, ResetReport { before: Some(3), after: 1 }, "{db}");
         assert!(
-            !repo.advance_consumer("audit", "b", 3, 9, LONG).await.unwrap(),
+            !repo.advance_consumer(lease("audit", "b", LONG), 3, 9).await.unwrap(),
             "{db}: a reset frees the lease"
         );
         let row = &repo.list_consumers().await.unwrap()[0];
         assert_eq!((row.position, row.owner.as_deref(), row.last_error.as_deref()), (1, None, None), "{db}");
-        assert_eq!(repo.acquire_consumer("audit", "b", LONG).await.unwrap(), Some(1), "{db}: resumes there");
+        assert_eq!(
+            repo.acquire_consumer(lease("audit", "b", LONG)).await.unwrap(),
+            Some(1),
+            "{db}: resumes there"
+        );
     }
 }
 
@@ -84,14 +117,14 @@ async fn a_lost_lease_fences_advance_and_error_after_a_takeover_or_a_reset() {
 async fn an_error_is_recorded_truncated_and_cleared_by_the_next_advance() {
     for db in backends().await {
         let repo = &db.repo;
-        repo.acquire_consumer("webhook", "a", LONG).await.unwrap().expect("free");
+        repo.acquire_consumer(lease("webhook", "a", LONG)).await.unwrap().expect("free");
         let long = "x".repeat(2000);
-        assert!(repo.record_consumer_error("webhook", "a", &long, LONG).await.unwrap(), "{db}");
+        assert!(repo.record_consumer_error(lease("webhook", "a", LONG), &long).await.unwrap(), "{db}");
         let row = repo.list_consumers().await.unwrap().remove(0);
         let error = row.last_error.expect("recorded");
         assert!(error.len() <= 512 && error.ends_with("..."), "{db}: {} chars", error.len());
         assert_eq!(row.position, 0, "{db}: an error does not move the consumer");
-        assert!(repo.advance_consumer("webhook", "a", 0, 4, LONG).await.unwrap(), "{db}");
+        assert!(repo.advance_consumer(lease("webhook", "a", LONG), 0, 4).await.unwrap(), "{db}");
         let row = repo.list_consumers().await.unwrap().remove(0);
         assert_eq!((row.position, row.last_error), (4, None), "{db}");
     }
