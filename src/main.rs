@@ -207,7 +207,7 @@ async fn run_fake_im(args: FakeImArgs) -> anyhow::Result<()> {
     };
     let listener = tokio::net::TcpListener::bind(args.listen).await.context("binding --listen")?;
     tracing::info!(addr = %args.listen, "Fake Tencent IM listening");
-    fake_im::serve(listener, options, async {
+    fake_im::server::serve::<fake_im::FakeState>(listener, options, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await
@@ -219,7 +219,7 @@ async fn run_fake_wallet(args: FakeWalletArgs) -> anyhow::Result<()> {
     let options = FakeWalletOptions { initial_balance: args.initial_balance };
     let listener = tokio::net::TcpListener::bind(args.listen).await.context("binding --listen")?;
     tracing::info!(addr = %args.listen, initial_balance = args.initial_balance, "Fake wallet listening");
-    fake_wallet::serve(listener, options, async {
+    fake_im::server::serve::<fake_wallet::FakeWalletState>(listener, options, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await

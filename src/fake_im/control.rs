@@ -25,7 +25,7 @@ pub(crate) async fn messages(
     State(state): State<Arc<FakeState>>,
     Query(query): Query<MessagesQuery>,
 ) -> Json<Vec<RecordedMessage>> {
-    Json(state.messages(query.group.as_deref()))
+    Json(state.recorded(query.group.as_deref()))
 }
 
 /// Queues a fault for the next calls.

@@ -1,6 +1,6 @@
 //! The fakes' own accept loop (the fake IM's, shared with the fake wallet). `axum::serve`
 //! cannot close one connection on request, and the "connection dropped without a response"
-//! fault needs exactly that: each connection gets a [`DropConnection`] handle in its requests'
+//! fault needs exactly that: each connection gets a `DropConnection` handle in its requests'
 //! extensions; firing it drops the connection. A stop closes every open connection at once,
 //! so a request held by a delay fault never holds a shutdown.
 
@@ -30,11 +30,7 @@ impl DropConnection {
 }
 
 /// Accepts connections until `shutdown` completes, then aborts those still open.
-pub(crate) async fn run(
-    listener: TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()> {
+async fn run(listener: TcpListener, router: Router, shutdown: impl Future<Output = ()>) -> io::Result<()> {
     let mut connections = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -118,45 +114,80 @@ impl Drop for Background {
     }
 }
 
-/// A fake's state with the background server over it: what [`super::FakeIm`] and
-/// [`crate::fake_wallet::FakeWallet`] hold, so that starting, addressing and stopping a fake
-/// are written once.
+/// A fake's state: built from its options, served by its routes.
+pub trait FakeApp: Sized + Send + Sync + 'static {
+    /// What the fake is started with.
+    type Options;
+    /// The fake's name, in the panic of a [`Fake::start`] that cannot bind.
+    const NAME: &'static str;
+    /// A fresh state.
+    fn new(options: Self::Options) -> Self;
+    /// The routes over `state`.
+    fn app(state: Arc<Self>) -> Router;
+}
+
+/// A fake running in the background on `127.0.0.1`, for tests ([`super::FakeIm`],
+/// [`crate::fake_wallet::FakeWallet`]): starting, addressing and stopping a fake are written
+/// once here, and it dereferences to the fake's state, whose methods inspect and steer it.
+/// Dropping it stops it.
 #[derive(Debug)]
-pub(crate) struct Served<S> {
-    /// The state the routes serve, shared with the handle's inspection methods.
-    pub(crate) state: Arc<S>,
+pub struct Fake<S> {
+    state: Arc<S>,
     server: Background,
 }
 
-impl<S> Served<S> {
-    /// Binds `127.0.0.1:0` and serves `app` over `state` in a spawned task.
-    pub(crate) async fn start(state: S, app: impl FnOnce(Arc<S>) -> Router) -> io::Result<Self> {
-        let state = Arc::new(state);
-        let server = Background::start(app(state.clone())).await?;
-        Ok(Self { state, server })
+impl<S: FakeApp> Fake<S> {
+    /// Binds `127.0.0.1:0` and serves in a spawned task.
+    ///
+    /// # Panics
+    /// If no loopback port can be bound; use [`Fake::try_start`] to get the error instead. The
+    /// fakes are for tests, where a missing loopback port is a broken machine, not a case to
+    /// handle.
+    pub async fn start(options: S::Options) -> Self {
+        match Self::try_start(options).await {
+            Ok(fake) => fake,
+            Err(error) => panic!("{} cannot bind a loopback port: {error}", S::NAME),
+        }
     }
 
-    /// `http://127.0.0.1:<port>`.
-    pub(crate) fn base_url(&self) -> String {
+    /// Like [`Fake::start`], returning the bind error.
+    pub async fn try_start(options: S::Options) -> io::Result<Self> {
+        let state = Arc::new(S::new(options));
+        let server = Background::start(S::app(state.clone())).await?;
+        Ok(Self { state, server })
+    }
+}
+
+impl<S> Fake<S> {
+    /// `http://127.0.0.1:<port>`, to use as the fake's base URL.
+    pub fn base_url(&self) -> String {
         format!("http://{}", self.server.addr())
     }
 
     /// The bound address.
-    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+    pub fn addr(&self) -> std::net::SocketAddr {
         self.server.addr()
     }
 
     /// Stops serving and waits for the server task.
-    pub(crate) async fn shutdown(self) -> io::Result<()> {
+    pub async fn shutdown(self) -> io::Result<()> {
         self.server.shutdown().await
     }
 }
 
-/// The started fake, or a panic naming `what` could not bind: the fakes' `start` is for tests,
-/// where a missing loopback port is a broken machine, not a case to handle.
-pub(crate) fn started_or_panic<T>(started: io::Result<T>, what: &str) -> T {
-    match started {
-        Ok(fake) => fake,
-        Err(error) => panic!("{what} cannot bind a loopback port: {error}"),
+impl<S> std::ops::Deref for Fake<S> {
+    type Target = S;
+
+    fn deref(&self) -> &S {
+        &self.state
     }
+}
+
+/// Serves fake `S` on `listener` until `shutdown` completes; open connections are then closed.
+pub async fn serve<S: FakeApp>(
+    listener: TcpListener,
+    options: S::Options,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    run(listener, S::app(Arc::new(S::new(options))), shutdown).await
 }

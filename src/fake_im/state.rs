@@ -119,7 +119,7 @@ const CALL_LOG: usize = 100_000;
 
 /// Shared state of one fake server.
 #[derive(Debug)]
-pub(crate) struct FakeState {
+pub struct FakeState {
     pub(crate) options: FakeImOptions,
     latency: Mutex<Duration>,
     book: Mutex<Book>,
@@ -161,7 +161,8 @@ impl FakeState {
         *self.latency.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn set_latency(&self, latency: Duration) {
+    /// Sets the latency of every later call.
+    pub fn set_latency(&self, latency: Duration) {
         *self.latency.lock().unwrap_or_else(|e| e.into_inner()) = latency;
     }
 
@@ -184,7 +185,8 @@ impl FakeState {
         fault
     }
 
-    pub(crate) fn inject(&self, fault: Fault, count: u32) {
+    /// Serves `fault` to the next `count` calls (after faults already queued).
+    pub fn inject(&self, fault: Fault, count: u32) {
         self.book().faults.push(fault, count);
     }
 
@@ -246,27 +248,31 @@ impl FakeState {
     }
 
     /// Recorded messages of one group (all groups with `None`), oldest first.
-    pub(crate) fn messages(&self, group: Option<&str>) -> Vec<RecordedMessage> {
+    pub(crate) fn recorded(&self, group: Option<&str>) -> Vec<RecordedMessage> {
         let book = self.book();
         book.messages.iter().filter(|m| group.is_none_or(|g| m.group == g)).cloned().collect()
     }
 
-    /// Sends per `event_id` since start or the last clear.
-    pub(crate) fn sends_by_event(&self) -> HashMap<String, EventSends> {
+    /// How often each `event_id` was sent since start or the last [`FakeState::clear`]: every
+    /// `send_group_msg` call that carried it (accepted, deduplicated, faulted or refused) and
+    /// those IM took ([`EventSends`]).
+    pub fn sends_by_event(&self) -> HashMap<String, EventSends> {
         self.book().sends.clone()
     }
 
-    pub(crate) fn call_times(&self) -> Vec<Instant> {
+    /// When each `send_group_msg` call arrived (whatever its answer), oldest first.
+    pub fn call_times(&self) -> Vec<Instant> {
         self.book().call_times.iter().copied().collect()
     }
 
-    pub(crate) fn stats(&self) -> FakeStats {
+    /// Counters since start or the last [`FakeState::clear`].
+    pub fn stats(&self) -> FakeStats {
         let book = self.book();
         FakeStats { faults_pending: book.faults.remaining(), ..book.stats.clone() }
     }
 
     /// Forgets messages, dedup and rate windows, faults and counters; keeps the latency.
-    pub(crate) fn clear(&self) {
+    pub fn clear(&self) {
         *self.book() = Book::default();
     }
 }

@@ -33,7 +33,7 @@ async fn duplicates_are_answered_but_recorded_once_for_five_minutes() {
     assert_eq!(s.admit(later, 0, candidate("g", 7)), Admission::Duplicate { msg_seq: 1 });
     let after = t0 + DEDUP_WINDOW;
     assert_eq!(s.admit(after, 0, candidate("g", 7)), Admission::Recorded { msg_seq: 2 });
-    assert_eq!(s.messages(Some("g")).len(), 2);
+    assert_eq!(s.recorded(Some("g")).len(), 2);
     assert_eq!(s.stats().duplicates, 2);
 }
 
@@ -48,7 +48,7 @@ async fn per_group_limit_drops_within_a_second() {
     let t1 = t0 + Duration::from_secs(1);
     assert!(matches!(s.admit(t1, 0, candidate("g", 3)), Admission::Recorded { .. }));
     assert_eq!(s.stats().dropped, 1);
-    assert_eq!(s.messages(None).len(), 4);
+    assert_eq!(s.recorded(None).len(), 4);
 }
 
 #[tokio::test(start_paused = true)]
@@ -68,7 +68,7 @@ async fn clear_forgets_everything_but_latency() {
     s.admit(Instant::now(), 0, candidate("g", 1));
     s.clear();
     assert_eq!(s.stats(), FakeStats::default());
-    assert!(s.messages(None).is_empty());
+    assert!(s.recorded(None).is_empty());
     assert_eq!(s.latency(), Duration::from_millis(5));
     assert!(matches!(s.admit(Instant::now(), 0, candidate("g", 1)), Admission::Recorded { .. }));
 }

@@ -70,7 +70,7 @@ struct Book {
 
 /// The fake's state, shared by its handlers.
 #[derive(Debug)]
-pub(crate) struct FakeWalletState {
+pub struct FakeWalletState {
     initial_balance: u64,
     book: Mutex<Book>,
 }
@@ -106,8 +106,8 @@ impl FakeWalletState {
         fault
     }
 
-    /// Queues `fault` for the next `count` calls of `call`.
-    pub(crate) fn inject(&self, fault: Fault, call: Call, count: u32) {
+    /// Serves `fault` to the next `count` calls of `call` (after faults already queued).
+    pub fn inject(&self, fault: Fault, call: Call, count: u32) {
         let mut book = self.book();
         match call {
             Call::Debit => book.debit_faults.push(fault, count),
@@ -163,35 +163,35 @@ impl FakeWalletState {
     }
 
     /// Every known user's balance (users who were never debited nor set are not listed).
-    pub(crate) fn balances(&self) -> BTreeMap<String, u64> {
+    pub fn balances(&self) -> BTreeMap<String, u64> {
         self.book().balances.clone()
     }
 
     /// One user's balance (the initial balance when unknown).
-    pub(crate) fn balance(&self, user_id: &str) -> u64 {
+    pub fn balance(&self, user_id: &str) -> u64 {
         self.book().balances.get(user_id).copied().unwrap_or(self.initial_balance)
     }
 
     /// Sets one user's balance.
-    pub(crate) fn set_balance(&self, user_id: &str, balance: u64) {
+    pub fn set_balance(&self, user_id: &str, balance: u64) {
         self.book().balances.insert(user_id.to_owned(), balance);
     }
 
-    /// Every debit taken, oldest first.
-    pub(crate) fn debits(&self) -> Vec<RecordedDebit> {
+    /// Every debit taken, oldest first (refunded ones included, marked).
+    pub fn debits(&self) -> Vec<RecordedDebit> {
         let book = self.book();
         book.order.iter().filter_map(|key| book.debits.get(key).cloned()).collect()
     }
 
-    /// Counters.
-    pub(crate) fn stats(&self) -> FakeWalletStats {
+    /// Counters since start or the last [`FakeWalletState::clear`].
+    pub fn stats(&self) -> FakeWalletStats {
         let book = self.book();
         let pending = book.debit_faults.remaining() + book.refund_faults.remaining();
         FakeWalletStats { faults_pending: pending, ..book.stats.clone() }
     }
 
     /// Forgets balances, debits, faults and counters.
-    pub(crate) fn clear(&self) {
+    pub fn clear(&self) {
         *self.book() = Book::default();
     }
 }

@@ -1,6 +1,8 @@
 //! Tests of the fake wallet over real loopback HTTP with a bare reqwest client: the contract's
 //! answers, strict request reading, faults and the control endpoints.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use super::*;

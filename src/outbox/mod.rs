@@ -3,7 +3,7 @@
 //! Where it sits: a command commits its events as `room_outbox` rows ([`crate::store`]) and
 //! the command path publishes them right away; whatever is still `pending` (or `retryable`)
 //! once its claim-after time has passed is claimed here under a lease, published through the
-//! very same [`Publisher`] stack (with [`Path::Worker`](crate::publish::Path::Worker), which
+//! very same [`Publisher`] stack (with [`Path::Worker`], which
 //! waits for rate-limit permits), and marked in buffered, fenced writes.
 //!
 //! ```text
@@ -196,7 +196,7 @@ pub(crate) fn decode_envelope(event_id: &str, envelope: &str, path: Path) -> Res
 
 /// The one way an event envelope becomes a [`Message`], on the synchronous path (from the
 /// envelope just committed) and the worker's and consumers' (from the stored row, through
-/// [`decode_envelope`]). It lives here, in the outbox that relays envelopes, rather than in
+/// `decode_envelope`). It lives here, in the outbox that relays envelopes, rather than in
 /// [`crate::publish`], which knows no domain types, or [`crate::domain`], which knows no
 /// publishing.
 impl Message {

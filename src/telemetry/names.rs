@@ -5,7 +5,7 @@
 //! (`path`, `event_type`, `class`, `result`, `status`, `command`, `transport`, `state`; one
 //! `version` and `commit` per build), never a room id, a user id or an error text. Each metric is
 //! one row of the table below: its name, kind, unit, and a doc comment that is also its help
-//! text; [`describe_all`](super::describe::describe_all) registers units and help texts once at
+//! text; `describe::describe_all` registers units and help texts once at
 //! startup, and [`LATENCY_BUCKETS`] gives histograms real buckets (the Prometheus exporter
 //! renders summaries otherwise).
 
