@@ -234,10 +234,10 @@ pub async fn start_with_redis(
         stop_http.clone().cancelled_owned(),
     );
     // Stops with the HTTP listeners; its health service follows readiness meanwhile.
-    let grpc_server = grpc::server::serve(
+    let grpc_server = http::server::serve(
         grpc_listener,
         grpc_router,
-        ServeOptions::new("grpc", http_settings),
+        ServeOptions::grpc(http_settings),
         stop_http.clone().cancelled_owned(),
     );
     let public_options = ServeOptions::new("public", http_settings);

@@ -10,13 +10,14 @@
 //! Every call goes through the layers of [`router`]: a request id (`x-request-id`, generated
 //! when absent, echoed back), one tracing span, panics caught into `INTERNAL`, and a deadline (the client's `grpc-timeout`,
 //! at most `http.request_timeout`) answered with `DEADLINE_EXCEEDED` ([`deadline`]). The
-//! protobuf code is generated at build time from `proto/` (see `build.rs`). [`server`] serves
-//! the router over HTTP/2.
+//! protobuf code is generated at build time from `proto/` (see `build.rs`).
+//! [`crate::http::server::serve`] serves the router over HTTP/2 ([`ServeOptions::grpc`]).
+//!
+//! [`ServeOptions::grpc`]: crate::http::server::ServeOptions::grpc
 
 pub mod deadline;
 pub mod health;
 pub mod rooms;
-pub mod server;
 pub mod status;
 
 use std::time::Duration;

@@ -1,26 +1,31 @@
-//! The HTTP accept loop, bounded in every direction a client could hold it open.
+//! The accept loop of every listener, bounded in every direction a client could hold it open.
 //!
-//! `axum::serve` leaves all of this to the caller, so the router is served through hyper's
-//! HTTP/1.1 connection builder with:
+//! `axum::serve` leaves all of this to the caller, so routers are served through hyper's
+//! connection builders. The HTTP listeners (public, admin) speak HTTP/1.1 with:
 //! - a header-read timeout (a client trickling its headers is cut off);
 //! - an idle timeout on the socket (`http.idle_timeout`): a read that waits longer than that
 //!   (nothing sent after connecting, between two requests, or in the middle of a body) or a
 //!   write the client does not drain ends the connection;
-//! - a cap on open connections (`http.max_connections`): beyond it, a new connection gets a
-//!   canned `503 overloaded` and is closed, well before the process runs out of file
-//!   descriptors and stops accepting anything (health checks included);
 //! - HTTP/1.1 only: an HTTP/2 preface is refused (the connection is closed) rather than
-//!   negotiated;
+//!   negotiated.
+//!
+//! The gRPC listener speaks HTTP/2 (prior knowledge, as gRPC clients do), with keep-alive
+//! pings every `http.idle_timeout`, so a peer that vanished is dropped. Every listener has:
+//! - a cap on open connections (`http.max_connections`): beyond it, a new HTTP connection gets
+//!   a canned `503 overloaded` and is closed (a gRPC one is closed at once: its client
+//!   reconnects), well before the process runs out of file descriptors and stops accepting
+//!   anything (health checks included);
 //! - a bounded graceful shutdown (`http.shutdown_timeout`): open requests get that long to
-//!   finish, then every remaining connection is dropped so the stop order can go on.
+//!   finish (HTTP/2: GOAWAY), then every remaining connection is dropped so the stop order can
+//!   go on.
 
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
@@ -35,15 +40,30 @@ use crate::telemetry::names;
 /// How long a client may take to send its request headers.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long an HTTP/2 keep-alive ping may go unanswered before the connection is dropped.
+const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// The body of the answer to a connection over `max_connections`.
 const OVERLOADED_BODY: &str =
     r#"{"error":{"code":"overloaded","message":"too many open connections; retry shortly"}}"#;
 
+/// What a listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 only: the public and admin APIs.
+    Http1,
+    /// HTTP/2 with prior knowledge: gRPC.
+    Http2,
+}
+
 /// How one listener serves its connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServeOptions {
-    /// `public` or `admin`: the `listener` label of the connection metrics and log lines.
+    /// `public`, `admin` or `grpc`: the `listener` label of the connection metrics and log
+    /// lines.
     pub listener: &'static str,
+    /// What the listener speaks.
+    pub protocol: Protocol,
     /// How long a client may take to send its request headers.
     pub header_read_timeout: Duration,
     /// A read or write on the socket that waits this long ends the connection.
@@ -55,15 +75,21 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
-    /// The options of `listener` from `http.*`.
+    /// The options of HTTP/1.1 listener `listener` from `http.*`.
     pub fn new(listener: &'static str, http: &HttpSettings) -> Self {
         Self {
             listener,
+            protocol: Protocol::Http1,
             header_read_timeout: HEADER_READ_TIMEOUT.min(http.idle_timeout),
             idle_timeout: http.idle_timeout,
             max_connections: http.max_connections,
             shutdown_timeout: http.shutdown_timeout,
         }
+    }
+
+    /// The options of the gRPC listener from `http.*`.
+    pub fn grpc(http: &HttpSettings) -> Self {
+        Self { protocol: Protocol::Http2, ..Self::new("grpc", http) }
     }
 }
 
@@ -75,24 +101,51 @@ pub async fn serve(
     options: ServeOptions,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let mut builder = http1::Builder::new();
-    // Half-close: hyper then does not read the socket while a handler runs (it would, to
-    // detect a hang-up), so the idle timeout below never cuts a request being answered, and a
-    // command whose client left still commits and answers into the void.
-    builder.timer(TokioTimer::new()).header_read_timeout(options.header_read_timeout).half_close(true);
-    let connection = |stream: TcpStream, graceful: &GracefulShutdown| {
-        let mut stream = TimeoutStream::new(stream);
-        stream.set_read_timeout(Some(options.idle_timeout));
-        stream.set_write_timeout(Some(options.idle_timeout));
-        let service = TowerToHyperService::new(router.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(Box::pin(stream)), service));
-        async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "HTTP connection ended with an error");
-            }
+    match options.protocol {
+        Protocol::Http1 => {
+            let mut builder = http1::Builder::new();
+            // Half-close: hyper then does not read the socket while a handler runs (it would,
+            // to detect a hang-up), so the idle timeout below never cuts a request being
+            // answered, and a command whose client left still commits and answers into the void.
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(options.header_read_timeout)
+                .half_close(true);
+            let connection = |stream: TcpStream, graceful: &GracefulShutdown| {
+                let mut stream = TimeoutStream::new(stream);
+                stream.set_read_timeout(Some(options.idle_timeout));
+                stream.set_write_timeout(Some(options.idle_timeout));
+                let service = TowerToHyperService::new(router.clone());
+                let stream = TokioIo::new(Box::pin(stream));
+                logged(graceful.watch(builder.serve_connection(stream, service)), options.listener)
+            };
+            accept_loop(listener, &options, shutdown, refuse, connection).await
         }
-    };
-    accept_loop(listener, &options, shutdown, refuse, connection).await
+        Protocol::Http2 => {
+            let mut builder = http2::Builder::new(TokioExecutor::new());
+            builder
+                .timer(TokioTimer::new())
+                .keep_alive_interval(Some(options.idle_timeout))
+                .keep_alive_timeout(KEEP_ALIVE_TIMEOUT);
+            let connection = |stream: TcpStream, graceful: &GracefulShutdown| {
+                let service = TowerToHyperService::new(router.clone());
+                let stream = TokioIo::new(stream);
+                logged(graceful.watch(builder.serve_connection(stream, service)), options.listener)
+            };
+            // A connection over the cap is closed at once (dropped): a gRPC client reconnects.
+            accept_loop(listener, &options, shutdown, drop, connection).await
+        }
+    }
+}
+
+/// Serves `connection` to its end, logging how it failed if it did.
+async fn logged<E: std::fmt::Display>(
+    connection: impl Future<Output = Result<(), E>>,
+    listener: &'static str,
+) {
+    if let Err(error) = connection.await {
+        tracing::debug!(%error, listener, "Connection ended with an error");
+    }
 }
 
 /// The accept loop every listener shares: admits connections up to `options.max_connections`
@@ -100,7 +153,7 @@ pub async fn serve(
 /// `connection` (which serves it, watched by the graceful shutdown), counts them, and once
 /// `shutdown` completes stops accepting, lets open connections finish for at most
 /// `options.shutdown_timeout`, and drops what is left.
-pub(crate) async fn accept_loop<C, F>(
+async fn accept_loop<C, F>(
     listener: TcpListener,
     options: &ServeOptions,
     shutdown: impl Future<Output = ()>,

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use room_service::http::server::{ServeOptions, serve};
+use room_service::http::server::{Protocol, ServeOptions, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -15,6 +15,7 @@ const IDLE: Duration = Duration::from_millis(400);
 fn options() -> ServeOptions {
     ServeOptions {
         listener: "test",
+        protocol: Protocol::Http1,
         header_read_timeout: Duration::from_millis(300),
         idle_timeout: IDLE,
         max_connections: 100,

@@ -137,11 +137,10 @@ async fn commands_answer_unavailable_while_draining() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    let options = room_service::http::server::ServeOptions::new(
-        "grpc",
+    let options = room_service::http::server::ServeOptions::grpc(
         &crate::support::app::settings(db.url(), None, &[]).http,
     );
-    let server = tokio::spawn(room_service::grpc::server::serve(
+    let server = tokio::spawn(room_service::http::server::serve(
         listener,
         router,
         options,
