@@ -30,6 +30,8 @@ scripts/check-compose.sh
 scripts/check-docker-context.sh --self-test
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+# The API docs: a broken intra-doc link fails the run.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --locked
 # The benchmark harness in smoke mode (tiny sizes): proves it works, measures nothing.
 cargo run --locked --bin room-service-bench -- --smoke
 # Every test; a hung test must fail the run well inside CI's limit, not eat it.
