@@ -221,6 +221,12 @@ mod tests {
         for (key, unit, help, _) in described {
             let name = key.key().name();
             assert!(unit.is_some() && help.is_some(), "{name} is not described");
+            // The help text is the row's doc comment, on one line and without rustdoc's marks.
+            let help = help.unwrap_or_default();
+            assert!(
+                !help.is_empty() && !help.contains(['`', '\n']) && !help.contains("  "),
+                "{name}: {help}"
+            );
             let seconds = name.ends_with("_seconds") || name.ends_with("_seconds_total");
             assert_eq!(unit == Some(Unit::Seconds), seconds, "{name}");
             let bytes = name.ends_with("_bytes");
