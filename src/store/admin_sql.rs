@@ -117,7 +117,10 @@ pub(super) fn requeue_ids<DB: Dialect>(ids: &[i64]) -> QueryBuilder<DB> {
 
 /// One purge batch's ids, by ascending id, on the status index.
 pub(super) fn purge_ids<DB: Dialect>(age_ms: i64, up_to: Option<i64>, limit: i64) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new(format!("SELECT id FROM room_outbox{} WHERE ", DB::PURGE_INDEX));
+    let mut q = QueryBuilder::new(format!(
+        "SELECT id FROM room_outbox{} WHERE ",
+        DB::index_hint("idx_room_outbox_status")
+    ));
     push_purgeable(&mut q, age_ms, up_to);
     q.push(" ORDER BY id LIMIT ");
     DB::bind_i64(&mut q, limit);

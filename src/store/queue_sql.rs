@@ -115,7 +115,7 @@ pub(super) fn claimable_ids<DB: Dialect>(limit: usize, scope: Option<&ClaimScope
     let mut q = QueryBuilder::new(format!(
         "SELECT id FROM room_outbox{} WHERE lock_until_ms <= {now} \
          AND status IN ('pending', 'retryable', 'delivering')",
-        DB::CLAIM_INDEX,
+        DB::index_hint("idx_room_outbox_claim"),
     ));
     if let Some(scope) = scope {
         // The owned shards' rows, or any row orphaned for the grace.

@@ -1,6 +1,6 @@
 //! The [`Dialect`]: everything that differs between MySQL/MariaDB and SQLite, stated once —
-//! the database clock, locking reads, the claim's index and lock, upserts, how a write
-//! transaction begins, the purge's index and lock, the open-writers probe. Every statement
+//! the database clock, locking reads, index hints, the claim's lock, upserts, how a write
+//! transaction begins, the purge's lock, the open-writers probe. Every statement
 //! (`room_sql.rs`, `queue_sql.rs`, `admin_sql.rs`, `lease_sql.rs`, `consumer_sql.rs`) is built
 //! once over it, with the binding helpers here; the probe's own text is in `open_writers_sql.rs`.
 
@@ -35,8 +35,9 @@ pub(super) trait Dialect: Database {
     const SHARED_READ: &'static str;
     /// Appended to a multi-row `INSERT` so that a row whose `key` exists overwrites `columns`.
     fn upsert(key: &str, columns: &[&str]) -> String;
-    /// After `FROM room_outbox` in the claim: make the planner walk the claim index.
-    const CLAIM_INDEX: &'static str;
+    /// After `FROM table`: make the planner walk `index` (the claim and the purge name theirs,
+    /// which the planners do not always pick on their own).
+    fn index_hint(index: &str) -> String;
     /// Appended to the claim's SELECT: lock the rows, skipping those another claim holds
     /// (empty where the transaction already holds the only write lock).
     const CLAIM_LOCK: &'static str;
@@ -48,8 +49,6 @@ pub(super) trait Dialect: Database {
     const OPEN_WRITERS: Option<OpenWriters>;
     /// True when `error` says this session may not run [`Dialect::OPEN_WRITERS`].
     fn access_denied(error: &sqlx::Error) -> bool;
-    /// After `FROM room_outbox` in the purge's read: make the planner walk the status index.
-    const PURGE_INDEX: &'static str;
     /// Tries, without waiting, to become the one instance that purges (`None`: another holds
     /// the lock).
     fn try_purge_lock(pool: &Pool<Self>) -> BoxFuture<'_, Result<Option<PurgeLock>, StoreError>>;
@@ -75,10 +74,8 @@ impl Dialect for MySql {
     const NOW_MS: &'static str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
     const LOCKING_READ: &'static str = " FOR UPDATE";
     const SHARED_READ: &'static str = " LOCK IN SHARE MODE";
-    const CLAIM_INDEX: &'static str = " FORCE INDEX (idx_room_outbox_claim)";
     const CLAIM_LOCK: &'static str = " FOR UPDATE SKIP LOCKED";
     const BEGIN_WRITE: &'static str = "BEGIN";
-    const PURGE_INDEX: &'static str = " FORCE INDEX (idx_room_outbox_status)";
     fn try_purge_lock(pool: &Pool<Self>) -> BoxFuture<'_, Result<Option<PurgeLock>, StoreError>> {
         Box::pin(super::mysql::purge_lock(pool))
     }
@@ -94,6 +91,9 @@ impl Dialect for MySql {
             error.as_database_error().and_then(|e| e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>());
         code.is_some_and(|e| matches!(e.number(), 1044 | 1142 | 1227))
     }
+    fn index_hint(index: &str) -> String {
+        format!(" FORCE INDEX ({index})")
+    }
     fn upsert(_key: &str, columns: &[&str]) -> String {
         format!(" ON DUPLICATE KEY UPDATE {}", assignments(columns, |c| format!("VALUES({c})")))
     }
@@ -106,11 +106,9 @@ impl Dialect for Sqlite {
     const LOCKING_READ: &'static str = "";
     // WAL: a read transaction sees one snapshot from its first read to its end.
     const SHARED_READ: &'static str = "";
-    const CLAIM_INDEX: &'static str = " INDEXED BY idx_room_outbox_claim";
     // Claims run in BEGIN IMMEDIATE: the one write lock is held.
     const CLAIM_LOCK: &'static str = "";
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
-    const PURGE_INDEX: &'static str = " INDEXED BY idx_room_outbox_status";
     // One file, one writer at a time, and deletes are idempotent: the lock holds nothing.
     fn try_purge_lock(_pool: &Pool<Self>) -> BoxFuture<'_, Result<Option<PurgeLock>, StoreError>> {
         Box::pin(async { Ok(Some(PurgeLock::none())) })
@@ -118,6 +116,9 @@ impl Dialect for Sqlite {
     const OPEN_WRITERS: Option<OpenWriters> = None;
     fn access_denied(_error: &sqlx::Error) -> bool {
         false
+    }
+    fn index_hint(index: &str) -> String {
+        format!(" INDEXED BY {index}")
     }
     fn upsert(key: &str, columns: &[&str]) -> String {
         format!(" ON CONFLICT ({key}) DO UPDATE SET {}", assignments(columns, |c| format!("excluded.{c}")))
