@@ -174,7 +174,7 @@ fn load_for_tool(path: &std::path::Path) -> anyhow::Result<Settings> {
 
 /// The one publish stack, shared by the command path and the outbox worker.
 fn publish_stack(settings: &Settings, redis: Option<&RedisConn>) -> anyhow::Result<Publisher> {
-    let leaf = app::im_leaf(&settings.tencent_im)?;
+    let leaf = app::im_leaf(settings.tencent_im.as_ref())?;
     Ok(into_publisher(
         ServiceBuilder::new()
             // Outermost: one span per publish covers everything below, including the filter.

@@ -116,8 +116,8 @@ pub async fn start_with_redis(
         max_commit_batch: settings.rooms.max_commit_batch,
         max_room_id_bytes: settings
             .tencent_im
-            .enabled
-            .then(|| MAX_GROUP_ID_BYTES.saturating_sub(settings.tencent_im.group_id_prefix.len())),
+            .as_ref()
+            .map(|im| MAX_GROUP_ID_BYTES.saturating_sub(im.group_id_prefix.len())),
         worker_wake: Some(worker_wake.clone()),
         ownership: ownership.clone(),
         wallet: wallet(&settings.wallet)?,

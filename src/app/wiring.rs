@@ -24,8 +24,8 @@ use crate::wallet::{HttpWallet, HttpWalletOptions, Wallet};
 /// handle, when `redis.url` is set) the app-wide limit is shared by the cluster; without it
 /// each node takes `global_per_sec / cluster.expected_nodes` (all of it on a single node).
 pub fn rate_limit_layer(settings: &Settings, redis: Option<&RedisConn>) -> Option<RateLimitLayer> {
-    settings.tencent_im.enabled.then(|| {
-        let (app, nodes) = (settings.tencent_im.sdk_app_id, settings.cluster.expected_nodes);
+    settings.tencent_im.as_ref().map(|im| {
+        let (app, nodes) = (im.sdk_app_id, settings.cluster.expected_nodes);
         let mut options = rate_limit(settings);
         if redis.is_none() {
             options.global_per_sec = (options.global_per_sec / nodes.max(1)).max(1);
@@ -48,11 +48,9 @@ pub fn rate_limit(settings: &Settings) -> RateLimitOptions {
 }
 
 /// The leaf of the publish stack for `settings`: the Tencent IM client, or the log sink when
-/// `tencent_im.enabled` is false (the same stack either way).
-pub fn im_leaf(settings: &TencentImSettings) -> anyhow::Result<Either<TencentImService, LogSink>> {
-    if !settings.enabled {
-        return Ok(Either::Right(LogSink::new()));
-    }
+/// IM is disabled (`None`; the same stack either way).
+pub fn im_leaf(settings: Option<&TencentImSettings>) -> anyhow::Result<Either<TencentImService, LogSink>> {
+    let Some(settings) = settings else { return Ok(Either::Right(LogSink::new())) };
     Ok(Either::Left(TencentImService::new(settings).context("tencent_im")?))
 }
 

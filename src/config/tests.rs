@@ -37,6 +37,17 @@ pub(super) const IM_ON: &str =
     "tencent_im: {enabled: true, sdk_app_id: 1400000000, base_url: \"http://127.0.0.1:9000\"}\n";
 
 #[test]
+fn enabled_im_takes_the_spec_defaults_for_what_it_leaves_out() {
+    let env = [("ROOM_SERVICE__TENCENT_IM__SECRET_KEY", "k")];
+    let s = load_yaml("tencent_im: {enabled: true, sdk_app_id: 1400000000}\n", &env).expect("valid");
+    let im = s.tencent_im.expect("IM on");
+    assert_eq!(im.base_url, "https://console.tim.qq.com");
+    assert_eq!((im.sdk_app_id, im.admin_identifier.as_str()), (1_400_000_000, "administrator"));
+    assert!(im.group_id_prefix.is_empty());
+    assert_eq!(im.usersig_ttl, Duration::from_secs(24 * 3600));
+}
+
+#[test]
 fn empty_file_gives_the_spec_defaults() {
     for yaml in ["", "{}\n", "# only a comment\n"] {
         let s = ok(yaml);
@@ -46,12 +57,7 @@ fn empty_file_gives_the_spec_defaults() {
         assert_eq!(s.database.url.expose(), "sqlite://data/room-service.db?mode=rwc");
         assert_eq!(s.database.backend(), Backend::Sqlite);
         assert_eq!((s.database.max_connections, s.database.run_migrations), (16, true));
-        let im = &s.tencent_im;
-        assert!(!im.enabled);
-        assert_eq!(im.base_url, "https://console.tim.qq.com");
-        assert_eq!((im.sdk_app_id, im.admin_identifier.as_str()), (0, "administrator"));
-        assert!(im.secret_key.is_empty() && im.group_id_prefix.is_empty());
-        assert_eq!(im.usersig_ttl, Duration::from_secs(24 * 3600));
+        assert_eq!(s.tencent_im, None, "IM is off");
         let ow = &s.outbox_worker;
         assert!(ow.enabled);
         assert_eq!((ow.poll_interval, ow.batch_size), (Duration::from_secs(1), 100));
@@ -106,7 +112,9 @@ fn missing_default_file_falls_back_to_defaults_with_env_applied() {
 
 #[test]
 fn env_overrides_win_over_the_file_and_are_typed_per_key() {
-    let yaml = "node_id: from-file\nhttp: {listen: \"127.0.0.1:1\"}\noutbox_worker: {batch_size: 5}\n";
+    let yaml = format!(
+        "node_id: from-file\nhttp: {{listen: \"127.0.0.1:1\"}}\noutbox_worker: {{batch_size: 5}}\n{IM_ON}"
+    );
     let env = [
         ("ROOM_SERVICE__NODE_ID", "from-env"),
         ("ROOM_SERVICE__HTTP__LISTEN", "0.0.0.0:9999"),
@@ -116,12 +124,13 @@ fn env_overrides_win_over_the_file_and_are_typed_per_key() {
         ("ROOM_SERVICE__LOG__FORMAT", "pretty"),
         ("OTHER_APP__NODE_ID", "ignored"),
     ];
-    let s = load_yaml(yaml, &env).expect("valid");
+    let s = load_yaml(&yaml, &env).expect("valid");
     assert_eq!(s.node_id, "from-env");
     assert_eq!(s.http.listen.to_string(), "0.0.0.0:9999");
     assert_eq!(s.outbox_worker.batch_size, 7);
     assert!(!s.outbox_worker.enabled);
-    assert_eq!(s.tencent_im.secret_key.expose(), "123456", "a numeric secret stays a string");
+    let im = s.tencent_im.expect("IM on");
+    assert_eq!(im.secret_key.expose(), "123456", "a numeric secret stays a string");
     assert_eq!(s.log.format, LogFormat::Pretty);
 }
 

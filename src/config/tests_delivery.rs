@@ -72,7 +72,7 @@ fn enabled_im_requires_its_keys() {
     fails_on(IM_ON, &[], "tencent_im.secret_key");
     let env = [("ROOM_SERVICE__TENCENT_IM__SECRET_KEY", "  k3y \n")];
     let s = load_yaml(IM_ON, &env).expect("valid with the secret from env");
-    assert_eq!(s.tencent_im.secret_key.expose(), "k3y");
+    assert_eq!(s.tencent_im.expect("IM on").secret_key.expose(), "k3y");
     let yaml = "tencent_im: {enabled: true, sdk_app_id: 0, admin_identifier: \"\", base_url: \"ftp://x\"}\n";
     let error = load_yaml(yaml, &env).expect_err("three problems");
     assert_eq!(error.keys(), ["tencent_im.base_url", "tencent_im.sdk_app_id", "tencent_im.admin_identifier"]);
@@ -80,7 +80,7 @@ fn enabled_im_requires_its_keys() {
     fails_on("tencent_im: {usersig_ttl: \"59s\"}\n", &[], "tencent_im.usersig_ttl");
     fails_on("tencent_im: {group_id_prefix: \"@TGS#x\"}\n", &[], "tencent_im.group_id_prefix");
     // Disabled IM accepts the placeholders.
-    assert!(!ok("tencent_im: {enabled: false, sdk_app_id: 0}\n").tencent_im.enabled);
+    assert_eq!(ok("tencent_im: {enabled: false, sdk_app_id: 0}\n").tencent_im, None);
 }
 
 #[test]

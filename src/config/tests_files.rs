@@ -22,7 +22,7 @@ fn local_config_uses_sqlite_and_no_im() {
     assert_eq!(s.http.listen.to_string(), "127.0.0.1:8080");
     assert_eq!(s.database.url.expose(), "sqlite://data/room-service.db?mode=rwc");
     assert_eq!(s.database.backend(), Backend::Sqlite);
-    assert!(!s.tencent_im.enabled);
+    assert_eq!(s.tencent_im, None);
     assert!(s.outbox_worker.enabled);
     assert_eq!(s.outbox_worker.publish_timeout, Duration::from_secs(3));
     assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
@@ -44,10 +44,10 @@ fn docker_config_uses_compose_services_and_needs_the_secret_from_env() {
     assert_eq!(s.http.shutdown_grace, Duration::from_secs(5));
     assert_eq!(s.database.url.expose(), "mysql://room:room@mysql:3306/room_service");
     assert_eq!(s.database.backend(), Backend::MySql);
-    assert!(s.tencent_im.enabled);
-    assert_eq!(s.tencent_im.base_url, "http://fake-im:9000");
-    assert_eq!(s.tencent_im.sdk_app_id, 1_400_000_000);
-    assert_eq!(s.tencent_im.secret_key.expose(), "test-secret-key");
+    let im = s.tencent_im.as_ref().expect("IM on");
+    assert_eq!(im.base_url, "http://fake-im:9000");
+    assert_eq!(im.sdk_app_id, 1_400_000_000);
+    assert_eq!(im.secret_key.expose(), "test-secret-key");
     assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
     assert_eq!(s.outbox_worker.retry_strategy, crate::config::RetryStrategy::Exponential);
     assert_eq!(s.log.format, LogFormat::Json);
@@ -60,11 +60,11 @@ fn tencent_example_points_at_tencent_and_needs_the_secret_from_env() {
     assert_eq!(error.keys(), ["tencent_im.secret_key"]);
 
     let s = load_with_env(&path, with_secret()).expect("the Tencent example is valid");
-    assert!(s.tencent_im.enabled);
-    assert_eq!(s.tencent_im.base_url, "https://console.tim.qq.com");
-    assert!(s.tencent_im.sdk_app_id > 0);
-    assert_eq!(s.tencent_im.admin_identifier, "administrator");
-    assert_eq!(s.tencent_im.usersig_ttl, Duration::from_secs(24 * 3600));
+    let im = s.tencent_im.as_ref().expect("IM on");
+    assert_eq!(im.base_url, "https://console.tim.qq.com");
+    assert!(im.sdk_app_id > 0);
+    assert_eq!(im.admin_identifier, "administrator");
+    assert_eq!(im.usersig_ttl, Duration::from_secs(24 * 3600));
     assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
     assert_eq!(s.outbox_worker.retry_strategy, crate::config::RetryStrategy::Exponential);
     assert_eq!(s.database.backend(), Backend::MySql);

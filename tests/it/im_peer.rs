@@ -46,7 +46,6 @@ fn start_peer() -> Peer {
 
 fn client(base_url: &str, key: &str) -> TencentImService {
     TencentImService::new(&TencentImSettings {
-        enabled: true,
         base_url: base_url.to_owned(),
         sdk_app_id: APP,
         admin_identifier: "administrator".into(),

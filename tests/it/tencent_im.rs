@@ -25,7 +25,6 @@ async fn fake() -> FakeIm {
 
 fn options(fake: &FakeIm) -> TencentImSettings {
     TencentImSettings {
-        enabled: true,
         base_url: fake.base_url(),
         sdk_app_id: APP,
         admin_identifier: ADMIN.into(),

@@ -28,18 +28,16 @@ pub const DEFAULT_STATS_INTERVAL: Duration = Duration::from_secs(5);
 /// worker return after it.
 pub const MIN_LEASE: Duration = Duration::from_secs(10);
 
-/// Tencent Cloud IM. When `enabled`, every field has been checked to be usable.
+/// Tencent Cloud IM, enabled: every field has been checked to be usable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TencentImSettings {
-    /// False: events go to the log sink.
-    pub enabled: bool,
     /// `http(s)://host[:port]` without a trailing slash.
     pub base_url: String,
-    /// SDKAppID (> 0 when enabled).
+    /// SDKAppID (> 0).
     pub sdk_app_id: u64,
     /// Administrator account of the REST calls.
     pub admin_identifier: String,
-    /// UserSig signing key (non-empty when enabled; surrounding whitespace removed).
+    /// UserSig signing key (non-empty; surrounding whitespace removed).
     pub secret_key: Secret,
     /// IM GroupId = prefix + room_id.
     pub group_id_prefix: String,

@@ -24,8 +24,9 @@ pub struct Settings {
     pub grpc: GrpcSettings,
     /// The database.
     pub database: DatabaseSettings,
-    /// Tencent Cloud IM.
-    pub tencent_im: TencentImSettings,
+    /// Tencent Cloud IM; `None` when `tencent_im.enabled` is false (events go to the log sink,
+    /// still through the same stack).
+    pub tencent_im: Option<TencentImSettings>,
     /// The rate limiter in the publish stack.
     pub im_rate_limit: ImRateLimitSettings,
     /// The outbox worker (its `publish_timeout` also bounds the synchronous publish).

@@ -3,7 +3,9 @@
 
 use super::*;
 
-pub(super) fn tencent_im(p: &mut Problems, raw: RawTencentIm) -> TencentImSettings {
+/// The IM settings when `tencent_im.enabled` (`None` otherwise); the prefix and the UserSig
+/// lifetime are checked either way, so a mistake shows before IM is turned on.
+pub(super) fn tencent_im(p: &mut Problems, raw: RawTencentIm) -> Option<TencentImSettings> {
     // Whitespace around a key (a trailing newline from a secrets file) is never part of it.
     let secret_key = Secret::new(raw.secret_key.expose().trim());
     let mut base_url = raw.base_url.trim().to_owned();
@@ -36,15 +38,14 @@ pub(super) fn tencent_im(p: &mut Problems, raw: RawTencentIm) -> TencentImSettin
     if usersig_ttl < MIN_USERSIG_TTL {
         p.add("tencent_im.usersig_ttl", "must be at least 1m");
     }
-    TencentImSettings {
-        enabled: raw.enabled,
+    raw.enabled.then(|| TencentImSettings {
         base_url,
         sdk_app_id: raw.sdk_app_id,
         admin_identifier: raw.admin_identifier.trim().to_owned(),
         secret_key,
         group_id_prefix: raw.group_id_prefix,
         usersig_ttl,
-    }
+    })
 }
 
 /// Non-positive values become defaults (SPEC §5 normalisation); a batch size above

@@ -188,7 +188,6 @@ pub fn stack(fake: &FakeIm, publish_timeout: Duration) -> Publisher {
 /// [`stack`] with these rate limits.
 pub fn stack_limited(fake: &FakeIm, publish_timeout: Duration, limits: RateLimitOptions) -> Publisher {
     let leaf = TencentImService::new(&TencentImSettings {
-        enabled: true,
         base_url: fake.base_url(),
         sdk_app_id: APP,
         admin_identifier: ADMIN.into(),
