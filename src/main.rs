@@ -121,28 +121,16 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Outbox(args) => {
-            let settings = load_for_tool(&cli.config)?;
-            let db = &settings.database;
-            // Never migrates nor creates a database: the operator tool works on the service's.
-            let repo = store::connect_existing(db.url.expose(), 2)
-                .await
-                .with_context(|| format!("opening database {}", db.redacted_url()))?;
-            // A purge keeps the rows the enabled consumers have not passed.
-            let consumers = settings.consumers.enabled_names();
+            let (repo, consumers) = open_for_tool(&cli.config).await?;
             let result =
                 admin::run_outbox(repo.as_ref(), args, &consumers, &mut std::io::stdout().lock()).await;
             repo.close().await;
             result
         }
         Cmd::Consumers(args) => {
-            let settings = load_for_tool(&cli.config)?;
-            let db = &settings.database;
-            let repo = store::connect_existing(db.url.expose(), 2)
-                .await
-                .with_context(|| format!("opening database {}", db.redacted_url()))?;
-            let enabled = settings.consumers.enabled_names();
+            let (repo, consumers) = open_for_tool(&cli.config).await?;
             let result =
-                admin::run_consumers(repo.as_ref(), args, &enabled, &mut std::io::stdout().lock()).await;
+                admin::run_consumers(repo.as_ref(), args, &consumers, &mut std::io::stdout().lock()).await;
             repo.close().await;
             result
         }
@@ -170,6 +158,20 @@ fn load_for_tool(path: &std::path::Path) -> anyhow::Result<Settings> {
     let quiet = config::LogSettings { level: telemetry::TOOL_LOG_LEVEL.into(), ..settings.log.clone() };
     telemetry::init_logging(&quiet);
     Ok(settings)
+}
+
+/// The service's database for an operator command, and the consumers its configuration
+/// enables (a purge keeps the rows they have not passed). Never migrates nor creates a
+/// database: the operator tool works on the service's.
+async fn open_for_tool(
+    path: &std::path::Path,
+) -> anyhow::Result<(store::SharedRepository, Vec<&'static str>)> {
+    let settings = load_for_tool(path)?;
+    let db = &settings.database;
+    let repo = store::connect_existing(db.url.expose(), 2)
+        .await
+        .with_context(|| format!("opening database {}", db.redacted_url()))?;
+    Ok((repo, settings.consumers.enabled_names()))
 }
 
 /// The one publish stack, shared by the command path and the outbox worker.

@@ -192,26 +192,10 @@ pub(super) fn emit<T: Serialize>(
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
 
-    #[derive(Debug, Parser)]
-    struct Cli {
-        #[command(subcommand)]
-        outbox: Top,
-    }
-
-    #[derive(Debug, clap::Subcommand)]
-    enum Top {
-        Outbox(OutboxArgs),
-    }
-
     fn parse(args: &[&str]) -> Result<OutboxArgs, clap::Error> {
-        let argv = ["room-service", "outbox"].iter().chain(args);
-        Cli::try_parse_from(argv).map(|cli| match cli.outbox {
-            Top::Outbox(args) => args,
-        })
+        crate::admin::parse_args(args)
     }
 
     #[test]

@@ -203,26 +203,10 @@ fn now_ms() -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
 
-    #[derive(Debug, Parser)]
-    struct Cli {
-        #[command(subcommand)]
-        top: Top,
-    }
-
-    #[derive(Debug, clap::Subcommand)]
-    enum Top {
-        Consumers(ConsumersArgs),
-    }
-
     fn parse(args: &[&str]) -> Result<ConsumersArgs, clap::Error> {
-        let argv = ["room-service", "consumers"].iter().chain(args);
-        Cli::try_parse_from(argv).map(|cli| match cli.top {
-            Top::Consumers(args) => args,
-        })
+        crate::admin::parse_args(args)
     }
 
     #[test]

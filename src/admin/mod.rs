@@ -22,3 +22,17 @@ pub use cli::{OutboxArgs, OutboxCommand, run_outbox};
 pub use consumers::{ConsumersArgs, ConsumersCommand, run_consumers};
 pub use ops::{PurgeReport, RequeueReport, SkippedRow};
 pub use retention::{RetentionOptions, RetentionRound, run_retention, run_retention_once};
+
+/// Parses `args` as the arguments of one operator command (`T`), as clap does after
+/// `room-service <command>`: for the commands' own tests.
+#[cfg(test)]
+fn parse_args<T: clap::Args>(args: &[&str]) -> Result<T, clap::Error> {
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Command<T: clap::Args> {
+        #[command(flatten)]
+        args: T,
+    }
+    Command::<T>::try_parse_from(std::iter::once(&"room-service").chain(args)).map(|command| command.args)
+}

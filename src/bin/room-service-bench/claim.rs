@@ -27,10 +27,7 @@ const CLAIM_SELECT: &str = "SELECT id FROM room_outbox FORCE INDEX (idx_room_out
 
 /// Runs B3 and returns its lines.
 pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
-    let db = BenchDb::create(&args.mysql_url, "b3").await?;
-    let result = measure(args, &db).await;
-    db.drop_now().await;
-    result
+    BenchDb::scoped(&args.mysql_url, "b3", async |db| measure(args, db).await).await
 }
 
 /// One size's figures.

@@ -27,14 +27,9 @@ const DEADLINE: Duration = Duration::from_secs(600);
 
 /// Runs B9 and returns its lines.
 pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
-    let db = BenchDb::create(&args.mysql_url, "b9").await?;
-    let result = throughput(args, &db).await;
-    db.drop_now().await;
-    let mut lines = result?;
-    let db = BenchDb::create(&args.mysql_url, "b9lag").await?;
-    let result = crate::consumers_lag::run(args, &db).await;
-    db.drop_now().await;
-    lines.extend(result?);
+    let mut lines = BenchDb::scoped(&args.mysql_url, "b9", async |db| throughput(args, db).await).await?;
+    let lag = BenchDb::scoped(&args.mysql_url, "b9lag", async |db| crate::consumers_lag::run(args, db).await);
+    lines.extend(lag.await?);
     Ok(lines)
 }
 

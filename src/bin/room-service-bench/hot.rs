@@ -99,10 +99,7 @@ struct Series {
 
 /// Runs B7 (both parts) and returns its lines.
 pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
-    let db = BenchDb::create(&args.mysql_url, "b7").await?;
-    let result = measure(args, &db).await;
-    db.drop_now().await;
-    result
+    BenchDb::scoped(&args.mysql_url, "b7", async |db| measure(args, db).await).await
 }
 
 async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {

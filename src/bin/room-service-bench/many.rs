@@ -43,10 +43,7 @@ struct Load {
 
 /// Runs B8 and returns its lines.
 pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
-    let db = BenchDb::create(&args.mysql_url, "b8").await?;
-    let result = measure(args, &db).await;
-    db.drop_now().await;
-    result
+    BenchDb::scoped(&args.mysql_url, "b8", async |db| measure(args, db).await).await
 }
 
 async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {

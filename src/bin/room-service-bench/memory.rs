@@ -99,10 +99,10 @@ fn per_member(idle_mb: f64, loaded_mb: f64, members: usize) -> f64 {
 /// The child: builds the rooms (or loads the big one) and prints
 /// `VMRSS_KB <idle> <loaded> <peak> <seconds>`.
 pub async fn child(args: &Args) -> anyhow::Result<()> {
-    let db = BenchDb::create(&args.mysql_url, "b6").await?;
-    let result = if args.memory_one_room { one_room(args, &db).await } else { build(args, &db).await };
-    db.drop_now().await;
-    let (idle, loaded, secs) = result?;
+    let (idle, loaded, secs) = BenchDb::scoped(&args.mysql_url, "b6", async |db| {
+        if args.memory_one_room { one_room(args, db).await } else { build(args, db).await }
+    })
+    .await?;
     println!("VMRSS_KB {idle} {loaded} {} {secs:.2}", vm_kb("VmHWM:")?);
     Ok(())
 }

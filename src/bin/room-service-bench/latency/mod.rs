@@ -63,12 +63,8 @@ const SETTLE: Duration = Duration::from_secs(10);
 
 /// Runs B4 (both parts) and returns its lines.
 pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
-    let db = BenchDb::create(&args.mysql_url, "b4a").await?;
-    let during = during_drain(args, &db).await;
-    db.drop_now().await;
-    let db = BenchDb::create(&args.mysql_url, "b4b").await?;
-    let handoff = hand_off(args, &db).await;
-    db.drop_now().await;
+    let during = BenchDb::scoped(&args.mysql_url, "b4a", async |db| during_drain(args, db).await).await;
+    let handoff = BenchDb::scoped(&args.mysql_url, "b4b", async |db| hand_off(args, db).await).await;
     let mut lines = during?;
     lines.extend(handoff?);
     Ok(lines)

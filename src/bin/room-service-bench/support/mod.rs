@@ -38,7 +38,7 @@ pub struct BenchDb {
 
 impl BenchDb {
     /// Creates `rs_bench_<tag>_<unix secs>_<random>` on the server at `base` (no path).
-    pub async fn create(base: &str, tag: &str) -> anyhow::Result<Self> {
+    async fn create(base: &str, tag: &str) -> anyhow::Result<Self> {
         let base = base.trim_end_matches('/').replacen("mariadb:", "mysql:", 1);
         let mut admin = MySqlConnection::connect(&base)
             .await
@@ -47,6 +47,19 @@ impl BenchDb {
         admin.execute(AssertSqlSafe(format!("CREATE DATABASE `{name}`"))).await?;
         let _ = admin.close().await;
         Ok(Self { base, name })
+    }
+
+    /// Runs `measure` on a fresh database tagged `tag` on the server at `base`, and drops it
+    /// afterwards whatever `measure` answered.
+    pub async fn scoped<T>(
+        base: &str,
+        tag: &str,
+        measure: impl AsyncFnOnce(&BenchDb) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let db = Self::create(base, tag).await?;
+        let result = measure(&db).await;
+        db.drop_now().await;
+        result
     }
 
     /// `mysql://.../<name>`.
