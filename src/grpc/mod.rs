@@ -16,6 +16,7 @@
 //! [`ServeOptions::grpc`]: crate::http::server::ServeOptions::grpc
 
 pub mod deadline;
+mod forward;
 pub mod health;
 pub mod rooms;
 pub mod status;

@@ -1,14 +1,18 @@
 //! `room.v1.RoomService`: each RPC parses its message into the domain's types (a bad field
 //! answers `INVALID_ARGUMENT` naming it), calls the function of [`crate::http::rooms`] the
-//! matching HTTP route calls, and maps the answer back. No logic of its own.
+//! matching HTTP route calls, and maps the answer back. No logic of its own. In a cluster, a
+//! call for a room another node owns is forwarded to the owner's twin HTTP route
+//! ([`super::forward`]), as HTTP requests are.
 
 use tonic::{Request, Response, Status};
 
+use super::forward::Call;
 use super::pb;
 use super::status::{from_api, invalid};
 use crate::domain::{
     Command, CommandId, GiftId, LeaveReason, MemberView, RankEntry, RoomId, RoomSnapshot, RoomStatus, UserId,
 };
+use crate::http::forward::Forwarder;
 use crate::http::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
 use crate::http::{ApiError, AppState};
 use crate::room::{CommandResponse, Delivery, EventReceipt, Transport};
@@ -32,6 +36,11 @@ impl GrpcRooms {
         command_id: CommandId,
         command: Command,
     ) -> Result<Response<pb::CommandOutcome>, Status> {
+        if let Some(forwarder) = self.elsewhere(&room_id)? {
+            let call = Call::command(&room_id, &command_id, &command);
+            let response: CommandResponse = call.send(forwarder, &room_id, &request_id).await?;
+            return Ok(Response::new(outcome(response)));
+        }
         rooms::run_command(&self.state, Transport::Grpc, room_id, command_id, request_id, command)
             .await
             .map(|r| Response::new(outcome(r)))
@@ -49,16 +58,18 @@ fn room_id(value: String) -> Result<RoomId, Status> {
 }
 
 impl GrpcRooms {
-    /// `room_id`, checked to be served here. In a cluster a call for a room another node owns
-    /// is not forwarded (HTTP calls are): it answers `UNAVAILABLE` `not_owner`, and the client
-    /// retries, through a balancer or on the owner.
-    fn here(&self, value: String) -> Result<RoomId, Status> {
-        let room = room_id(value)?;
+    /// The forwarder when another node of the cluster owns `room` (`None`: served here). A
+    /// room id of dots only cannot be a path segment of the owner's route (URLs resolve it
+    /// away): such a call answers `UNAVAILABLE` `not_owner`, for the client to send to the owner.
+    fn elsewhere(&self, room: &RoomId) -> Result<Option<&Forwarder>, Status> {
         match &self.state.forwarder {
             Some(forwarder) if !forwarder.cluster().owns(room.as_str()) => {
-                Err(from_api(ApiError::not_owner()))
+                if room.as_str().bytes().all(|b| b == b'.') {
+                    return Err(from_api(ApiError::not_owner()));
+                }
+                Ok(Some(forwarder))
             }
-            _ => Ok(room),
+            _ => Ok(None),
         }
     }
 }
@@ -80,7 +91,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         let id = request_id(&request);
         let m = request.into_inner();
         let command = Command::CreateRoom { owner_id: user_id("owner_id", m.owner_id)?, title: m.title };
-        self.command(id, self.here(m.room_id)?, command_id(m.command_id)?, command).await
+        self.command(id, room_id(m.room_id)?, command_id(m.command_id)?, command).await
     }
 
     async fn join_room(
@@ -90,7 +101,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         let id = request_id(&request);
         let m = request.into_inner();
         let command = Command::JoinRoom { user_id: user_id("user_id", m.user_id)? };
-        self.command(id, self.here(m.room_id)?, command_id(m.command_id)?, command).await
+        self.command(id, room_id(m.room_id)?, command_id(m.command_id)?, command).await
     }
 
     async fn leave_room(
@@ -101,7 +112,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         let m = request.into_inner();
         let command =
             Command::LeaveRoom { user_id: user_id("user_id", m.user_id)?, reason: LeaveReason::User };
-        self.command(id, self.here(m.room_id)?, command_id(m.command_id)?, command).await
+        self.command(id, room_id(m.room_id)?, command_id(m.command_id)?, command).await
     }
 
     async fn send_gift(
@@ -117,7 +128,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
             count: m.count,
             unit_value: m.unit_value,
         };
-        self.command(id, self.here(m.room_id)?, command_id(m.command_id)?, command).await
+        self.command(id, room_id(m.room_id)?, command_id(m.command_id)?, command).await
     }
 
     async fn close_room(
@@ -126,22 +137,31 @@ impl pb::room_service_server::RoomService for GrpcRooms {
     ) -> Result<Response<pb::CommandOutcome>, Status> {
         let id = request_id(&request);
         let m = request.into_inner();
-        self.command(id, self.here(m.room_id)?, command_id(m.command_id)?, Command::CloseRoom).await
+        self.command(id, room_id(m.room_id)?, command_id(m.command_id)?, Command::CloseRoom).await
     }
 
     async fn heartbeat(
         &self,
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let id = request_id(&request);
         let m = request.into_inner();
-        let (room, user) = (self.here(m.room_id)?, user_id("user_id", m.user_id)?);
-        rooms::run_heartbeat(&self.state, &room, &user).await.map_err(from_api)?;
+        let (room, user) = (room_id(m.room_id)?, user_id("user_id", m.user_id)?);
+        if let Some(forwarder) = self.elsewhere(&room)? {
+            Call::heartbeat(&room, &user).send::<()>(forwarder, &room, &id).await?;
+        } else {
+            rooms::run_heartbeat(&self.state, &room, &user).await.map_err(from_api)?;
+        }
         Ok(Response::new(pb::HeartbeatResponse {}))
     }
 
     async fn get_room(&self, request: Request<pb::GetRoomRequest>) -> Result<Response<pb::Room>, Status> {
-        let room = self.here(request.into_inner().room_id)?;
-        let snapshot = self.state.rooms.snapshot(&room).await.map_err(|e| from_api(e.into()))?;
+        let id = request_id(&request);
+        let room = room_id(request.into_inner().room_id)?;
+        let snapshot = match self.elsewhere(&room)? {
+            Some(forwarder) => Call::snapshot(&room).send(forwarder, &room, &id).await?,
+            None => self.state.rooms.snapshot(&room).await.map_err(|e| from_api(e.into()))?,
+        };
         Ok(Response::new(room_message(snapshot)))
     }
 
@@ -149,8 +169,9 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         &self,
         request: Request<pb::ListMembersRequest>,
     ) -> Result<Response<pb::ListMembersResponse>, Status> {
+        let id = request_id(&request);
         let m = request.into_inner();
-        let room = self.here(m.room_id)?;
+        let room = room_id(m.room_id)?;
         let limit = match m.limit {
             0 => DEFAULT_MEMBERS_LIMIT,
             n if n <= MAX_MEMBERS_LIMIT => n as usize,
@@ -160,7 +181,12 @@ impl pb::room_service_server::RoomService for GrpcRooms {
             "" => None,
             _ => Some(user_id("after", m.after)?),
         };
-        let page = rooms::members_page(&self.state, &room, after.as_ref(), limit).await.map_err(from_api)?;
+        let page: rooms::MembersPage = match self.elsewhere(&room)? {
+            Some(forwarder) => {
+                Call::members(&room, after.as_ref(), limit).send(forwarder, &room, &id).await?
+            }
+            None => rooms::members_page(&self.state, &room, after.as_ref(), limit).await.map_err(from_api)?,
+        };
         Ok(Response::new(pb::ListMembersResponse {
             members: page.members.into_iter().map(member).collect(),
             next_after: page.next_after.map(|u| u.as_str().to_owned()).unwrap_or_default(),

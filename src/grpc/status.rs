@@ -46,8 +46,14 @@ pub fn code(error_code: &str) -> Code {
 
 /// `error` as a gRPC status.
 pub fn from_api(error: ApiError) -> Status {
-    let mut status = Status::new(code(error.code), error.message);
-    if let Ok(value) = error.code.parse() {
+    status(error.code, error.message)
+}
+
+/// The status of HTTP API error code `error_code`, with `message` and the code in the
+/// `error-code` metadata.
+pub fn status(error_code: &str, message: impl Into<String>) -> Status {
+    let mut status = Status::new(code(error_code), message);
+    if let Ok(value) = error_code.parse() {
         status.metadata_mut().insert(ERROR_CODE, value);
     }
     status

@@ -83,8 +83,14 @@ pub async fn route(State(state): State<AppState>, request: Request, next: Next) 
 }
 
 /// Forwards to the owner; a stale directory entry (the hop is refused, or the node is gone)
-/// is looked up again in the lease table and tried once more.
-async fn forward(forwarder: &Forwarder, room_id: &str, request: &Request<()>, body: Bytes) -> Response {
+/// is looked up again in the lease table and tried once more. The gRPC calls for rooms owned
+/// elsewhere come through here too (`grpc::forward`).
+pub(crate) async fn forward(
+    forwarder: &Forwarder,
+    room_id: &str,
+    request: &Request<()>,
+    body: Bytes,
+) -> Response {
     let cluster = &forwarder.cluster;
     let owner = match cluster.locate_settled(room_id, SETTLE_PATIENCE).await {
         Ok(Located::There(owner)) => owner,

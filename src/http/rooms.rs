@@ -187,7 +187,7 @@ pub const DEFAULT_MEMBERS_LIMIT: usize = 100;
 pub const MAX_MEMBERS_LIMIT: u32 = 1000;
 
 /// A page of members (`GET /v1/rooms/{room_id}/members`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct MembersPage {
     /// Members in user id order.
     pub members: Vec<MemberView>,

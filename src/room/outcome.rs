@@ -31,7 +31,7 @@ pub struct EventReceipt {
 }
 
 /// The 200 answer to a command.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommandResponse {
     /// False when the command was a no-op.
     pub applied: bool,

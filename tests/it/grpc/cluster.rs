@@ -1,5 +1,6 @@
-//! gRPC in a cluster: calls are not forwarded, so a call for a room another node owns answers
-//! `UNAVAILABLE` (`not_owner`, retryable) at once, and the owner serves it.
+//! gRPC in a cluster: a call for a room another node owns is forwarded to the owner (as HTTP
+//! requests are), and its answer — success or error — comes back as if the owner had answered
+//! over gRPC.
 
 use room_service::grpc::pb;
 use room_service::grpc::pb::room_service_client::RoomServiceClient;
@@ -10,7 +11,7 @@ use super::connect;
 use crate::cluster::Nodes;
 
 #[tokio::test]
-async fn a_room_owned_elsewhere_answers_unavailable_not_owner_and_its_owner_serves_it() {
+async fn a_call_for_a_room_owned_elsewhere_is_answered_by_its_owner() {
     let nodes = Nodes::start(2, &[]).await;
     let body = json!({"command_id": "c1", "room_id": "g-r1", "owner_id": "o", "title": "t"});
     // Shards may still be settling right after start (503 not_owner): retry as documented.
@@ -26,18 +27,51 @@ async fn a_room_owned_elsewhere_answers_unavailable_not_owner_and_its_owner_serv
     let owner = nodes.owner(0, "g-r1").await;
     let other = 1 - owner;
     let addr = |i: usize| format!("127.0.0.1:{}", nodes.nodes[i].grpc_port).parse().expect("addr");
+    let mut elsewhere = RoomServiceClient::new(connect(addr(other)).await);
+    let forwarded_before = nodes.forwarded().await;
+
+    let room =
+        elsewhere.get_room(pb::GetRoomRequest { room_id: "g-r1".into() }).await.expect("forwarded read");
+    assert_eq!((room.get_ref().version, room.get_ref().owner_id.as_str()), (1, "o"));
+    let join = pb::MemberRequest { command_id: "c2".into(), room_id: "g-r1".into(), user_id: "u".into() };
+    let joined = elsewhere.join_room(join.clone()).await.expect("forwarded join").into_inner();
+    assert!(joined.applied && !joined.replayed, "{joined:?}");
+    assert_eq!((joined.room_version, joined.events.len()), (2, 1), "{joined:?}");
+    let again = elsewhere.join_room(join).await.expect("replayed at the owner").into_inner();
+    assert!(again.replayed && again.room_version == 2, "{again:?}");
+    elsewhere
+        .heartbeat(pb::HeartbeatRequest { room_id: "g-r1".into(), user_id: "u".into() })
+        .await
+        .expect("forwarded heartbeat");
+    let members = elsewhere
+        .list_members(pb::ListMembersRequest { room_id: "g-r1".into(), limit: 10, after: String::new() })
+        .await
+        .expect("forwarded members")
+        .into_inner();
+    assert_eq!(members.members.iter().map(|m| m.user_id.as_str()).collect::<Vec<_>>(), ["u"]);
+
+    // The owner's refusal comes back with the status and error code it maps to.
+    let gift = pb::SendGiftRequest {
+        command_id: "c3".into(),
+        room_id: "g-r1".into(),
+        sender_id: "stranger".into(),
+        receiver_id: "o".into(),
+        gift_id: "rose".into(),
+        count: 1,
+        unit_value: 1,
+    };
+    let refused = elsewhere.send_gift(gift).await.expect_err("the sender is not a member");
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert_eq!(refused.metadata().get("error-code").unwrap(), "not_member");
+
+    // Both nodes read the same room: the join went to the owner, once.
     let mut at_owner = RoomServiceClient::new(connect(addr(owner)).await);
-    let refused = RoomServiceClient::new(connect(addr(other)).await)
-        .get_room(pb::GetRoomRequest { room_id: "g-r1".into() })
-        .await
-        .expect_err("not the owner");
-    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
-    assert_eq!(refused.metadata().get("error-code").unwrap(), "not_owner");
     let room = at_owner.get_room(pb::GetRoomRequest { room_id: "g-r1".into() }).await.expect("owner");
-    assert_eq!(room.into_inner().version, 1);
-    let joined = at_owner
-        .join_room(pb::MemberRequest { command_id: "c2".into(), room_id: "g-r1".into(), user_id: "u".into() })
-        .await
-        .expect("join at the owner");
-    assert_eq!(joined.into_inner().room_version, 2);
+    assert_eq!((room.get_ref().version, room.get_ref().member_count), (2, 1));
+    assert!(
+        nodes.forwarded().await >= forwarded_before + 6.0,
+        "every call through the other node was forwarded: {} then {}",
+        forwarded_before,
+        nodes.forwarded().await
+    );
 }
