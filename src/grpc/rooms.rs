@@ -2,7 +2,7 @@
 //! answers `INVALID_ARGUMENT` naming it), calls the function of [`crate::http::rooms`] the
 //! matching HTTP route calls, and maps the answer back. No logic of its own. In a cluster, a
 //! call for a room another node owns is forwarded to the owner's twin HTTP route
-//! ([`super::forward`]), as HTTP requests are.
+//! (`grpc::forward`), as HTTP requests are.
 
 use tonic::{Request, Response, Status};
 

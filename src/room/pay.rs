@@ -10,10 +10,12 @@
 //!   retries with the same `command_id`; the retry's debit answers the first one without
 //!   debiting again, and the command then replays from the log or commits now.
 //!
-//! A refund is remembered (in memory at the room's owner, for [`REFUNDED_KEPT_FOR`]): the
-//! wallet answers a repeated key with its first answer even after a refund, so a retry of a
-//! refunded gift under the same `command_id` would otherwise commit unpaid. It answers 409
-//! `payment_refunded` instead: send the gift again under a new `command_id`.
+//! A refund is recorded in `room_payment_refund` before the wallet is called (and remembered
+//! in memory too, should the database not take the record): the wallet answers a repeated key
+//! with its first answer even after a refund, so a retry of a refunded gift under the same
+//! `command_id` would otherwise commit unpaid — on this node, or after a restart or a move of
+//! the room to another node. It answers 409 `payment_refunded` instead: send the gift again
+//! under a new `command_id`.
 //!
 //! A `command_id` already in the log is never debited: a repeat was paid for the first time,
 //! and an id reused for another command must not charge anyone. The payment runs in a task of
@@ -25,7 +27,7 @@ use std::time::Duration;
 
 use super::error::RoomError;
 use super::outcome::CommandResponse;
-use crate::domain::{Command, CommandId, MAX_GIFT_COUNT, MAX_UNIT_VALUE};
+use crate::domain::{Command, CommandId, MAX_GIFT_COUNT, MAX_UNIT_VALUE, RoomId};
 use crate::store::SharedRepository;
 use crate::wallet::{Debit, Wallet};
 
@@ -34,12 +36,14 @@ const REFUND_ATTEMPTS: u32 = 3;
 /// Pause before the second refund call; doubled before each later one.
 const REFUND_BACKOFF: Duration = Duration::from_millis(200);
 
-/// How long a refunded `command_id` is refused a second payment.
+/// How long this process remembers a refunded `command_id` on its own (the database keeps it
+/// for good).
 pub const REFUNDED_KEPT_FOR: Duration = Duration::from_secs(3600);
 /// Above this many remembered refunds, those older than [`REFUNDED_KEPT_FOR`] are forgotten.
 const REFUNDED_PRUNE_ABOVE: usize = 10_000;
 
-/// The `command_id`s whose debit was refunded, and when.
+/// The `command_id`s whose debit this process refunded, and when: the refusal of a retry
+/// holds even while the database cannot take or answer the record.
 #[derive(Debug, Default)]
 struct RefundedKeys(std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>);
 
@@ -61,16 +65,17 @@ impl RefundedKeys {
     }
 }
 
-/// A gift's debit and the wallet it is taken from.
+/// A gift's debit, the wallet it is taken from, and the room the gift is for.
 pub(super) struct Charge {
     wallet: Arc<dyn Wallet>,
     debit: Debit,
+    room_id: String,
 }
 
 /// Gifts paid from the wallet (none configured: gifts are free).
 pub(super) struct Payments {
     wallet: Option<Arc<dyn Wallet>>,
-    /// The command log: a logged `command_id` is never debited.
+    /// The command log (a logged `command_id` is never debited) and the refund records.
     repo: SharedRepository,
     refunded: RefundedKeys,
 }
@@ -83,7 +88,12 @@ impl Payments {
 
     /// What `command` costs when it is a gift and a wallet is configured. A gift whose count
     /// or unit value is out of range costs nothing: the domain refuses it unpaid.
-    pub(super) fn charge(&self, command_id: &CommandId, command: &Command) -> Option<Charge> {
+    pub(super) fn charge(
+        &self,
+        room_id: &RoomId,
+        command_id: &CommandId,
+        command: &Command,
+    ) -> Option<Charge> {
         let wallet = self.wallet.clone()?;
         let Command::SendGift { sender_id, count, unit_value, .. } = command else { return None };
         let in_range = (1..=MAX_GIFT_COUNT).contains(count) && (1..=MAX_UNIT_VALUE).contains(unit_value);
@@ -92,7 +102,7 @@ impl Payments {
             user_id: sender_id.to_string(),
             amount: u64::from(*count) * u64::from(*unit_value),
         };
-        in_range.then_some(Charge { wallet, debit })
+        in_range.then(|| Charge { wallet, debit, room_id: room_id.to_string() })
     }
 
     /// Runs `queued` (the command's way through its cell), paid for first when there is a
@@ -119,16 +129,40 @@ impl Payments {
         if self.repo.find_command(key).await?.is_some() {
             return queued.await;
         }
-        if self.refunded.contains(key) {
+        if self.refunded.contains(key) || self.repo.is_refunded(key).await? {
             return Err(RoomError::PaymentRefunded);
         }
         charge.wallet.debit(&charge.debit).await?;
         let result = queued.await;
         if nothing_committed(&result) {
+            // Recorded first: a crash between the two leaves a debit to reconcile, never a
+            // refunded gift that commits on its retry.
             self.refunded.remember(key);
+            self.record_refund(key, &charge.room_id).await;
             refund(charge.wallet.as_ref(), key).await;
         }
         result
+    }
+
+    /// Records the refund of `key` in the database, retrying a few times; a record that
+    /// still fails is logged (this process remembers the refund on its own meanwhile).
+    async fn record_refund(&self, key: &str, room_id: &str) {
+        let mut pause = REFUND_BACKOFF;
+        for attempt in 1..=REFUND_ATTEMPTS {
+            match self.repo.record_refund(key, room_id).await {
+                Ok(()) => return,
+                Err(error) if attempt < REFUND_ATTEMPTS => {
+                    tracing::debug!(command_id = key, attempt, %error, "Cannot record a refund; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                Err(error) => tracing::error!(
+                    command_id = key,
+                    %error,
+                    "Cannot record a refund; only this process refuses a retry of the same command_id"
+                ),
+            }
+        }
     }
 }
 

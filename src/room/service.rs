@@ -127,7 +127,7 @@ impl RoomService {
         }
         let (reply, answer) = oneshot::channel();
         let fingerprint = fingerprint(&room_id, &command);
-        let charge = self.inner.payments.charge(&command_id, &command);
+        let charge = self.inner.payments.charge(&room_id, &command_id, &command);
         let item = Queued { command_id, request_id, command, fingerprint, still, reply };
         // A gift is paid for before it is queued; the answer decides whether the debit stays.
         let result = self.inner.payments.paid(charge, self.clone().queued(room_id, item, answer)).await;

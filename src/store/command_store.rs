@@ -22,6 +22,13 @@ pub trait CommandStore: Send + Sync {
     /// The logged outcomes of whichever of these commands were ever committed.
     async fn find_commands(&self, command_ids: &[String]) -> Result<Vec<StoredCommand>, StoreError>;
 
+    /// Records that the debit of gift `command_id` in `room_id` was refunded (nothing
+    /// committed), so that a retry under the same id is refused; recording it again is a no-op.
+    async fn record_refund(&self, command_id: &str, room_id: &str) -> Result<(), StoreError>;
+
+    /// True when the debit of `command_id` was refunded ([`CommandStore::record_refund`]).
+    async fn is_refunded(&self, command_id: &str) -> Result<bool, StoreError>;
+
     /// One transaction: the commands' log rows, outbox rows (`pending`, claimable after
     /// `publish_timeout`), member and gift rows, and the snapshot fenced on
     /// `expected_version`.
@@ -68,6 +75,21 @@ macro_rules! impl_command_store {
                 let mut q = room_sql::find_commands::<$db>(command_ids);
                 let rows = q.build_query_as::<rows::CommandRow>().fetch_all(&self.pool).await?;
                 Ok(rows.into_iter().map(StoredCommand::from).collect())
+            }
+
+            async fn record_refund(
+                &self,
+                command_id: &str,
+                room_id: &str,
+            ) -> Result<(), $crate::store::StoreError> {
+                let mut q = $crate::store::room_sql::record_refund::<$db>(command_id, room_id);
+                q.build().execute(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn is_refunded(&self, command_id: &str) -> Result<bool, $crate::store::StoreError> {
+                let mut q = $crate::store::room_sql::find_refund::<$db>(command_id);
+                Ok(q.build().fetch_optional(&self.pool).await?.is_some())
             }
 
             async fn commit_room(

@@ -206,3 +206,23 @@ pub(super) fn find_commands<DB: Dialect>(command_ids: &[String]) -> QueryBuilder
     push_strs(&mut q, command_ids);
     q
 }
+
+/// Records that the debit of `command_id` (a gift in `room_id`) was refunded; a command id
+/// recorded already keeps its first row.
+pub(super) fn record_refund<DB: Dialect>(command_id: &str, room_id: &str) -> QueryBuilder<DB> {
+    let mut q =
+        QueryBuilder::new("INSERT INTO room_payment_refund (command_id, room_id, refunded_at_ms) VALUES (");
+    DB::bind_str(&mut q, command_id);
+    q.push(", ");
+    DB::bind_str(&mut q, room_id);
+    q.push(format!(", {})", DB::NOW_MS));
+    q.push(DB::upsert("command_id", &["command_id"]));
+    q
+}
+
+/// The refund row of `command_id`, if any.
+pub(super) fn find_refund<DB: Dialect>(command_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT command_id FROM room_payment_refund WHERE command_id = ");
+    DB::bind_str(&mut q, command_id);
+    q
+}

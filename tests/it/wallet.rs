@@ -26,7 +26,12 @@ struct Paying {
 
 impl Paying {
     async fn start(db: &TestDb) -> Paying {
-        let wallet = FakeWallet::start(FakeWalletOptions { initial_balance: BALANCE }).await;
+        Self::on(db, FakeWallet::start(FakeWalletOptions { initial_balance: BALANCE }).await).await
+    }
+
+    /// A service over `db` paying through `wallet` (the room commands replay on a database
+    /// that has them).
+    async fn on(db: &TestDb, wallet: FakeWallet) -> Paying {
         let overrides = [
             ("wallet.enabled", "true"),
             ("wallet.base_url", &wallet.base_url()),
@@ -195,6 +200,30 @@ async fn a_commit_that_fails_after_the_debit_is_refunded() {
         let (status, body) = paying.gift("g1-again", "bob").await;
         assert_eq!(status, 200, "{db}: {body}");
         assert_eq!(paying.wallet.balance("bob"), BALANCE - GIFT_VALUE, "{db}: paid once, by the new id");
+        paying.app.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_refunded_gift_is_still_refused_after_a_restart() {
+    for db in backends().await {
+        let paying = Paying::start(&db).await;
+        let (status, body) = paying.gift("g1", "carol").await;
+        assert_eq!((status, code(&body)), (409, "not_member"), "{db}: {body}");
+        assert!(paying.wallet.debits()[0].refunded, "{db}: refunded");
+        let Paying { app, wallet } = paying;
+        app.stop().await;
+        // A new process on the same database (a restart, or the room's new owner), and carol
+        // is a member now: the wallet would answer the retry's debit with the first (refunded)
+        // one, so only the recorded refund keeps the gift from committing unpaid.
+        let paying = Paying::on(&db, wallet).await;
+        let join = json!({"command_id": "c-carol", "user_id": "carol"});
+        assert_eq!(paying.app.post("/v1/rooms/r1/join", join).await.0, 200, "{db}");
+        let (status, body) = paying.gift("g1", "carol").await;
+        assert_eq!((status, code(&body)), (409, "payment_refunded"), "{db}: {body}");
+        assert_eq!(logged(&db, "g1").await, 0, "{db}: the refunded gift never commits");
+        assert_eq!(paying.wallet.debits().len(), 1, "{db}: the retry is not even sent to the wallet");
+        assert_eq!(paying.wallet.balance("carol"), BALANCE, "{db}");
         paying.app.stop().await;
     }
 }
