@@ -49,6 +49,8 @@ const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
 /// How often idle room cells are dropped from memory, and after how long unused.
 const CELL_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 const CELL_IDLE_AFTER: Duration = Duration::from_secs(300);
+/// How often the gift refunds the wallet has not confirmed are sent again (`wallet.enabled`).
+const REFUND_SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 
 /// A started service.
 pub struct RunningApp {
@@ -183,6 +185,9 @@ pub async fn start_with_redis(
         CELL_IDLE_AFTER,
         workers.clone(),
     ));
+    if settings.wallet.enabled {
+        tracker.spawn(presence::run_refund_sweeper(rooms.clone(), REFUND_SWEEP_INTERVAL, workers.clone()));
+    }
     tracker.spawn(sampler::run_backlog_sampler(
         repo.clone(),
         settings.outbox_worker.stats_interval,

@@ -14,6 +14,7 @@ use tonic::Status;
 
 use super::status::status;
 use crate::domain::{Command, CommandId, RoomId, UserId};
+use crate::http::extract::RequestId;
 use crate::http::forward::{Forwarder, forward};
 
 /// The largest owner's answer read back (a members page of 1,000 is about 100 KB).
@@ -70,6 +71,12 @@ impl Call {
         }
     }
 
+    /// False when the path holds a `.` or `..` segment, which a URL resolves away: a room of
+    /// that name cannot be reached on the owner's route, and is served by its owner only.
+    fn reachable(&self) -> bool {
+        !self.path.split(['/', '?']).any(|segment| segment == "." || segment == "..")
+    }
+
     /// Sends the call to the owner of `room_id` and reads its answer as `T` (a `204 No
     /// Content` reads as JSON `null`).
     pub(super) async fn send<T: DeserializeOwned>(
@@ -78,11 +85,20 @@ impl Call {
         room_id: &RoomId,
         request_id: &str,
     ) -> Result<T, Status> {
-        let request = Request::builder()
-            .method(self.method)
-            .uri(self.path)
-            .header(header::CONTENT_TYPE, "application/json")
-            .header("x-request-id", request_id)
+        if !self.reachable() {
+            return Err(status(
+                "not_owner",
+                format!("room {room_id} is served by its owner only; send the call there"),
+            ));
+        }
+        let mut request = Request::builder().method(self.method).uri(self.path);
+        request = request.header(header::CONTENT_TYPE, "application/json");
+        // The HTTP routes refuse a request id gRPC takes as it is: such a one is left out, and
+        // the owner names the request itself.
+        if RequestId::is_valid(request_id) {
+            request = request.header("x-request-id", request_id);
+        }
+        let request = request
             .body(())
             .map_err(|e| Status::internal(format!("cannot build the forwarded request: {e}")))?;
         let body = self.body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
@@ -171,5 +187,20 @@ mod tests {
         assert_eq!(Call::members(&room, Some(&user), 5).path, "/v1/rooms/r-1/members?limit=5&after=u");
         let heartbeat = Call::heartbeat(&room, &user);
         assert_eq!((heartbeat.method, heartbeat.body), (Method::POST, Some(json!({"user_id": "u"}))));
+    }
+
+    #[test]
+    fn rooms_named_like_dot_segments_are_not_forwarded_on_a_path() {
+        let (_, id, user) = ids();
+        for name in [".", ".."] {
+            let room = RoomId::parse(name).unwrap();
+            assert!(!Call::snapshot(&room).reachable(), "{name}");
+            assert!(!Call::command(&room, &id, &Command::CloseRoom).reachable(), "{name}");
+            // A create names its room in the body.
+            let create = Command::CreateRoom { owner_id: user.clone(), title: "t".into() };
+            assert!(Call::command(&room, &id, &create).reachable(), "{name}");
+        }
+        let dotted = RoomId::parse("...").unwrap();
+        assert!(Call::members(&dotted, Some(&UserId::parse("..").unwrap()), 5).reachable());
     }
 }

@@ -12,9 +12,9 @@ use super::status::{from_api, invalid};
 use crate::domain::{
     Command, CommandId, GiftId, LeaveReason, MemberView, RankEntry, RoomId, RoomSnapshot, RoomStatus, UserId,
 };
+use crate::http::AppState;
 use crate::http::forward::Forwarder;
 use crate::http::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
-use crate::http::{ApiError, AppState};
 use crate::room::{CommandResponse, Delivery, EventReceipt, Transport};
 
 /// The room service over gRPC.
@@ -36,7 +36,7 @@ impl GrpcRooms {
         command_id: CommandId,
         command: Command,
     ) -> Result<Response<pb::CommandOutcome>, Status> {
-        if let Some(forwarder) = self.elsewhere(&room_id)? {
+        if let Some(forwarder) = self.elsewhere(&room_id) {
             let call = Call::command(&room_id, &command_id, &command);
             let response: CommandResponse = call.send(forwarder, &room_id, &request_id).await?;
             return Ok(Response::new(outcome(response)));
@@ -58,19 +58,9 @@ fn room_id(value: String) -> Result<RoomId, Status> {
 }
 
 impl GrpcRooms {
-    /// The forwarder when another node of the cluster owns `room` (`None`: served here). A
-    /// room id of dots only cannot be a path segment of the owner's route (URLs resolve it
-    /// away): such a call answers `UNAVAILABLE` `not_owner`, for the client to send to the owner.
-    fn elsewhere(&self, room: &RoomId) -> Result<Option<&Forwarder>, Status> {
-        match &self.state.forwarder {
-            Some(forwarder) if !forwarder.cluster().owns(room.as_str()) => {
-                if room.as_str().bytes().all(|b| b == b'.') {
-                    return Err(from_api(ApiError::not_owner()));
-                }
-                Ok(Some(forwarder))
-            }
-            _ => Ok(None),
-        }
+    /// The forwarder when another node of the cluster owns `room` (`None`: served here).
+    fn elsewhere(&self, room: &RoomId) -> Option<&Forwarder> {
+        self.state.forwarder.as_ref().filter(|forwarder| !forwarder.cluster().owns(room.as_str()))
     }
 }
 
@@ -147,7 +137,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         let id = request_id(&request);
         let m = request.into_inner();
         let (room, user) = (room_id(m.room_id)?, user_id("user_id", m.user_id)?);
-        if let Some(forwarder) = self.elsewhere(&room)? {
+        if let Some(forwarder) = self.elsewhere(&room) {
             Call::heartbeat(&room, &user).send::<()>(forwarder, &room, &id).await?;
         } else {
             rooms::run_heartbeat(&self.state, &room, &user).await.map_err(from_api)?;
@@ -158,7 +148,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
     async fn get_room(&self, request: Request<pb::GetRoomRequest>) -> Result<Response<pb::Room>, Status> {
         let id = request_id(&request);
         let room = room_id(request.into_inner().room_id)?;
-        let snapshot = match self.elsewhere(&room)? {
+        let snapshot = match self.elsewhere(&room) {
             Some(forwarder) => Call::snapshot(&room).send(forwarder, &room, &id).await?,
             None => self.state.rooms.snapshot(&room).await.map_err(|e| from_api(e.into()))?,
         };
@@ -181,7 +171,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
             "" => None,
             _ => Some(user_id("after", m.after)?),
         };
-        let page: rooms::MembersPage = match self.elsewhere(&room)? {
+        let page: rooms::MembersPage = match self.elsewhere(&room) {
             Some(forwarder) => {
                 Call::members(&room, after.as_ref(), limit).send(forwarder, &room, &id).await?
             }

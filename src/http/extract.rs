@@ -99,6 +99,13 @@ pub fn page_limit(value: &str, max: u32) -> Result<u32, ApiError> {
 /// The request id: taken from `x-request-id` (set by the request-id layer when absent).
 pub struct RequestId(pub String);
 
+impl RequestId {
+    /// True when `value` is a request id the routes take: 1–128 printable ASCII characters.
+    pub fn is_valid(value: &str) -> bool {
+        !value.is_empty() && value.len() <= 128 && value.bytes().all(|b| (0x20..=0x7e).contains(&b))
+    }
+}
+
 impl<S: Send + Sync> FromRequestParts<S> for RequestId {
     type Rejection = ApiError;
 
@@ -106,11 +113,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestId {
         let value = parts.headers.get("x-request-id").map(|v| v.to_str().map(str::to_owned));
         match value {
             None => Ok(RequestId(uuid::Uuid::now_v7().to_string())),
-            Some(Ok(v))
-                if !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| (0x20..=0x7e).contains(&b)) =>
-            {
-                Ok(RequestId(v))
-            }
+            Some(Ok(v)) if RequestId::is_valid(&v) => Ok(RequestId(v)),
             Some(_) => Err(ApiError::invalid("x-request-id", "must be 1–128 printable ASCII characters")),
         }
     }

@@ -41,6 +41,8 @@ const REFUND_BACKOFF: Duration = Duration::from_millis(200);
 pub const REFUNDED_KEPT_FOR: Duration = Duration::from_secs(3600);
 /// Above this many remembered refunds, those older than [`REFUNDED_KEPT_FOR`] are forgotten.
 const REFUNDED_PRUNE_ABOVE: usize = 10_000;
+/// Most unfinished refunds one sweep sends again.
+const UNFINISHED_REFUNDS_PER_SWEEP: u32 = 100;
 
 /// The `command_id`s whose debit this process refunded, and when: the refusal of a retry
 /// holds even while the database cannot take or answer the record.
@@ -135,33 +137,92 @@ impl Payments {
         charge.wallet.debit(&charge.debit).await?;
         let result = queued.await;
         if nothing_committed(&result) {
-            // Recorded first: a crash between the two leaves a debit to reconcile, never a
-            // refunded gift that commits on its retry.
+            // Recorded first: a crash before the wallet call leaves an unfinished refund that
+            // the room's owner sends again ([`Self::finish_refunds`]), never a refunded gift
+            // that commits on its retry.
             self.refunded.remember(key);
-            self.record_refund(key, &charge.room_id).await;
-            refund(charge.wallet.as_ref(), key).await;
+            let recorded =
+                retried("record the refund", key, || self.repo.record_refund(key, &charge.room_id))
+                    .await
+                    .is_ok();
+            let wallet = charge.wallet.as_ref();
+            match retried("refund", key, || wallet.refund(key)).await {
+                Ok(refunded) => {
+                    tracing::info!(command_id = key, refunded, "Gift did not commit; debit refunded");
+                    if recorded && let Err(error) = self.repo.finish_refund(key).await {
+                        tracing::debug!(command_id = key, %error, "Cannot record the refund as done; it is sent again later");
+                    }
+                }
+                Err(_) if recorded => {
+                    tracing::warn!(
+                        command_id = key,
+                        "The wallet took no refund yet; the room's owner sends it again"
+                    );
+                }
+                Err(_) => tracing::error!(
+                    command_id = key,
+                    "Refund neither taken by the wallet nor recorded; the debit stays until reconciled, and \
+                     only this process refuses a retry of the same command_id"
+                ),
+            }
         }
         result
     }
 
-    /// Records the refund of `key` in the database, retrying a few times; a record that
-    /// still fails is logged (this process remembers the refund on its own meanwhile).
-    async fn record_refund(&self, key: &str, room_id: &str) {
-        let mut pause = REFUND_BACKOFF;
-        for attempt in 1..=REFUND_ATTEMPTS {
-            match self.repo.record_refund(key, room_id).await {
-                Ok(()) => return,
-                Err(error) if attempt < REFUND_ATTEMPTS => {
-                    tracing::debug!(command_id = key, attempt, %error, "Cannot record a refund; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                Err(error) => tracing::error!(
-                    command_id = key,
-                    %error,
-                    "Cannot record a refund; only this process refuses a retry of the same command_id"
-                ),
+    /// Sends again the refunds recorded at least `older_than` ago that the wallet has not
+    /// confirmed, of the rooms `owns` (this node's); returns how many it confirmed now. A
+    /// refund is idempotent by key, so one sent twice gives the money back once.
+    pub(super) async fn finish_refunds(&self, older_than: Duration, owns: impl Fn(&str) -> bool) -> usize {
+        let Some(wallet) = self.wallet.as_deref() else { return 0 };
+        let unfinished = match self.repo.unfinished_refunds(older_than, UNFINISHED_REFUNDS_PER_SWEEP).await {
+            Ok(unfinished) => unfinished,
+            Err(error) => {
+                tracing::warn!(%error, "Cannot read the unfinished refunds");
+                return 0;
             }
+        };
+        let mut finished = 0;
+        for (key, _) in unfinished.iter().filter(|(_, room_id)| owns(room_id)) {
+            let done = match wallet.refund(key).await {
+                Ok(_) => self.repo.finish_refund(key).await.map_err(|e| e.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            match done {
+                Ok(()) => finished += 1,
+                Err(error) => {
+                    tracing::warn!(command_id = %key, %error, "Refund still not finished; sent again later")
+                }
+            }
+        }
+        if finished > 0 {
+            tracing::info!(finished, "Unfinished refunds taken by the wallet");
+        }
+        finished
+    }
+}
+
+/// `step` until it succeeds, at most [`REFUND_ATTEMPTS`] times with a doubling pause; the
+/// last error is logged as what `what` could not do.
+async fn retried<T, E: std::fmt::Display, F: Future<Output = Result<T, E>>>(
+    what: &str,
+    key: &str,
+    mut step: impl FnMut() -> F,
+) -> Result<T, E> {
+    let mut pause = REFUND_BACKOFF;
+    let mut attempt = 1;
+    loop {
+        match step().await {
+            Err(error) if attempt < REFUND_ATTEMPTS => {
+                tracing::debug!(command_id = key, attempt, %error, "Cannot {what}; retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                attempt += 1;
+            }
+            Err(error) => {
+                tracing::warn!(command_id = key, attempt, %error, "Cannot {what}");
+                return Err(error);
+            }
+            Ok(value) => return Ok(value),
         }
     }
 }
@@ -172,29 +233,6 @@ fn nothing_committed(result: &Result<CommandResponse, RoomError>) -> bool {
         Ok(response) => !response.applied && !response.replayed,
         Err(RoomError::Domain(_) | RoomError::NotCommitted(_)) => true,
         Err(_) => false,
-    }
-}
-
-/// Gives back the debit taken under `key`, retrying a wallet that does not answer a few times;
-/// a refund that still fails is logged (the debit stays until reconciled).
-async fn refund(wallet: &dyn Wallet, key: &str) {
-    let mut pause = REFUND_BACKOFF;
-    for attempt in 1..=REFUND_ATTEMPTS {
-        match wallet.refund(key).await {
-            Ok(refunded) => {
-                tracing::info!(command_id = key, refunded, "Gift did not commit; debit refunded");
-                return;
-            }
-            Err(error) if attempt < REFUND_ATTEMPTS => {
-                tracing::debug!(command_id = key, attempt, %error, "Refund failed; retrying");
-                tokio::time::sleep(pause).await;
-                pause *= 2;
-            }
-            Err(error) => {
-                let class = error.class().map(|c| c.as_str());
-                tracing::error!(command_id = key, class, %error, "Refund failed; the debit stays until reconciled");
-            }
-        }
     }
 }
 

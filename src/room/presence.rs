@@ -1,6 +1,7 @@
-//! The presence stale worker: members whose last heartbeat is older than `stale_after` leave
-//! through the normal command pipeline (LeaveRoom, reason `stale`), so their RoomUserLeft goes
-//! through the outbox like any other event.
+//! The rooms' background workers. The presence stale worker: members whose last heartbeat is
+//! older than `stale_after` leave through the normal command pipeline (LeaveRoom, reason
+//! `stale`), so their RoomUserLeft goes through the outbox like any other event. The cell
+//! janitor, and the sweeper of gift refunds the wallet has not confirmed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,6 +86,20 @@ pub async fn run_cell_janitor(
     })
     .await;
 }
+
+/// Every `interval` until cancelled, sends again the gift refunds the wallet has not
+/// confirmed after [`REFUND_UNFINISHED_AFTER`] (see [`RoomService::finish_refunds`]).
+pub async fn run_refund_sweeper(rooms: RoomService, interval: Duration, cancel: CancellationToken) {
+    let rooms = &rooms;
+    every(interval, true, &cancel, || async move {
+        rooms.finish_refunds(REFUND_UNFINISHED_AFTER).await;
+    })
+    .await;
+}
+
+/// A refund the wallet has not confirmed this long after it was recorded is sent again: the
+/// command path's own attempts (a few wallet timeouts) are over by then.
+pub const REFUND_UNFINISHED_AFTER: Duration = Duration::from_secs(30);
 
 /// Sweeps every `scan_interval` until cancelled.
 pub async fn run_presence_worker(

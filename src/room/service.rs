@@ -229,6 +229,13 @@ impl RoomService {
         })
     }
 
+    /// Sends again the gift refunds the wallet has not confirmed, recorded at least
+    /// `older_than` ago, of the rooms this node owns; returns how many the wallet confirmed now.
+    pub async fn finish_refunds(&self, older_than: Duration) -> usize {
+        let ownership = &self.inner.options.ownership;
+        self.inner.payments.finish_refunds(older_than, |room| ownership.owns(room)).await
+    }
+
     /// How many cells are in memory.
     pub fn cell_count(&self) -> usize {
         self.inner.cells.len()

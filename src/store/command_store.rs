@@ -3,6 +3,8 @@
 //! its one SQL implementation over any [`Dialect`](super::sql::Dialect)
 //! ([`impl_command_store`]).
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 
 use super::types::{CommitError, RoomCommit, StoreError, StoredCommand, StoredRoom};
@@ -28,6 +30,17 @@ pub trait CommandStore: Send + Sync {
 
     /// True when the debit of `command_id` was refunded ([`CommandStore::record_refund`]).
     async fn is_refunded(&self, command_id: &str) -> Result<bool, StoreError>;
+
+    /// Records that the wallet confirmed the refund of `command_id`.
+    async fn finish_refund(&self, command_id: &str) -> Result<(), StoreError>;
+
+    /// Up to `limit` refunds recorded at least `older_than` ago (database clock) that the
+    /// wallet has not confirmed, oldest first: `(command_id, room_id)`.
+    async fn unfinished_refunds(
+        &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreError>;
 
     /// One transaction: the commands' log rows, outbox rows (`pending`, claimable after
     /// `publish_timeout`), member and gift rows, and the snapshot fenced on
@@ -90,6 +103,20 @@ macro_rules! impl_command_store {
             async fn is_refunded(&self, command_id: &str) -> Result<bool, $crate::store::StoreError> {
                 let mut q = $crate::store::room_sql::find_refund::<$db>(command_id);
                 Ok(q.build().fetch_optional(&self.pool).await?.is_some())
+            }
+
+            async fn finish_refund(&self, command_id: &str) -> Result<(), $crate::store::StoreError> {
+                $crate::store::room_sql::finish_refund::<$db>(command_id).build().execute(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn unfinished_refunds(
+                &self,
+                older_than: std::time::Duration,
+                limit: u32,
+            ) -> Result<Vec<(String, String)>, $crate::store::StoreError> {
+                let mut q = $crate::store::room_sql::unfinished_refunds::<$db>(older_than, limit);
+                Ok(q.build_query_as::<(String, String)>().fetch_all(&self.pool).await?)
             }
 
             async fn commit_room(

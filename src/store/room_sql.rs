@@ -1,6 +1,9 @@
 //! The SQL of the command path, built once for both backends over a [`Dialect`]: the room
 //! commit (snapshot fence, member rows, gift totals, command log, outbox) and the room load.
-//! A commit writes what its commands changed, never the whole room.
+//! A commit writes what its commands changed, never the whole room. And the refunds of gifts
+//! that committed nothing.
+
+use std::time::Duration;
 
 use sqlx::QueryBuilder;
 
@@ -224,5 +227,28 @@ pub(super) fn record_refund<DB: Dialect>(command_id: &str, room_id: &str) -> Que
 pub(super) fn find_refund<DB: Dialect>(command_id: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("SELECT command_id FROM room_payment_refund WHERE command_id = ");
     DB::bind_str(&mut q, command_id);
+    q
+}
+
+/// Records that the wallet confirmed the refund of `command_id`.
+pub(super) fn finish_refund<DB: Dialect>(command_id: &str) -> QueryBuilder<DB> {
+    let mut q =
+        QueryBuilder::new(format!("UPDATE room_payment_refund SET wallet_refunded_at_ms = {}", DB::NOW_MS));
+    q.push(" WHERE wallet_refunded_at_ms IS NULL AND command_id = ");
+    DB::bind_str(&mut q, command_id);
+    q
+}
+
+/// Up to `limit` refunds decided at least `older_than` ago that the wallet has not confirmed,
+/// oldest first: `(command_id, room_id)`.
+pub(super) fn unfinished_refunds<DB: Dialect>(older_than: Duration, limit: u32) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!(
+        "SELECT command_id, room_id FROM room_payment_refund WHERE wallet_refunded_at_ms IS NULL \
+         AND refunded_at_ms <= {} - ",
+        DB::NOW_MS
+    ));
+    DB::bind_i64(&mut q, millis(older_than));
+    q.push(" ORDER BY refunded_at_ms LIMIT ");
+    DB::bind_i64(&mut q, i64::from(limit));
     q
 }

@@ -229,6 +229,30 @@ async fn a_refunded_gift_is_still_refused_after_a_restart() {
 }
 
 #[tokio::test]
+async fn a_refund_the_wallet_did_not_take_is_sent_again_until_it_does() {
+    for db in backends().await {
+        let paying = Paying::start(&db).await;
+        // Every refund attempt of the command path fails.
+        paying.wallet.inject(Fault::Http503, Call::Refund, 3);
+        let (status, body) = paying.gift("g1", "carol").await;
+        assert_eq!((status, code(&body)), (409, "not_member"), "{db}: {body}");
+        assert_eq!(paying.wallet.balance("carol"), BALANCE - GIFT_VALUE, "{db}: not refunded yet");
+        let unfinished = "SELECT COUNT(*) FROM room_payment_refund WHERE wallet_refunded_at_ms IS NULL";
+        assert_eq!(db.scalar(unfinished).await, Some(1), "{db}: the refund is recorded, unfinished");
+        // Refused meanwhile: the money is on its way back.
+        let (status, body) = paying.gift("g1", "carol").await;
+        assert_eq!((status, code(&body)), (409, "payment_refunded"), "{db}: {body}");
+        let rooms = &paying.app.app.rooms;
+        assert_eq!(rooms.finish_refunds(Duration::ZERO).await, 1, "{db}: sent again, taken");
+        assert_eq!(paying.wallet.balance("carol"), BALANCE, "{db}: refunded once");
+        assert_eq!(db.scalar(unfinished).await, Some(0), "{db}");
+        assert_eq!(rooms.finish_refunds(Duration::ZERO).await, 0, "{db}: nothing left");
+        assert_eq!(paying.wallet.balance("carol"), BALANCE, "{db}");
+        paying.app.stop().await;
+    }
+}
+
+#[tokio::test]
 async fn a_gift_refused_by_the_domain_after_its_debit_is_refunded() {
     for db in backends().await {
         let paying = Paying::start(&db).await;

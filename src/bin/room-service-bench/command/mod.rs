@@ -135,7 +135,14 @@ pub(crate) fn request(room: &str, command_id: &str, command: &Command) -> (Strin
 
 /// Empties the tables the commands write (the schema and the cluster tables stay).
 pub(crate) async fn truncate(pool: &MySqlPool) -> anyhow::Result<()> {
-    for table in ["room_outbox", "room_command_log", "room_snapshot", "room_member", "room_gift_total"] {
+    for table in [
+        "room_outbox",
+        "room_command_log",
+        "room_snapshot",
+        "room_member",
+        "room_gift_total",
+        "room_payment_refund",
+    ] {
         pool.execute(sqlx::AssertSqlSafe(format!("TRUNCATE TABLE {table}"))).await?;
     }
     Ok(())
