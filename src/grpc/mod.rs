@@ -87,13 +87,7 @@ pub fn router(state: AppState, options: GrpcOptions) -> anyhow::Result<axum::Rou
 /// A panicking handler answers `INTERNAL` (logged and counted like an HTTP handler's panic);
 /// the process keeps serving.
 fn panic_status(panic: Box<dyn std::any::Any + Send + 'static>) -> axum::http::Response<axum::body::Body> {
-    let detail = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".to_owned());
-    tracing::error!(panic = %detail, "gRPC handler panicked; answered INTERNAL");
-    metrics::counter!(crate::telemetry::names::HTTP_PANICS_TOTAL).increment(1);
+    crate::http::edge::report_panic("grpc", panic.as_ref());
     tonic::Status::internal("internal error").into_http()
 }
 

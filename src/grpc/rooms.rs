@@ -29,13 +29,14 @@ impl GrpcRooms {
         Self { state }
     }
 
-    async fn command(
+    /// Runs the command `parse` reads from `request`, here or on the room's owner.
+    async fn command<M>(
         &self,
-        request_id: String,
-        room_id: RoomId,
-        command_id: CommandId,
-        command: Command,
+        request: Request<M>,
+        parse: fn(M) -> Parsed,
     ) -> Result<Response<pb::CommandOutcome>, Status> {
+        let request_id = request_id(&request);
+        let (room_id, command_id, command) = parse(request.into_inner())?;
         if let Some(forwarder) = self.elsewhere(&room_id) {
             let call = Call::command(&room_id, &command_id, &command);
             let response: CommandResponse = call.send(forwarder, &room_id, &request_id).await?;
@@ -46,6 +47,49 @@ impl GrpcRooms {
             .map(|r| Response::new(outcome(r)))
             .map_err(from_api)
     }
+}
+
+/// A command message read: its room, command id and command, or `INVALID_ARGUMENT` naming the
+/// first bad field (the command's fields first, then the room, then the command id).
+type Parsed = Result<(RoomId, CommandId, Command), Status>;
+
+/// The room and command id of a command message, after its `command`.
+fn parsed(command: Command, room: String, command_id: String) -> Parsed {
+    let room = room_id(room)?;
+    let command_id = CommandId::parse(command_id).map_err(|e| invalid("command_id", e))?;
+    Ok((room, command_id, command))
+}
+
+fn create(m: pb::CreateRoomRequest) -> Parsed {
+    parsed(
+        Command::CreateRoom { owner_id: user_id("owner_id", m.owner_id)?, title: m.title },
+        m.room_id,
+        m.command_id,
+    )
+}
+
+fn join(m: pb::MemberRequest) -> Parsed {
+    parsed(Command::JoinRoom { user_id: user_id("user_id", m.user_id)? }, m.room_id, m.command_id)
+}
+
+fn leave(m: pb::MemberRequest) -> Parsed {
+    let user_id = user_id("user_id", m.user_id)?;
+    parsed(Command::LeaveRoom { user_id, reason: LeaveReason::User }, m.room_id, m.command_id)
+}
+
+fn gift(m: pb::SendGiftRequest) -> Parsed {
+    let command = Command::SendGift {
+        sender_id: user_id("sender_id", m.sender_id)?,
+        receiver_id: user_id("receiver_id", m.receiver_id)?,
+        gift_id: GiftId::parse(m.gift_id).map_err(|e| invalid("gift_id", e))?,
+        count: m.count,
+        unit_value: m.unit_value,
+    };
+    parsed(command, m.room_id, m.command_id)
+}
+
+fn close(m: pb::CloseRoomRequest) -> Parsed {
+    parsed(Command::CloseRoom, m.room_id, m.command_id)
 }
 
 /// The request id the request-id layer set (or the client sent).
@@ -68,66 +112,41 @@ fn user_id(field: &str, value: String) -> Result<UserId, Status> {
     UserId::parse(value).map_err(|e| invalid(field, e))
 }
 
-fn command_id(value: String) -> Result<CommandId, Status> {
-    CommandId::parse(value).map_err(|e| invalid("command_id", e))
-}
-
 #[tonic::async_trait]
 impl pb::room_service_server::RoomService for GrpcRooms {
     async fn create_room(
         &self,
         request: Request<pb::CreateRoomRequest>,
     ) -> Result<Response<pb::CommandOutcome>, Status> {
-        let id = request_id(&request);
-        let m = request.into_inner();
-        let command = Command::CreateRoom { owner_id: user_id("owner_id", m.owner_id)?, title: m.title };
-        self.command(id, room_id(m.room_id)?, command_id(m.command_id)?, command).await
+        self.command(request, create).await
     }
 
     async fn join_room(
         &self,
         request: Request<pb::MemberRequest>,
     ) -> Result<Response<pb::CommandOutcome>, Status> {
-        let id = request_id(&request);
-        let m = request.into_inner();
-        let command = Command::JoinRoom { user_id: user_id("user_id", m.user_id)? };
-        self.command(id, room_id(m.room_id)?, command_id(m.command_id)?, command).await
+        self.command(request, join).await
     }
 
     async fn leave_room(
         &self,
         request: Request<pb::MemberRequest>,
     ) -> Result<Response<pb::CommandOutcome>, Status> {
-        let id = request_id(&request);
-        let m = request.into_inner();
-        let command =
-            Command::LeaveRoom { user_id: user_id("user_id", m.user_id)?, reason: LeaveReason::User };
-        self.command(id, room_id(m.room_id)?, command_id(m.command_id)?, command).await
+        self.command(request, leave).await
     }
 
     async fn send_gift(
         &self,
         request: Request<pb::SendGiftRequest>,
     ) -> Result<Response<pb::CommandOutcome>, Status> {
-        let id = request_id(&request);
-        let m = request.into_inner();
-        let command = Command::SendGift {
-            sender_id: user_id("sender_id", m.sender_id)?,
-            receiver_id: user_id("receiver_id", m.receiver_id)?,
-            gift_id: GiftId::parse(m.gift_id).map_err(|e| invalid("gift_id", e))?,
-            count: m.count,
-            unit_value: m.unit_value,
-        };
-        self.command(id, room_id(m.room_id)?, command_id(m.command_id)?, command).await
+        self.command(request, gift).await
     }
 
     async fn close_room(
         &self,
         request: Request<pb::CloseRoomRequest>,
     ) -> Result<Response<pb::CommandOutcome>, Status> {
-        let id = request_id(&request);
-        let m = request.into_inner();
-        self.command(id, room_id(m.room_id)?, command_id(m.command_id)?, Command::CloseRoom).await
+        self.command(request, close).await
     }
 
     async fn heartbeat(

@@ -73,14 +73,20 @@ fn handle_error(error: BoxError) -> std::future::Ready<ApiError> {
     std::future::ready(answer)
 }
 
-/// The answer to a panicking handler: 500 JSON, an error log line and a counter.
-pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+/// Logs and counts a caught panic (`api` names the listener in the log line) and answers its
+/// text, which stays in the log: the client gets only "internal error".
+pub fn report_panic(api: &str, panic: &(dyn Any + Send + 'static)) {
     let detail = panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".to_owned());
-    tracing::error!(panic = %detail, "Request handler panicked; answered 500");
+    tracing::error!(panic = %detail, api, "Request handler panicked; answered an internal error");
     metrics::counter!(names::HTTP_PANICS_TOTAL).increment(1);
+}
+
+/// The answer to a panicking handler: 500 JSON, an error log line and a counter.
+pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+    report_panic("http", panic.as_ref());
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error").into_response()
 }

@@ -9,6 +9,29 @@ use serde::de::{Deserialize, DeserializeOwned, Deserializer, MapAccess, Visitor}
 use super::error::ApiError;
 use crate::domain::RoomId;
 
+/// A command route's request, read in this order: the room from the path ([`RoomPath`]), the
+/// [`RequestId`], then the JSON body ([`Json`]); the first bad part answers.
+pub struct RoomCommand<B> {
+    /// The room of the path.
+    pub room_id: RoomId,
+    /// The request id.
+    pub request_id: String,
+    /// The body.
+    pub body: B,
+}
+
+impl<B: DeserializeOwned + Send, S: Send + Sync> FromRequest<S> for RoomCommand<B> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let (mut parts, body) = req.into_parts();
+        let RoomPath(room_id) = RoomPath::from_request_parts(&mut parts, state).await?;
+        let RequestId(request_id) = RequestId::from_request_parts(&mut parts, state).await?;
+        let Json(body) = Json::from_request(Request::from_parts(parts, body), state).await?;
+        Ok(Self { room_id, request_id, body })
+    }
+}
+
 /// `axum::Json` with [`ApiError`] rejections (400 naming the field, 413, 415), taking the body
 /// as a JSON object only (see [`ObjectOnly`]).
 pub struct Json<T>(pub T);

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{Json, RequestId, RoomPath, page_limit};
+use super::extract::{Json, RequestId, RoomCommand, RoomPath, page_limit};
 use crate::domain::{Command, CommandId, GiftId, LeaveReason, MemberView, RoomId, RoomSnapshot, UserId};
 use crate::room::{CommandRequest, CommandResponse, Transport};
 
@@ -57,14 +57,18 @@ pub struct HeartbeatBody {
     user_id: UserId,
 }
 
-async fn run(
+/// What a command route answers.
+type CommandAnswer = Result<axum::Json<CommandResponse>, ApiError>;
+
+/// Runs the command `command` makes of the body of `request`.
+async fn run<B>(
     state: &AppState,
-    room_id: RoomId,
-    command_id: CommandId,
-    request_id: String,
-    command: Command,
-) -> Result<axum::Json<CommandResponse>, ApiError> {
-    let response = run_command(state, Transport::Http, room_id, command_id, request_id, command).await?;
+    request: RoomCommand<B>,
+    command: impl FnOnce(B) -> (CommandId, Command),
+) -> CommandAnswer {
+    let (command_id, command) = command(request.body);
+    let response =
+        run_command(state, Transport::Http, request.room_id, command_id, request.request_id, command).await?;
     Ok(axum::Json(response))
 }
 
@@ -97,62 +101,42 @@ pub async fn run_command(
     Ok(state.rooms.submit(request).await?)
 }
 
-/// CreateRoom.
+/// CreateRoom (the room is named in the body).
 pub async fn create(
     State(state): State<AppState>,
     RequestId(request_id): RequestId,
     Json(b): Json<CreateRoomBody>,
-) -> Result<axum::Json<CommandResponse>, ApiError> {
+) -> CommandAnswer {
     let command = Command::CreateRoom { owner_id: b.owner_id, title: b.title };
-    run(&state, b.room_id, b.command_id, request_id, command).await
+    let response = run_command(&state, Transport::Http, b.room_id, b.command_id, request_id, command).await?;
+    Ok(axum::Json(response))
 }
 
 /// JoinRoom.
-pub async fn join(
-    State(state): State<AppState>,
-    RoomPath(room_id): RoomPath,
-    RequestId(request_id): RequestId,
-    Json(b): Json<MemberBody>,
-) -> Result<axum::Json<CommandResponse>, ApiError> {
-    run(&state, room_id, b.command_id, request_id, Command::JoinRoom { user_id: b.user_id }).await
+pub async fn join(State(state): State<AppState>, request: RoomCommand<MemberBody>) -> CommandAnswer {
+    run(&state, request, |b| (b.command_id, Command::JoinRoom { user_id: b.user_id })).await
 }
 
 /// LeaveRoom (reason `user`).
-pub async fn leave(
-    State(state): State<AppState>,
-    RoomPath(room_id): RoomPath,
-    RequestId(request_id): RequestId,
-    Json(b): Json<MemberBody>,
-) -> Result<axum::Json<CommandResponse>, ApiError> {
-    let command = Command::LeaveRoom { user_id: b.user_id, reason: LeaveReason::User };
-    run(&state, room_id, b.command_id, request_id, command).await
+pub async fn leave(State(state): State<AppState>, request: RoomCommand<MemberBody>) -> CommandAnswer {
+    run(&state, request, |b| {
+        (b.command_id, Command::LeaveRoom { user_id: b.user_id, reason: LeaveReason::User })
+    })
+    .await
 }
 
 /// SendGift.
-pub async fn gift(
-    State(state): State<AppState>,
-    RoomPath(room_id): RoomPath,
-    RequestId(request_id): RequestId,
-    Json(b): Json<GiftBody>,
-) -> Result<axum::Json<CommandResponse>, ApiError> {
-    let command = Command::SendGift {
-        sender_id: b.sender_id,
-        receiver_id: b.receiver_id,
-        gift_id: b.gift_id,
-        count: b.count,
-        unit_value: b.unit_value,
-    };
-    run(&state, room_id, b.command_id, request_id, command).await
+pub async fn gift(State(state): State<AppState>, request: RoomCommand<GiftBody>) -> CommandAnswer {
+    run(&state, request, |b| {
+        let GiftBody { command_id, sender_id, receiver_id, gift_id, count, unit_value } = b;
+        (command_id, Command::SendGift { sender_id, receiver_id, gift_id, count, unit_value })
+    })
+    .await
 }
 
 /// CloseRoom.
-pub async fn close(
-    State(state): State<AppState>,
-    RoomPath(room_id): RoomPath,
-    RequestId(request_id): RequestId,
-    Json(b): Json<CloseBody>,
-) -> Result<axum::Json<CommandResponse>, ApiError> {
-    run(&state, room_id, b.command_id, request_id, Command::CloseRoom).await
+pub async fn close(State(state): State<AppState>, request: RoomCommand<CloseBody>) -> CommandAnswer {
+    run(&state, request, |b| (b.command_id, Command::CloseRoom)).await
 }
 
 /// Presence heartbeat: 204, memory only.
