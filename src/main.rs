@@ -120,20 +120,8 @@ async fn main() -> anyhow::Result<()> {
             tracing::warn!(database = %db.redacted_url(), "Migrations applied");
             Ok(())
         }
-        Cmd::Outbox(args) => {
-            let (repo, consumers) = open_for_tool(&cli.config).await?;
-            let result =
-                admin::run_outbox(repo.as_ref(), args, &consumers, &mut std::io::stdout().lock()).await;
-            repo.close().await;
-            result
-        }
-        Cmd::Consumers(args) => {
-            let (repo, consumers) = open_for_tool(&cli.config).await?;
-            let result =
-                admin::run_consumers(repo.as_ref(), args, &consumers, &mut std::io::stdout().lock()).await;
-            repo.close().await;
-            result
-        }
+        Cmd::Outbox(args) => run_tool(&cli.config, admin::Tool::Outbox(args)).await,
+        Cmd::Consumers(args) => run_tool(&cli.config, admin::Tool::Consumers(args)).await,
         Cmd::Serve => {
             let settings = config::load(&cli.config).map_err(invalid)?;
             telemetry::init_logging(&settings.log);
@@ -160,18 +148,24 @@ fn load_for_tool(path: &std::path::Path) -> anyhow::Result<Settings> {
     Ok(settings)
 }
 
-/// The service's database for an operator command, and the consumers its configuration
+/// Runs an operator command on the service's database, with the consumers its configuration
 /// enables (a purge keeps the rows they have not passed). Never migrates nor creates a
 /// database: the operator tool works on the service's.
-async fn open_for_tool(
-    path: &std::path::Path,
-) -> anyhow::Result<(store::SharedRepository, Vec<&'static str>)> {
+async fn run_tool(path: &std::path::Path, tool: admin::Tool) -> anyhow::Result<()> {
     let settings = load_for_tool(path)?;
     let db = &settings.database;
     let repo = store::connect_existing(db.url.expose(), 2)
         .await
         .with_context(|| format!("opening database {}", db.redacted_url()))?;
-    Ok((repo, settings.consumers.enabled_names()))
+    let consumers = settings.consumers.enabled_names();
+    let operator = admin::Operator {
+        repo: repo.as_ref(),
+        enabled_consumers: &consumers,
+        out: &mut std::io::stdout().lock(),
+    };
+    let result = admin::run(operator, tool).await;
+    repo.close().await;
+    result
 }
 
 /// The one publish stack, shared by the command path and the outbox worker.

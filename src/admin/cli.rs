@@ -9,8 +9,8 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::ops::{self, OpsError};
-use super::render;
-use crate::store::{OutboxQuery, OutboxStatus, Repository};
+use super::{Operator, render};
+use crate::store::{OutboxQuery, OutboxStatus};
 
 /// Largest page of `outbox list`.
 pub const MAX_LIST_LIMIT: u32 = 1000;
@@ -113,14 +113,10 @@ struct PurgeOutput {
     batches: u32,
 }
 
-/// Runs one outbox command against `repo`, writing its output to `out`. `purge-delivered` keeps
-/// the rows some of `consumers` (the enabled event consumers) has not passed yet.
-pub async fn run_outbox(
-    repo: &dyn Repository,
-    args: OutboxArgs,
-    consumers: &[&str],
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
+/// Runs one outbox command. `purge-delivered` keeps the rows some enabled event consumer has
+/// not passed yet.
+pub(super) async fn run(operator: Operator<'_>, args: OutboxArgs) -> anyhow::Result<()> {
+    let Operator { repo, enabled_consumers: consumers, out } = operator;
     let json = args.json;
     match args.command {
         OutboxCommand::Stats => {
@@ -193,45 +189,50 @@ pub(super) fn emit<T: Serialize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(args: &[&str]) -> Result<OutboxArgs, clap::Error> {
-        crate::admin::parse_args(args)
-    }
+    use crate::admin::ParseArgs;
 
     #[test]
     fn requeue_takes_ids_or_a_requeueable_status_but_not_both() {
-        let args = parse(&["requeue", "a", "b", "--json"]).expect("ids");
+        let args = OutboxArgs::parse_args(&["requeue", "a", "b", "--json"]).expect("ids");
         assert!(args.json);
         assert!(
             matches!(args.command, OutboxCommand::Requeue { ref event_ids, status: None } if event_ids.len() == 2)
         );
-        let args = parse(&["requeue", "--status", "failed"]).expect("status");
+        let args = OutboxArgs::parse_args(&["requeue", "--status", "failed"]).expect("status");
         assert!(matches!(args.command, OutboxCommand::Requeue { status: Some(RequeueStatus::Failed), .. }));
-        assert!(parse(&["requeue"]).is_err(), "nothing to requeue");
-        assert!(parse(&["requeue", "a", "--status", "failed"]).is_err(), "both");
-        assert!(parse(&["requeue", "--status", "delivered"]).is_err(), "delivered is never requeued");
-        assert!(parse(&["requeue", "--status", "delivering"]).is_err(), "delivering is never requeued");
+        assert!(OutboxArgs::parse_args(&["requeue"]).is_err(), "nothing to requeue");
+        assert!(OutboxArgs::parse_args(&["requeue", "a", "--status", "failed"]).is_err(), "both");
+        assert!(
+            OutboxArgs::parse_args(&["requeue", "--status", "delivered"]).is_err(),
+            "delivered is never requeued"
+        );
+        assert!(
+            OutboxArgs::parse_args(&["requeue", "--status", "delivering"]).is_err(),
+            "delivering is never requeued"
+        );
     }
 
     #[test]
     fn list_and_purge_validate_their_values() {
         let args =
-            parse(&["list", "--status", "retryable", "--limit", "5", "--after-id", "9"]).expect("list");
+            OutboxArgs::parse_args(&["list", "--status", "retryable", "--limit", "5", "--after-id", "9"])
+                .expect("list");
         assert!(matches!(
             args.command,
             OutboxCommand::List { status: Some(OutboxStatus::Retryable), limit: 5, after_id: 9 }
         ));
-        assert!(parse(&["list", "--status", "lost"]).is_err());
-        assert!(parse(&["list", "--limit", "0"]).is_err());
-        assert!(parse(&["list", "--limit", "1001"]).is_err());
-        assert!(parse(&["list", "--after-id", "-1"]).is_err());
-        let args = parse(&["purge-delivered", "--older-than", "7d", "--dry-run"]).expect("purge");
+        assert!(OutboxArgs::parse_args(&["list", "--status", "lost"]).is_err());
+        assert!(OutboxArgs::parse_args(&["list", "--limit", "0"]).is_err());
+        assert!(OutboxArgs::parse_args(&["list", "--limit", "1001"]).is_err());
+        assert!(OutboxArgs::parse_args(&["list", "--after-id", "-1"]).is_err());
+        let args =
+            OutboxArgs::parse_args(&["purge-delivered", "--older-than", "7d", "--dry-run"]).expect("purge");
         assert!(matches!(
             args.command,
             OutboxCommand::PurgeDelivered { older_than, dry_run: true } if older_than == Duration::from_secs(7 * 86400)
         ));
-        assert!(parse(&["purge-delivered", "--older-than", "0s"]).is_err());
-        assert!(parse(&["purge-delivered", "--older-than", "soon"]).is_err());
-        assert!(parse(&["purge-delivered"]).is_err(), "--older-than is required");
+        assert!(OutboxArgs::parse_args(&["purge-delivered", "--older-than", "0s"]).is_err());
+        assert!(OutboxArgs::parse_args(&["purge-delivered", "--older-than", "soon"]).is_err());
+        assert!(OutboxArgs::parse_args(&["purge-delivered"]).is_err(), "--older-than is required");
     }
 }

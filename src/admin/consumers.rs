@@ -3,14 +3,13 @@
 //! A reset or a retirement is audited (one line at `info` on the audit target) and frees the consumer's lease,
 //! so a running instance loses its fence at its next write and resumes from the new position.
 
-use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use serde::Serialize;
 
 use super::cli::emit;
-use super::render;
+use super::{Operator, render};
 use crate::consumer::ConsumerName;
 use crate::store::{ConsumerRepository, ResetTo};
 
@@ -99,14 +98,9 @@ fn parse_time(text: &str) -> Result<i64, String> {
     i64::try_from(since.as_millis()).map_err(|_| format!("{text:?} is too far away"))
 }
 
-/// Runs one consumers command against `repo`; `enabled` names the consumers this configuration
-/// enables.
-pub async fn run_consumers(
-    repo: &dyn ConsumerRepository,
-    args: ConsumersArgs,
-    enabled: &[&str],
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
+/// Runs one consumers command.
+pub(super) async fn run(operator: Operator<'_>, args: ConsumersArgs) -> anyhow::Result<()> {
+    let Operator { repo, enabled_consumers: enabled, out } = operator;
     match args.command {
         ConsumersCommand::List => {
             let list = list(repo, enabled).await?;
@@ -204,35 +198,43 @@ fn now_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parse(args: &[&str]) -> Result<ConsumersArgs, clap::Error> {
-        crate::admin::parse_args(args)
-    }
+    use crate::admin::ParseArgs;
 
     #[test]
     fn reset_takes_a_known_consumer_and_exactly_one_target() {
-        let args = parse(&["reset", "webhook", "--to", "42"]).expect("by id");
+        let args = ConsumersArgs::parse_args(&["reset", "webhook", "--to", "42"]).expect("by id");
         assert!(matches!(
             args.command,
             ConsumersCommand::Reset { name: ConsumerName::Webhook, to: Some(42), to_time: None }
         ));
         let args =
-            parse(&["reset", "audit", "--to-time", "2026-12-01T10:00:00Z", "--json"]).expect("by time");
+            ConsumersArgs::parse_args(&["reset", "audit", "--to-time", "2026-12-01T10:00:00Z", "--json"])
+                .expect("by time");
         assert!(args.json);
         assert!(matches!(
             args.command,
             ConsumersCommand::Reset { name: ConsumerName::Audit, to: None, to_time: Some(1_796_119_200_000) }
         ));
-        assert!(parse(&["reset", "im", "--to", "1"]).is_err(), "IM is not a consumer");
-        assert!(parse(&["reset", "webhook"]).is_err(), "no target");
-        assert!(parse(&["reset", "webhook", "--to", "1", "--to-time", "2026-12-01T10:00:00Z"]).is_err());
-        assert!(parse(&["reset", "webhook", "--to", "-1"]).is_err());
-        assert!(parse(&["reset", "webhook", "--to-time", "yesterday"]).is_err());
-        assert!(parse(&["list"]).is_ok());
+        assert!(ConsumersArgs::parse_args(&["reset", "im", "--to", "1"]).is_err(), "IM is not a consumer");
+        assert!(ConsumersArgs::parse_args(&["reset", "webhook"]).is_err(), "no target");
+        assert!(
+            ConsumersArgs::parse_args(&[
+                "reset",
+                "webhook",
+                "--to",
+                "1",
+                "--to-time",
+                "2026-12-01T10:00:00Z"
+            ])
+            .is_err()
+        );
+        assert!(ConsumersArgs::parse_args(&["reset", "webhook", "--to", "-1"]).is_err());
+        assert!(ConsumersArgs::parse_args(&["reset", "webhook", "--to-time", "yesterday"]).is_err());
+        assert!(ConsumersArgs::parse_args(&["list"]).is_ok());
         assert!(matches!(
-            parse(&["retire", "audit"]).expect("retire").command,
+            ConsumersArgs::parse_args(&["retire", "audit"]).expect("retire").command,
             ConsumersCommand::Retire { name: ConsumerName::Audit }
         ));
-        assert!(parse(&["retire"]).is_err());
+        assert!(ConsumersArgs::parse_args(&["retire"]).is_err());
     }
 }

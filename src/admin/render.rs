@@ -33,26 +33,19 @@ pub(super) fn stats(s: &OutboxStats) -> String {
 }
 
 pub(super) fn rows(rows: &[OutboxRow], next_after_id: Option<i64>) -> String {
-    if rows.is_empty() {
-        return "no rows\n".into();
-    }
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.id.to_string(),
-                clean(&r.event_id, 64),
-                clean(&r.status, 16),
-                r.retry_count.to_string(),
-                clean(&r.event_type, 32),
-                clean(&r.room_id, 64),
-                time(r.created_at_ms),
-                r.last_error.as_deref().map_or("-".into(), |e| clean(e, ERROR_CELL)),
-            ]
-        })
-        .collect();
-    let mut out =
-        table(&["ID", "EVENT_ID", "STATUS", "RETRIES", "TYPE", "ROOM", "CREATED", "LAST_ERROR"], &cells);
+    let header = ["ID", "EVENT_ID", "STATUS", "RETRIES", "TYPE", "ROOM", "CREATED", "LAST_ERROR"];
+    let mut out = listing(rows, "no rows", &header, |r| {
+        vec![
+            r.id.to_string(),
+            clean(&r.event_id, 64),
+            clean(&r.status, 16),
+            r.retry_count.to_string(),
+            clean(&r.event_type, 32),
+            clean(&r.room_id, 64),
+            time(r.created_at_ms),
+            r.last_error.as_deref().map_or("-".into(), |e| clean(e, ERROR_CELL)),
+        ]
+    });
     if let Some(next) = next_after_id {
         let _ = writeln!(out, "\nmore rows: --after-id {next}");
     }
@@ -113,27 +106,20 @@ pub(super) fn purge(dry_run: bool, older_than: Duration, report: PurgeReport) ->
     }
 }
 
-/// Left-aligned columns separated by two spaces.
 /// `consumers list`: one line per consumer, enabled ones without a row included.
 pub(super) fn consumers(list: &[super::consumers::ConsumerView]) -> String {
-    if list.is_empty() {
-        return "no consumers (none enabled, none ever ran)\n".into();
-    }
-    let cells: Vec<Vec<String>> = list
-        .iter()
-        .map(|c| {
-            vec![
-                c.name.clone(),
-                if c.enabled { "yes" } else { "no" }.into(),
-                c.position.to_string(),
-                c.lag_ms.map_or("-".to_owned(), format_age),
-                c.owner.as_deref().map_or("-".to_owned(), |o| clean(o, 40)),
-                c.updated_at_ms.map_or("-".to_owned(), time),
-                c.last_error.as_deref().map_or("-".to_owned(), |e| clean(e, ERROR_CELL)),
-            ]
-        })
-        .collect();
-    table(&["CONSUMER", "ENABLED", "POSITION", "LAG", "LEASE OWNER", "UPDATED", "LAST ERROR"], &cells)
+    let header = ["CONSUMER", "ENABLED", "POSITION", "LAG", "LEASE OWNER", "UPDATED", "LAST ERROR"];
+    listing(list, "no consumers (none enabled, none ever ran)", &header, |c| {
+        vec![
+            c.name.clone(),
+            if c.enabled { "yes" } else { "no" }.into(),
+            c.position.to_string(),
+            c.lag_ms.map_or("-".to_owned(), format_age),
+            c.owner.as_deref().map_or("-".to_owned(), |o| clean(o, 40)),
+            c.updated_at_ms.map_or("-".to_owned(), time),
+            c.last_error.as_deref().map_or("-".to_owned(), |e| clean(e, ERROR_CELL)),
+        ]
+    })
 }
 
 /// `consumers reset`.
@@ -146,6 +132,15 @@ pub(super) fn reset(name: &str, report: &crate::store::ResetReport) -> String {
     )
 }
 
+/// A [`table`] of `items`, one line each, or the line `empty` when there is none.
+fn listing<T>(items: &[T], empty: &str, header: &[&str], cells: impl Fn(&T) -> Vec<String>) -> String {
+    if items.is_empty() {
+        return format!("{empty}\n");
+    }
+    table(header, &items.iter().map(cells).collect::<Vec<_>>())
+}
+
+/// Left-aligned columns separated by two spaces.
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
