@@ -23,24 +23,16 @@ pub(crate) async fn debit(
     State(state): State<Arc<FakeWalletState>>,
     body: Result<Json<DebitRequest>, JsonRejection>,
 ) -> Response {
-    let fault = state.begin_call(Call::Debit);
-    let answer_after = match before_call(fault).await {
-        Ok(answer_after) => answer_after,
-        Err(refused) => return refused,
-    };
-    let request = match body.map_err(|r| r.body_text()).and_then(|Json(r)| checked_debit(r)) {
-        Ok(request) => request,
-        Err(reason) => return invalid(reason),
-    };
-    let answer = match state.debit(&request.idempotency_key, &request.user_id, request.amount) {
-        DebitOutcome::Debited(answer) => Json(answer).into_response(),
-        DebitOutcome::Insufficient => {
-            let body = ErrorAnswer::new(INSUFFICIENT_BALANCE, "the balance is below the amount");
-            (StatusCode::CONFLICT, Json(body)).into_response()
+    serve_call(&state, Call::Debit, body, checked_debit, |state, request| {
+        match state.debit(&request.idempotency_key, &request.user_id, request.amount) {
+            DebitOutcome::Debited(answer) => Json(answer).into_response(),
+            DebitOutcome::Insufficient => {
+                let body = ErrorAnswer::new(INSUFFICIENT_BALANCE, "the balance is below the amount");
+                (StatusCode::CONFLICT, Json(body)).into_response()
+            }
         }
-    };
-    after_call(answer_after).await;
-    answer
+    })
+    .await
 }
 
 /// `POST /v1/refunds`.
@@ -48,18 +40,34 @@ pub(crate) async fn refund(
     State(state): State<Arc<FakeWalletState>>,
     body: Result<Json<RefundRequest>, JsonRejection>,
 ) -> Response {
-    let fault = state.begin_call(Call::Refund);
-    let answer_after = match before_call(fault).await {
+    serve_call(&state, Call::Refund, body, checked_refund, |state, request| {
+        Json(RefundAnswer { refunded: state.refund(&request.idempotency_key) }).into_response()
+    })
+    .await
+}
+
+/// One call: its queued fault first (a 503 answers at once, a delay waits), then the request
+/// read strictly (400 `invalid_request`), then `answer`, held back by an accept-then-delay fault.
+async fn serve_call<R>(
+    state: &FakeWalletState,
+    call: Call,
+    body: Result<Json<R>, JsonRejection>,
+    checked: fn(R) -> Result<R, String>,
+    answer: impl FnOnce(&FakeWalletState, R) -> Response,
+) -> Response {
+    let answer_after = match before_call(state.begin_call(call)).await {
         Ok(answer_after) => answer_after,
         Err(refused) => return refused,
     };
-    let request = match body.map_err(|r| r.body_text()).and_then(|Json(r)| checked_refund(r)) {
+    let request = match body.map_err(|r| r.body_text()).and_then(|Json(r)| checked(r)) {
         Ok(request) => request,
         Err(reason) => return invalid(reason),
     };
-    let refunded = state.refund(&request.idempotency_key);
-    after_call(answer_after).await;
-    Json(RefundAnswer { refunded }).into_response()
+    let answer = answer(state, request);
+    if let Some(delay) = answer_after {
+        tokio::time::sleep(delay).await;
+    }
+    answer
 }
 
 /// Serves the part of `fault` that comes before the call: the 503 answer (`Err`), or the
@@ -76,12 +84,6 @@ async fn before_call(fault: Option<Fault>) -> Result<Option<Duration>, Response>
             Ok(None)
         }
         Some(Fault::AcceptThenDelay(delay)) => Ok(Some(delay)),
-    }
-}
-
-async fn after_call(answer_after: Option<Duration>) {
-    if let Some(delay) = answer_after {
-        tokio::time::sleep(delay).await;
     }
 }
 
