@@ -72,9 +72,7 @@ impl FromStr for EventType {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        EventType::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
+        super::by_name(&EventType::ALL, EventType::as_str, s)
             .ok_or_else(|| format!("unknown event type {s:?}"))
     }
 }

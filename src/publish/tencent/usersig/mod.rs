@@ -108,33 +108,21 @@ pub fn generate(
     });
     let json = doc.to_string();
     let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-    // Writing into a Vec cannot fail.
     let compressed = std::io::Write::write_all(&mut encoder, json.as_bytes())
         .and_then(|()| encoder.finish())
-        .unwrap_or_default();
+        .expect("compressing into a Vec cannot fail");
     escape(&STANDARD.encode(compressed))
 }
 
+/// Tencent's URL-safe base64: `+ / =` are written `* - _`.
+const ESCAPES: [(char, char); 3] = [('+', '*'), ('/', '-'), ('=', '_')];
+
 fn escape(b64: &str) -> String {
-    b64.chars()
-        .map(|c| match c {
-            '+' => '*',
-            '/' => '-',
-            '=' => '_',
-            other => other,
-        })
-        .collect()
+    b64.chars().map(|c| ESCAPES.iter().find(|(plain, _)| *plain == c).map_or(c, |&(_, e)| e)).collect()
 }
 
 fn unescape(sig: &str) -> String {
-    sig.chars()
-        .map(|c| match c {
-            '*' => '+',
-            '-' => '/',
-            '_' => '=',
-            other => other,
-        })
-        .collect()
+    sig.chars().map(|c| ESCAPES.iter().find(|(_, e)| *e == c).map_or(c, |&(plain, _)| plain)).collect()
 }
 
 /// Reads a field that official implementations write as a number (some older ones as a string).
