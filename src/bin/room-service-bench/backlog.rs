@@ -15,6 +15,14 @@ pub fn room(n: usize, rooms: usize) -> String {
     format!("b{}", n % rooms.max(1))
 }
 
+/// [`load`], timed on stderr under the benchmark's `tag`.
+pub async fn load_timed(pool: &MySqlPool, rows: usize, rooms: usize, tag: &str) -> anyhow::Result<()> {
+    let loading = std::time::Instant::now();
+    load(pool, rows, rooms).await?;
+    eprintln!("  {tag}: {rows} backlog rows loaded in {:.1}s", loading.elapsed().as_secs_f64());
+    Ok(())
+}
+
 /// Bulk-inserts `rows` claimable pending rows over `rooms` rooms; row `n` goes to
 /// [`room`]`(n, rooms)`, so every run of `rooms` consecutive ids touches each room once.
 pub async fn load(pool: &MySqlPool, rows: usize, rooms: usize) -> anyhow::Result<()> {

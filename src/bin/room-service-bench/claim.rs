@@ -41,8 +41,7 @@ struct Point {
 }
 
 async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
-    let repo = MySqlRepository::connect(&db.url(), 2).await?;
-    repo.migrate().await?;
+    let repo = db.repository(2).await?;
     let pool = repo.pool();
     // Claimable rows first, then one delivered seed row to double from.
     for n in 0..(2 * BATCH) {

@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use room_service::app;
-use room_service::store::{MySqlRepository, Repository};
+use room_service::store::Repository;
 
 use crate::Args;
 use crate::backlog;
@@ -36,8 +36,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
 /// Part 1: the webhook consumer's events/s vs the raw loop's, same database and receiver.
 async fn throughput(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let n = args.consumer_events;
-    let repo = MySqlRepository::connect(&db.url(), 4).await?;
-    repo.migrate().await?;
+    let repo = db.repository(4).await?;
     backlog::load(repo.pool(), n, args.rooms).await?;
     let receiver = Receiver::start().await?;
 
@@ -64,12 +63,10 @@ async fn throughput(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
 
     let rate = |d: Duration| n as f64 / d.as_secs_f64();
     let (svc_rate, raw_rate) = (rate(consumer), rate(raw));
-    Ok(vec![Line {
-        name: "B9 webhook events/s (consumer ÷ raw)".into(),
-        value: format!("{svc_rate:.0}/s"),
-        baseline: format!("{raw_rate:.0}/s raw ({n} events, batches of 100, sequential)"),
-        ratio: format!("{:.2}", svc_rate / raw_rate),
-        target: String::new(),
-        met: None,
-    }])
+    Ok(vec![Line::ratio(
+        "B9 webhook events/s (consumer ÷ raw)",
+        format!("{svc_rate:.0}/s"),
+        format!("{raw_rate:.0}/s raw ({n} events, batches of 100, sequential)"),
+        svc_rate / raw_rate,
+    )])
 }

@@ -59,14 +59,12 @@ pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let rate = |r: &Run| r.n as f64 / r.elapsed.as_secs_f64();
     let secs = |s: f64| format!("{s:.2} s");
     Ok(vec![
-        Line {
-            name: "B9 B1 commands/s (consumers on ÷ off)".into(),
-            value: format!("{:.0}/s", rate(&on)),
-            baseline: format!("{:.0}/s off ({} commands)", rate(&off), on.n),
-            ratio: format!("{:.2}", rate(&on) / rate(&off)),
-            target: String::new(),
-            met: None,
-        },
+        Line::ratio(
+            "B9 B1 commands/s (consumers on ÷ off)",
+            format!("{:.0}/s", rate(&on)),
+            format!("{:.0}/s off ({} commands)", rate(&off), on.n),
+            rate(&on) / rate(&off),
+        ),
         Line::info(
             "B9 max lag under B1 load: webhook / audit",
             format!("{} / {}", secs(lag.max_lag[0]), secs(lag.max_lag[1])),

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use room_service::outbox::OutboxWorker;
-use room_service::store::{MySqlRepository, Repository, SharedRepository};
+use room_service::store::{Repository, SharedRepository};
 use tokio_util::sync::CancellationToken;
 
 use crate::Args;
@@ -41,11 +41,8 @@ pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
 }
 
 async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
-    let repo = MySqlRepository::connect(&db.url(), 1).await?;
-    repo.migrate().await?;
-    let loading = Instant::now();
-    crate::backlog::load(repo.pool(), args.drain_rows, ROOMS).await?;
-    eprintln!("  b2: {} rows loaded in {:.1}s", args.drain_rows, loading.elapsed().as_secs_f64());
+    let repo = db.repository(1).await?;
+    crate::backlog::load_timed(repo.pool(), args.drain_rows, ROOMS, "b2").await?;
 
     let fake = FakeThread::start(support::tencent_fake_options(LATENCY)).await?;
     let im = fake.im();

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use room_service::app;
 use room_service::room::RoomService;
-use room_service::store::{MySqlRepository, Repository};
+use room_service::store::Repository;
 use serde_json::json;
 use sqlx::mysql::MySqlPool;
 
@@ -103,8 +103,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
 }
 
 async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
-    let repo = MySqlRepository::connect(&db.url(), 2).await?;
-    repo.migrate().await?;
+    let repo = db.repository(2).await?;
     let pool = repo.pool().clone();
     let filled = Instant::now();
     for &n in &args.hot_sizes {

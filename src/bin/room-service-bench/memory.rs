@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use room_service::app;
-use room_service::store::{MySqlRepository, Repository};
+use room_service::store::Repository;
 use serde_json::json;
 
 use crate::Args;
@@ -152,8 +152,7 @@ async fn build(args: &Args, db: &BenchDb) -> anyhow::Result<(u64, u64, f64)> {
 
 /// Fills the big room in SQL, starts the service, then loads the room through HTTP.
 async fn one_room(args: &Args, db: &BenchDb) -> anyhow::Result<(u64, u64, f64)> {
-    let repo = MySqlRepository::connect(&db.url(), 1).await?;
-    repo.migrate().await?;
+    let repo = db.repository(1).await?;
     fill::room(repo.pool(), BIG_ROOM, args.memory_members).await?;
     repo.close().await;
     let settings = support::settings(&db.url(), None, &[("outbox_worker.enabled", "false")])?;

@@ -23,6 +23,11 @@ impl Line {
         Self { name: name.into(), value, baseline, ratio, target: target.into(), met: Some(met) }
     }
 
+    /// A context figure compared with its baseline by `ratio` (no target).
+    pub fn ratio(name: &str, value: String, baseline: String, ratio: f64) -> Self {
+        Self { ratio: format!("{ratio:.2}"), ..Self::info(name, value, baseline) }
+    }
+
     /// A context figure (no target).
     pub fn info(name: &str, value: String, baseline: String) -> Self {
         Self { name: name.into(), value, baseline, ratio: String::new(), target: String::new(), met: None }

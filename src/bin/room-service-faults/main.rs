@@ -61,10 +61,8 @@ async fn run_rows(ctx: &Ctx<'_>, wanted: &[u8]) -> Vec<RowResult> {
         }
         eprintln!("row {id} ({what})...");
         let row_started = Instant::now();
-        let result = match run(ctx).await {
-            Ok(result) => result,
-            Err(error) => RowResult::error(id, what, &error, row_started.elapsed()),
-        };
+        let mut result = run(ctx).await.unwrap_or_else(|error| RowResult::error(id, what, &error));
+        result.elapsed = row_started.elapsed();
         eprintln!("row {id} done in {}", support::secs(row_started.elapsed()));
         results.push(result);
     }

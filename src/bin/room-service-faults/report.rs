@@ -29,7 +29,7 @@ pub struct RowResult {
     pub panics: usize,
     /// The largest resident memory of a service process seen during the row.
     pub rss_mb: f64,
-    /// Wall time of the row.
+    /// Wall time of the row (set by the runner).
     pub elapsed: Duration,
     /// Figures and observations printed under the table.
     pub notes: Vec<String>,
@@ -38,13 +38,17 @@ pub struct RowResult {
 }
 
 impl RowResult {
+    /// A row about to run `fault`, bounding its answers' latency and each event's sends to IM.
+    pub fn new(id: u8, fault: impl Into<String>, latency_bound: Duration, sends_bound: u32) -> Self {
+        Self { id, fault: fault.into(), latency_bound, sends_bound, ..Self::default() }
+    }
+
     /// A row that could not run: `error` is its only broken promise.
-    pub fn error(id: u8, fault: &str, error: &anyhow::Error, elapsed: Duration) -> Self {
+    pub fn error(id: u8, fault: &str, error: &anyhow::Error) -> Self {
         Self {
             id,
             fault: fault.into(),
             failures: vec![format!("the row could not run: {error:#}")],
-            elapsed,
             ..Self::default()
         }
     }
@@ -264,12 +268,10 @@ mod tests {
 
     #[test]
     fn the_table_has_a_line_per_row() {
-        let table = render(&[kept(), RowResult::error(4, "x", &anyhow::anyhow!("boom"), Duration::ZERO)]);
+        let table = render(&[kept(), RowResult::error(4, "x", &anyhow::anyhow!("boom"))]);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 4, "{table}");
         assert!(lines[2].contains("| kept") && lines[3].contains("**broken**"), "{table}");
-        assert!(
-            notes(&[RowResult::error(4, "x", &anyhow::anyhow!("boom"), Duration::ZERO)]).contains("boom")
-        );
+        assert!(notes(&[RowResult::error(4, "x", &anyhow::anyhow!("boom"))]).contains("boom"));
     }
 }

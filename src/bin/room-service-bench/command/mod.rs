@@ -20,7 +20,7 @@ use futures::future::join_all;
 use room_service::app;
 use room_service::domain::{Command, GiftId, UserId};
 use room_service::publish::Path as PublishPath;
-use room_service::store::{MySqlRepository, Repository};
+use room_service::store::Repository;
 use serde_json::json;
 use sqlx::mysql::MySqlPool;
 use sqlx::{Executor, MySql, QueryBuilder};
@@ -157,8 +157,7 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let plans: Vec<_> = (0..args.clients).map(|c| plan(args, c)).collect();
 
     // Raw baseline: the same pool settings as the service (READ COMMITTED sessions).
-    let repo = MySqlRepository::connect(&db.url(), POOL).await?;
-    repo.migrate().await?;
+    let repo = db.repository(POOL).await?;
     let raw_plans: Vec<(Vec<Tx>, Vec<Tx>)> = plans
         .iter()
         .enumerate()
@@ -240,14 +239,12 @@ async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
                 unlimited.im_events
             ),
         ),
-        Line {
-            name: "B1 default im_rate_limit: commands/s (÷ raw)".into(),
-            value: format!("{lim_rate:.0}/s"),
-            baseline: format!("{raw_rate:.0}/s raw; {svc_rate:.0}/s not binding"),
-            ratio: format!("{:.2}", lim_rate / raw_rate),
-            target: String::new(),
-            met: None,
-        },
+        Line::ratio(
+            "B1 default im_rate_limit: commands/s (÷ raw)",
+            format!("{lim_rate:.0}/s"),
+            format!("{raw_rate:.0}/s raw; {svc_rate:.0}/s not binding"),
+            lim_rate / raw_rate,
+        ),
         Line::info(
             "B1 default im_rate_limit: p50 / p99",
             format!("{} / {}", ms(lim.samples.pct(50.0)), ms(lim.samples.pct(99.0))),

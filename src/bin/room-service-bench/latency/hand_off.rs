@@ -5,8 +5,7 @@ use super::*;
 
 /// Part (b): sync publishes fail, the worker delivers; claimable → IM with no backlog.
 pub(super) async fn hand_off(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
-    let repo = MySqlRepository::connect(&db.url(), 2).await?;
-    repo.migrate().await?;
+    let repo = db.repository(2).await?;
     let pool = repo.pool().clone();
     // First claimable moment of each row: when the releasing UPDATE ran (its `updated_at_ms`;
     // it sets `lock_until_ms` to 0 so the row sorts first, which is not a time).

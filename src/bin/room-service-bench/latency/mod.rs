@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use room_service::app;
 use room_service::fake_im::FakeIm;
 use room_service::publish::Path as PublishPath;
-use room_service::store::{MySqlRepository, Repository};
+use room_service::store::Repository;
 use serde_json::json;
 use sqlx::mysql::MySqlPool;
 use sqlx::{Executor, Row};
@@ -182,11 +182,8 @@ impl Service {
 
 /// Part (a): live sync latency while the worker drains a backlog.
 async fn during_drain(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
-    let repo = MySqlRepository::connect(&db.url(), 2).await?;
-    repo.migrate().await?;
-    let loading = Instant::now();
-    crate::backlog::load(repo.pool(), args.backlog_rows, BACKLOG_ROOMS).await?;
-    eprintln!("  b4: {} backlog rows loaded in {:.1}s", args.backlog_rows, loading.elapsed().as_secs_f64());
+    let repo = db.repository(2).await?;
+    crate::backlog::load_timed(repo.pool(), args.backlog_rows, BACKLOG_ROOMS, "b4").await?;
     let pool = repo.pool().clone();
 
     let service = Service::start(args, db, None).await?;

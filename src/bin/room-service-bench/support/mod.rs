@@ -15,6 +15,7 @@ use room_service::app::im_stack;
 use room_service::config::{self, Settings};
 use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::publish::{BoxError, Message, Outcome, Path as PublishPath, Publisher};
+use room_service::store::MySqlRepository;
 use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::{AssertSqlSafe, Connection, Executor, Row};
 use tower::Service;
@@ -60,6 +61,13 @@ impl BenchDb {
         let result = measure(&db).await;
         db.drop_now().await;
         result
+    }
+
+    /// A repository over this database with `connections` connections, migrated.
+    pub async fn repository(&self, connections: u32) -> anyhow::Result<MySqlRepository> {
+        let repo = MySqlRepository::connect(&self.url(), connections).await?;
+        repo.migrate().await?;
+        Ok(repo)
     }
 
     /// `mysql://.../<name>`.

@@ -12,7 +12,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::load::Load;
+use crate::load::{Load, LoadReport};
+use crate::mariadb::MariaDb;
 use crate::report::RowResult;
 use crate::support::secs;
 
@@ -24,67 +25,62 @@ const ROW1_ANSWER_BOUND: Duration = Duration::from_secs(10);
 
 /// Row 1.
 pub async fn kill9(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
-    let started = Instant::now();
-    let mut row = RowResult {
-        id: 1,
-        fault: "MariaDB kill -9, restart after 5 s".into(),
-        latency_bound: ROW1_ANSWER_BOUND,
-        sends_bound: 2,
-        ..RowResult::default()
-    };
     let down = ctx.pick(Duration::from_secs(5), Duration::from_secs(1));
-    if ctx.smoke {
-        row.fault = format!("MariaDB kill -9, restart after {}", secs(down));
-    }
-    let mut rig = Rig::start(ctx, 1, &[("a", Vec::new())]).await?;
-    let load = Load::start(&ctx.plan("k", rig.targets()))?;
-    tokio::time::sleep(ctx.pick(Duration::from_secs(5), Duration::from_millis(1500))).await;
-    rig.db.kill9();
-    tokio::time::sleep(down).await;
-    let restart = rig.db.restart().await?;
-    let back = Instant::now();
-    tokio::time::sleep(ctx.pick(Duration::from_secs(10), Duration::from_secs(3))).await;
-    let report = load.finish(ctx.give_up_grace()).await;
-    row.recovery = report.first_ack_after(back).map(|t| t - back);
-    row.notes.push(format!(
-        "MariaDB took {} to accept connections again (crash recovery); no room-service restart",
-        secs(restart)
-    ));
-    still_running(&mut rig, &mut row);
-    rig.finish(&mut row, report).await?;
-    row.elapsed = started.elapsed();
-    Ok(row)
+    let row =
+        RowResult::new(1, format!("MariaDB kill -9, restart after {}", secs(down)), ROW1_ANSWER_BOUND, 2);
+    let outage = async |db: &mut MariaDb| {
+        db.kill9();
+        tokio::time::sleep(down).await;
+        db.restart().await
+    };
+    under_load(ctx, row, "k", outage, |restart, _, _| {
+        format!(
+            "MariaDB took {} to accept connections again (crash recovery); no room-service restart",
+            secs(restart)
+        )
+    })
+    .await
 }
 
 /// Row 2.
 pub async fn freeze(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
-    let started = Instant::now();
     let frozen = ctx.pick(Duration::from_secs(10), Duration::from_secs(2));
-    let mut row = RowResult {
-        id: 2,
-        fault: format!("MariaDB SIGSTOP for {}, SIGCONT", secs(frozen)),
-        latency_bound: ANSWER_BOUND,
-        sends_bound: 2,
-        ..RowResult::default()
+    let row = RowResult::new(2, format!("MariaDB SIGSTOP for {}, SIGCONT", secs(frozen)), ANSWER_BOUND, 2);
+    let outage = async |db: &mut MariaDb| {
+        db.freeze()?;
+        let stopped = Instant::now();
+        tokio::time::sleep(frozen).await;
+        db.thaw()?;
+        Ok(stopped)
     };
-    let mut rig = Rig::start(ctx, 2, &[("a", Vec::new())]).await?;
-    let load = Load::start(&ctx.plan("s", rig.targets()))?;
+    under_load(ctx, row, "s", outage, |stopped, report, back| {
+        let gap = report.longest_ack_gap(stopped, back + Duration::from_secs(1));
+        format!("no command acknowledged for {} around the freeze", secs(gap))
+    })
+    .await
+}
+
+/// Row `row` with one instance under load (client tag `tag`): after a few seconds `outage` runs
+/// on the database and returns once it is back, then the load runs on. Recovery counts from
+/// then; `note` words what `outage` measured, seeing the load's report and the time it was back.
+async fn under_load<T>(
+    ctx: &Ctx<'_>,
+    mut row: RowResult,
+    tag: &str,
+    outage: impl AsyncFnOnce(&mut MariaDb) -> anyhow::Result<T>,
+    note: impl FnOnce(T, &LoadReport, Instant) -> String,
+) -> anyhow::Result<RowResult> {
+    let mut rig = Rig::start(ctx, row.id, &[("a", Vec::new())]).await?;
+    let load = Load::start(&ctx.plan(tag, rig.targets()))?;
     tokio::time::sleep(ctx.pick(Duration::from_secs(5), Duration::from_millis(1500))).await;
-    rig.db.freeze()?;
-    let stopped = Instant::now();
-    tokio::time::sleep(frozen).await;
-    rig.db.thaw()?;
+    let measured = outage(&mut rig.db).await?;
     let back = Instant::now();
     tokio::time::sleep(ctx.pick(Duration::from_secs(10), Duration::from_secs(3))).await;
     let report = load.finish(ctx.give_up_grace()).await;
     row.recovery = report.first_ack_after(back).map(|t| t - back);
-    row.notes.push(format!(
-        "no command acknowledged for {} around the freeze",
-        secs(report.longest_ack_gap(stopped, back + Duration::from_secs(1)))
-    ));
+    row.notes.push(note(measured, &report, back));
     still_running(&mut rig, &mut row);
     rig.finish(&mut row, report).await?;
-    row.elapsed = started.elapsed();
     Ok(row)
 }
 

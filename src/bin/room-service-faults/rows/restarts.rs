@@ -17,15 +17,13 @@ use super::{ANSWER_BOUND, Ctx, Rig, TERM_BOUND};
 
 /// Row 7.
 pub async fn term_and_kill(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
-    let started = Instant::now();
     let cycles: u32 = ctx.pick(10, 2);
-    let mut row = RowResult {
-        id: 7,
-        fault: format!("SIGTERM ×{} and SIGKILL ×{}, a and b in turn", cycles.div_ceil(2), cycles / 2),
-        latency_bound: ANSWER_BOUND,
-        sends_bound: cycles + 1,
-        ..RowResult::default()
-    };
+    let mut row = RowResult::new(
+        7,
+        format!("SIGTERM ×{} and SIGKILL ×{}, a and b in turn", cycles.div_ceil(2), cycles / 2),
+        ANSWER_BOUND,
+        cycles + 1,
+    );
     let mut rig = Rig::start(ctx, 7, &[("a", Vec::new()), ("b", Vec::new())]).await?;
     let load = Load::start(&ctx.plan("r", rig.targets()))?;
     let first_signal = Instant::now() + ctx.pick(Duration::from_secs(3), Duration::from_millis(1500));
@@ -62,6 +60,5 @@ pub async fn term_and_kill(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
         secs(report.longest_ack_gap(first_signal, last_restart))
     ));
     rig.finish(&mut row, report).await?;
-    row.elapsed = started.elapsed();
     Ok(row)
 }
