@@ -7,9 +7,8 @@
 //! id IN (...)`. No transaction is ever held across an IM call.
 
 use std::str::FromStr;
-use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::{Connection, Executor, MySql};
 
 use super::admin::{PURGE_LOCK_PREFIX, PurgeLock};
@@ -20,9 +19,7 @@ impl SqlRepository<MySql> {
     /// Opens a pool of at most `max_connections`, every session at READ COMMITTED.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
         let options = MySqlConnectOptions::from_str(url)?;
-        let pool = MySqlPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(5))
+        let pool = Self::pool_options(max_connections)
             .after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").await?;

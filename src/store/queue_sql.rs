@@ -20,9 +20,10 @@ pub(super) fn mark_delivered<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<
     q
 }
 
-/// Appends the fence of every worker mark: the row is still claimed by this claim.
+/// Ends every worker mark: the change time, and the fence (the row is still claimed by this
+/// claim).
 fn push_fence<DB: Dialect>(q: &mut QueryBuilder<DB>, worker_id: &str, ids: &[i64]) {
-    q.push(" WHERE status = 'delivering' AND worker_id = ");
+    q.push(format!(", updated_at_ms = {} WHERE status = 'delivering' AND worker_id = ", DB::NOW_MS));
     DB::bind_str(q, worker_id);
     q.push(" AND id IN ");
     push_ids(q, ids);
@@ -33,9 +34,18 @@ pub(super) fn finish_delivered<DB: Dialect>(worker_id: &str, ids: &[i64]) -> Que
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(format!(
         "UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = NULL, \
-         delivered_at_ms = {now}, updated_at_ms = {now}"
+         delivered_at_ms = {now}"
     ));
     push_fence(&mut q, worker_id, ids);
+    q
+}
+
+/// The start of a failed attempt's mark: `status`, one more attempt, its `error`.
+fn failed_attempt<DB: Dialect>(status: &'static str, error: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!(
+        "UPDATE room_outbox SET status = '{status}', retry_count = retry_count + 1, last_error = "
+    ));
+    DB::bind_str(&mut q, error);
     q
 }
 
@@ -46,14 +56,9 @@ pub(super) fn finish_retryable<DB: Dialect>(
     retry_after: Duration,
     ids: &[i64],
 ) -> QueryBuilder<DB> {
-    let now = DB::NOW_MS;
-    let mut q = QueryBuilder::new(
-        "UPDATE room_outbox SET status = 'retryable', retry_count = retry_count + 1, last_error = ",
-    );
-    DB::bind_str(&mut q, error);
-    q.push(format!(", lock_until_ms = {now} + "));
+    let mut q = failed_attempt("retryable", error);
+    q.push(format!(", lock_until_ms = {} + ", DB::NOW_MS));
     DB::bind_i64(&mut q, millis(retry_after));
-    q.push(format!(", updated_at_ms = {now}"));
     push_fence(&mut q, worker_id, ids);
     q
 }
@@ -65,14 +70,9 @@ pub(super) fn finish_parked<DB: Dialect>(
     error: &str,
     ids: &[i64],
 ) -> QueryBuilder<DB> {
-    let now = DB::NOW_MS;
-    let mut q = QueryBuilder::new(
-        "UPDATE room_outbox SET status = 'failed', retry_count = retry_count + 1, lock_until_ms = NULL, last_error = ",
-    );
-    DB::bind_str(&mut q, error);
-    q.push(", park_reason = ");
+    let mut q = failed_attempt("failed", error);
+    q.push(", lock_until_ms = NULL, park_reason = ");
     DB::bind_str(&mut q, reason);
-    q.push(format!(", updated_at_ms = {now}"));
     push_fence(&mut q, worker_id, ids);
     q
 }
@@ -90,7 +90,6 @@ pub(super) fn finish_deferred<DB: Dialect>(
          lock_until_ms = {now} + "
     ));
     DB::bind_i64(&mut q, millis(after));
-    q.push(format!(", updated_at_ms = {now}"));
     push_fence(&mut q, worker_id, ids);
     q
 }

@@ -23,6 +23,14 @@ pub type MySqlRepository = SqlRepository<MySql>;
 pub type SqliteRepository = SqlRepository<Sqlite>;
 
 impl<DB: sqlx::Database> SqlRepository<DB> {
+    /// The pool settings of both backends: at most `max_connections`, and a command waits 5 s
+    /// at most for a connection (then answers 503) instead of hanging on a database gone away.
+    pub(super) fn pool_options(max_connections: u32) -> sqlx::pool::PoolOptions<DB> {
+        sqlx::pool::PoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(std::time::Duration::from_secs(5))
+    }
+
     /// The underlying pool (tests and benchmarks).
     pub fn pool(&self) -> &Pool<DB> {
         &self.pool

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::Sqlite;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
 use super::repository::SqlRepository;
 use super::types::StoreError;
@@ -43,12 +43,7 @@ impl SqlRepository<Sqlite> {
                 StoreError::Config(format!("database.url: cannot create directory {}: {e}", dir.display()))
             })?;
         }
-        let pool = SqlitePoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_with(options)
-            .await?;
-        Ok(Self { pool })
+        Ok(Self { pool: Self::pool_options(max_connections).connect_with(options).await? })
     }
 
     /// Runs `migrations/sqlite`.
