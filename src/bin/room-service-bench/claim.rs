@@ -25,11 +25,6 @@ const CLAIM_SELECT: &str = "SELECT id FROM room_outbox FORCE INDEX (idx_room_out
      CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AND status IN ('pending', 'retryable', 'delivering') \
      ORDER BY lock_until_ms, id LIMIT 100";
 
-/// Runs B3 and returns its lines.
-pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
-    BenchDb::scoped(&args.mysql_url, "b3", async |db| measure(args, db).await).await
-}
-
 /// One size's figures.
 struct Point {
     rows: u64,
@@ -40,7 +35,8 @@ struct Point {
     extra: String,
 }
 
-async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
+/// Runs B3 on the fresh database `db` and returns its lines.
+pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let repo = db.repository(2).await?;
     let pool = repo.pool();
     // Claimable rows first, then one delivered seed row to double from.

@@ -35,12 +35,8 @@ const LATENCY: Duration = Duration::from_millis(20);
 /// Rooms the backlog is spread over.
 const ROOMS: usize = 1000;
 
-/// Runs B2 and returns its lines.
-pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
-    BenchDb::scoped(&args.mysql_url, "b2", async |db| measure(args, db).await).await
-}
-
-async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
+/// Runs B2 on the fresh database `db` and returns its lines.
+pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let repo = db.repository(1).await?;
     crate::backlog::load_timed(repo.pool(), args.drain_rows, ROOMS, "b2").await?;
 

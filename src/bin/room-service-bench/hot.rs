@@ -97,12 +97,8 @@ struct Series {
     redo: f64,
 }
 
-/// Runs B7 (both parts) and returns its lines.
-pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
-    BenchDb::scoped(&args.mysql_url, "b7", async |db| measure(args, db).await).await
-}
-
-async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
+/// Runs B7 (both parts) on the fresh database `db` and returns its lines.
+pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let repo = db.repository(2).await?;
     let pool = repo.pool().clone();
     let filled = Instant::now();

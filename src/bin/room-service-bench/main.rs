@@ -40,6 +40,7 @@ use std::time::Instant;
 use clap::Parser;
 
 use report::Line;
+use support::BenchDb;
 
 /// Benchmarks of room-service against baselines measured in the same run.
 #[derive(Debug, Clone, Parser)]
@@ -191,14 +192,14 @@ async fn main() -> anyhow::Result<()> {
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
     let benches: [(&str, &str, Bench); 9] = [
-        ("b1", "command path", |a| Box::pin(command::run(a))),
-        ("b2", "worker drain", |a| Box::pin(drain::run(a))),
-        ("b3", "claim scaling", |a| Box::pin(claim::run(a))),
+        ("b1", "command path", |a| Box::pin(on_fresh_db(a, "b1", command::run))),
+        ("b2", "worker drain", |a| Box::pin(on_fresh_db(a, "b2", drain::run))),
+        ("b3", "claim scaling", |a| Box::pin(on_fresh_db(a, "b3", claim::run))),
         ("b4", "delivery latency", |a| Box::pin(latency::run(a))),
         ("b5", "stack overhead", |a| Box::pin(stack::run(a))),
         ("b6", "memory", |a| Box::pin(memory::run(a))),
-        ("b7", "hot rooms", |a| Box::pin(hot::run(a))),
-        ("b8", "many nodes", |a| Box::pin(many::run(a))),
+        ("b7", "hot rooms", |a| Box::pin(on_fresh_db(a, "b7", hot::run))),
+        ("b8", "many nodes", |a| Box::pin(on_fresh_db(a, "b8", many::run))),
         ("b9", "consumers", |a| Box::pin(consumers::run(a))),
     ];
     for (id, what, bench) in benches {
@@ -230,6 +231,15 @@ async fn main() -> anyhow::Result<()> {
         anyhow::bail!("a benchmark could not run");
     }
     Ok(())
+}
+
+/// Runs `bench` on a fresh database tagged `tag`, dropped afterwards whatever it answered.
+async fn on_fresh_db(
+    args: &Args,
+    tag: &str,
+    bench: impl AsyncFnOnce(&Args, &BenchDb) -> anyhow::Result<Vec<Line>>,
+) -> anyhow::Result<Vec<Line>> {
+    BenchDb::scoped(&args.mysql_url, tag, async |db| bench(args, db).await).await
 }
 
 /// Cores, MariaDB version and durability settings, for the record.

@@ -41,12 +41,8 @@ struct Load {
     marks: u64,
 }
 
-/// Runs B8 and returns its lines.
-pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
-    BenchDb::scoped(&args.mysql_url, "b8", async |db| measure(args, db).await).await
-}
-
-async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
+/// Runs B8 on the fresh database `db` and returns its lines.
+pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let plans: Vec<Plan> = (0..args.clients).map(|c| plan(args, c)).collect();
     let im = support::fake_im(Duration::ZERO).await?;
     let pool = POOL.to_string();

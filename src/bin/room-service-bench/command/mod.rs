@@ -148,12 +148,8 @@ pub(crate) async fn truncate(pool: &MySqlPool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs B1 and returns its lines.
-pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
-    BenchDb::scoped(&args.mysql_url, "b1", async |db| measure(args, db).await).await
-}
-
-async fn measure(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
+/// Runs B1 on the fresh database `db` and returns its lines.
+pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let plans: Vec<_> = (0..args.clients).map(|c| plan(args, c)).collect();
 
     // Raw baseline: the same pool settings as the service (READ COMMITTED sessions).
