@@ -157,6 +157,13 @@ mod tests {
             .collect()
     }
 
+    /// At position 4, with 5 and 6 missing below 7: the walk has marked the gap at `start`.
+    fn gap_below_7(start: Instant) -> HighWater {
+        let mut hw = HighWater::new(4, GRACE);
+        assert_eq!(hw.walk(&rows(&[7]), start), Walk { ready: 0, blocked: Some(0) });
+        hw
+    }
+
     #[test]
     fn contiguous_ids_are_all_ready() {
         let mut hw = HighWater::new(4, GRACE);
@@ -201,8 +208,7 @@ mod tests {
     #[test]
     fn a_gap_the_database_cannot_judge_is_passed_only_after_the_grace_window() {
         let start = Instant::now();
-        let mut hw = HighWater::new(4, GRACE);
-        hw.walk(&rows(&[7]), start);
+        let mut hw = gap_below_7(start);
         hw.mark_mut(0).expect("mark").unprovable = true;
         assert_eq!(hw.walk(&rows(&[7]), start + GRACE / 2), Walk { ready: 0, blocked: Some(0) });
         assert_eq!(hw.walk(&rows(&[7]), start + GRACE), Walk { ready: 1, blocked: None });
@@ -211,8 +217,7 @@ mod tests {
     #[test]
     fn a_gap_behind_a_writer_the_database_sees_open_waits_past_the_grace_window() {
         let start = Instant::now();
-        let mut hw = HighWater::new(4, GRACE);
-        hw.walk(&rows(&[7]), start);
+        let mut hw = gap_below_7(start);
         // Neither settled nor unprovable: the database answered "a writer is still open".
         assert_eq!(hw.walk(&rows(&[7]), start + GRACE * 10), Walk { ready: 0, blocked: Some(0) });
     }
@@ -220,8 +225,7 @@ mod tests {
     #[test]
     fn a_newer_gap_above_a_settled_one_waits_for_its_own_mark() {
         let start = Instant::now();
-        let mut hw = HighWater::new(4, GRACE);
-        hw.walk(&rows(&[7]), start);
+        let mut hw = gap_below_7(start);
         hw.mark_mut(0).expect("mark").settled = true;
         // 6 stays missing (settled); 8 and 9 go missing after the proof, revealed by 10.
         let walk = hw.walk(&rows(&[7, 10]), start);

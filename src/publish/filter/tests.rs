@@ -9,10 +9,15 @@ use crate::domain::EventType;
 use crate::publish::Path;
 use crate::publish::test_support::message;
 
+/// The IM stack's filter over a mock inner service, and the mock's handle.
+fn im_filter() -> (EventFilter<mock::Mock<Message, Outcome>>, mock::Handle<Message, Outcome>) {
+    let (svc, handle) = mock::pair::<Message, Outcome>();
+    (EventFilterLayer::skip(EventType::im_skipped()).layer(svc), handle)
+}
+
 #[tokio::test]
 async fn skipped_types_are_answered_without_reaching_the_inner_service() {
-    let (svc, mut handle) = mock::pair::<Message, Outcome>();
-    let svc = EventFilterLayer::skip(EventType::im_skipped()).layer(svc);
+    let (svc, mut handle) = im_filter();
 
     for event_type in EventType::im_skipped() {
         // Answered on the first poll: a forwarded message would wait for the handle.
@@ -26,8 +31,7 @@ async fn skipped_types_are_answered_without_reaching_the_inner_service() {
 
 #[tokio::test]
 async fn other_types_are_forwarded_unchanged() {
-    let (svc, mut handle) = mock::pair::<Message, Outcome>();
-    let svc = EventFilterLayer::skip(EventType::im_skipped()).layer(svc);
+    let (svc, mut handle) = im_filter();
 
     let call = tokio::spawn(svc.oneshot(message("RoomUserJoined", Path::Worker)));
     let (request, respond) = handle.next_request().await.expect("forwarded");
@@ -41,8 +45,7 @@ async fn other_types_are_forwarded_unchanged() {
 
 #[tokio::test]
 async fn inner_errors_pass_through() {
-    let (svc, mut handle) = mock::pair::<Message, Outcome>();
-    let svc = EventFilterLayer::skip(EventType::im_skipped()).layer(svc);
+    let (svc, mut handle) = im_filter();
 
     let call = tokio::spawn(svc.oneshot(message("RoomGiftSent", Path::Sync)));
     let (_, respond) = handle.next_request().await.expect("forwarded");

@@ -62,6 +62,30 @@ impl Drop for PrivateRedis {
     }
 }
 
+/// Runs `per_node` copies of `task` on each of `nodes` at once (given the node's index) and
+/// answers what they returned.
+async fn on_every_node<T, F>(
+    nodes: &[Arc<SharedLimiter>],
+    per_node: usize,
+    task: impl Fn(usize, Arc<SharedLimiter>) -> F,
+) -> Vec<T>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let mut tasks = Vec::new();
+    for (n, node) in nodes.iter().enumerate() {
+        for _ in 0..per_node {
+            tasks.push(tokio::spawn(task(n, Arc::clone(node))));
+        }
+    }
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.expect("the task ran to its end"));
+    }
+    answers
+}
+
 /// The most grants certainly inside one second of Redis' clock: a grant happened between its
 /// request's send and its answer, so grants `i..=j` (by send time) certainly lie within one
 /// second when `answered_j - sent_i < 1 s`. A lower bound of the true count, so a count above
@@ -94,28 +118,24 @@ async fn three_nodes_asking_one_key_never_get_more_than_the_limit_in_any_second(
     let nodes: Vec<_> = (0..3).map(|_| node(&url, &key, LIMIT, 3)).collect();
     let grants = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for node in &nodes {
-        for _ in 0..3 {
-            let (node, grants) = (Arc::clone(node), Arc::clone(&grants));
-            tasks.push(tokio::spawn(async move {
-                let mut asked = 0_u32;
-                while started.elapsed() < RUN {
-                    let sent = Instant::now();
-                    asked += 1;
-                    if Arc::clone(&node).check().await {
-                        grants.lock().unwrap().push((sent, Instant::now()));
-                    }
-                    tokio::time::sleep(Duration::from_millis(2)).await;
+    let asked: u32 = on_every_node(&nodes, 3, |_, node| {
+        let grants = Arc::clone(&grants);
+        async move {
+            let mut asked = 0_u32;
+            while started.elapsed() < RUN {
+                let sent = Instant::now();
+                asked += 1;
+                if Arc::clone(&node).check().await {
+                    grants.lock().unwrap().push((sent, Instant::now()));
                 }
-                asked
-            }));
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            asked
         }
-    }
-    let mut asked = 0;
-    for task in tasks {
-        asked += task.await.unwrap();
-    }
+    })
+    .await
+    .into_iter()
+    .sum();
     let elapsed = started.elapsed().as_secs_f64();
     let mut grants = grants.lock().unwrap().clone();
     let most = most_in_one_second(&mut grants);
@@ -139,21 +159,16 @@ async fn three_nodes_waiting_on_one_key_share_the_limit() {
     let nodes: Vec<_> = (0..3).map(|_| node(&url, &key, LIMIT, 3)).collect();
     let granted = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for (n, node) in nodes.iter().enumerate() {
-        for _ in 0..4 {
-            let (node, granted) = (Arc::clone(node), Arc::clone(&granted));
-            tasks.push(tokio::spawn(async move {
-                while started.elapsed() < RUN {
-                    node.until_ready().await;
-                    granted.lock().unwrap().push((n, Instant::now()));
-                }
-            }));
+    on_every_node(&nodes, 4, |n, node| {
+        let granted = Arc::clone(&granted);
+        async move {
+            while started.elapsed() < RUN {
+                node.until_ready().await;
+                granted.lock().unwrap().push((n, Instant::now()));
+            }
         }
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
+    })
+    .await;
     let elapsed = started.elapsed().as_secs_f64();
     let granted = granted.lock().unwrap().clone();
     let mut times: Vec<Instant> = granted.iter().map(|(_, t)| *t).collect();
