@@ -26,13 +26,18 @@ fn ids(command: usize, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("ev-{command}-{i}")).collect()
 }
 
+/// Submits the events of each of `commands`, `events_each` per command.
+fn submit_commands(marker: &DeliveryMarker, commands: impl IntoIterator<Item = usize>, events_each: usize) {
+    for command in commands {
+        marker.submit(ids(command, events_each));
+    }
+}
+
 #[tokio::test]
 async fn concurrent_submits_are_coalesced_into_fewer_statements() {
     let (flush, batches) = recorder(Duration::from_millis(20), false);
     let marker = DeliveryMarker::spawn_with(flush);
-    for command in 0..50 {
-        marker.submit(ids(command, 2));
-    }
+    submit_commands(&marker, 0..50, 2);
     marker.flush().await;
     let batches = batches.lock().unwrap().clone();
     let written: usize = batches.iter().map(Vec::len).sum();
@@ -48,9 +53,7 @@ async fn ids_submitted_while_a_flush_runs_go_out_together_in_the_next() {
     let marker = DeliveryMarker::spawn_with(flush);
     marker.submit(ids(0, 1));
     tokio::time::sleep(Duration::from_millis(10)).await; // the first flush is now running
-    for command in 1..=10 {
-        marker.submit(ids(command, 1));
-    }
+    submit_commands(&marker, 1..=10, 1);
     marker.flush().await;
     let sizes: Vec<usize> = batches.lock().unwrap().iter().map(Vec::len).collect();
     assert_eq!(sizes, [1, 10]);
@@ -60,9 +63,7 @@ async fn ids_submitted_while_a_flush_runs_go_out_together_in_the_next() {
 async fn a_batch_never_exceeds_the_maximum() {
     let (flush, batches) = recorder(Duration::from_millis(5), false);
     let marker = DeliveryMarker::spawn_with(flush);
-    for command in 0..(MAX_BATCH * 3 / 2) {
-        marker.submit(ids(command, 1));
-    }
+    submit_commands(&marker, 0..(MAX_BATCH * 3 / 2), 1);
     marker.flush().await;
     let sizes: Vec<usize> = batches.lock().unwrap().iter().map(Vec::len).collect();
     assert!(sizes.iter().all(|&n| n <= MAX_BATCH), "{sizes:?}");
@@ -86,9 +87,7 @@ async fn a_failed_flush_is_counted_and_the_marker_goes_on() {
 async fn shutdown_flushes_what_is_queued_and_later_submits_are_dropped() {
     let (flush, batches) = recorder(Duration::from_millis(10), false);
     let marker = DeliveryMarker::spawn_with(flush);
-    for command in 0..5 {
-        marker.submit(ids(command, 1));
-    }
+    submit_commands(&marker, 0..5, 1);
     marker.shutdown().await;
     assert_eq!(batches.lock().unwrap().iter().map(Vec::len).sum::<usize>(), 5);
     marker.submit(ids(9, 2));

@@ -37,6 +37,17 @@ fn ok(_: &str) -> Result<Outcome, BoxError> {
     Ok(Outcome::Delivered)
 }
 
+/// Sends `n` messages of `group` on `path` one after the other through `svc`; each must be
+/// delivered.
+async fn deliver_each<S>(svc: &S, group: &str, path: Path, n: usize)
+where
+    S: tower::Service<Message, Response = Outcome, Error = BoxError> + Clone,
+{
+    for _ in 0..n {
+        assert_eq!(svc.clone().oneshot(msg(group, path)).await.unwrap(), Outcome::Delivered);
+    }
+}
+
 fn msg(group: &str, path: Path) -> Message {
     let mut m = message_for("RoomUserJoined", path);
     m.group = group.to_owned();
@@ -71,9 +82,7 @@ async fn the_sync_path_never_waits_without_a_permit_it_is_throttled() {
     let calls = Arc::new(Mutex::new(Vec::new()));
     // 14 per second per group: a burst of 2.
     let svc = RateLimitLayer::new(options(1000, 14)).layer(recording(calls.clone(), ok));
-    for _ in 0..2 {
-        assert_eq!(svc.clone().oneshot(msg("r1", Path::Sync)).await.unwrap(), Outcome::Delivered);
-    }
+    deliver_each(&svc, "r1", Path::Sync, 2).await;
     let error = svc.clone().oneshot(msg("r1", Path::Sync)).await.expect_err("no permit left");
     assert_eq!(classify(error.as_ref()), ErrorClass::Throttled);
     // Another group has its own permits.
@@ -85,9 +94,7 @@ async fn the_sync_path_never_waits_without_a_permit_it_is_throttled() {
 async fn the_worker_waits_for_permits_and_keeps_every_window_within_the_group_limit() {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let svc = RateLimitLayer::new(options(1000, 4)).layer(recording(calls.clone(), ok));
-    for _ in 0..10 {
-        assert_eq!(svc.clone().oneshot(msg("r1", Path::Worker)).await.unwrap(), Outcome::Delivered);
-    }
+    deliver_each(&svc, "r1", Path::Worker, 10).await;
     let at: Vec<Instant> = calls.lock().unwrap().iter().map(|(_, t)| *t).collect();
     assert_eq!(at.len(), 10, "every message went through");
     for (i, start) in at.iter().enumerate() {
