@@ -1,6 +1,6 @@
 //! Control endpoints of the fake, for tests and demos driving it over HTTP:
-//! `GET /fake/messages?group=`, `POST /fake/faults`, `POST /fake/latency`, `POST /fake/reset`,
-//! `GET /fake/stats`.
+//! `GET /fake/messages?group=`, `POST /fake/faults`, `POST /fake/latency` (`POST /fake/reset`
+//! and `GET /fake/stats` are every fake's, see [`FakeApp::router`](super::FakeApp::router)).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::fault::FaultSpec;
-use super::state::{FakeState, FakeStats, RecordedMessage};
+use super::state::{FakeState, RecordedMessage};
 
 /// Query of `GET /fake/messages`.
 #[derive(Debug, Deserialize)]
@@ -55,13 +55,3 @@ pub(crate) async fn latency(
     StatusCode::NO_CONTENT
 }
 
-/// Forgets messages, dedup, limits, faults and counters.
-pub(crate) async fn reset(State(state): State<Arc<FakeState>>) -> StatusCode {
-    state.clear();
-    StatusCode::NO_CONTENT
-}
-
-/// Counters.
-pub(crate) async fn stats(State(state): State<Arc<FakeState>>) -> Json<FakeStats> {
-    Json(state.stats())
-}

@@ -77,8 +77,6 @@ fn app(state: Arc<FakeState>) -> Router {
         .route("/fake/messages", get(control::messages))
         .route("/fake/faults", post(control::faults))
         .route("/fake/latency", post(control::latency))
-        .route("/fake/reset", post(control::reset))
-        .route("/fake/stats", get(control::stats))
         .with_state(state)
 }
 
@@ -101,6 +99,7 @@ pub fn busiest_window(times: &[tokio::time::Instant], width: Duration) -> usize 
 pub type FakeIm = Fake<FakeState>;
 
 impl FakeApp for FakeState {
+    type Stats = FakeStats;
     type Options = FakeImOptions;
     const NAME: &'static str = "fake IM";
 
@@ -110,6 +109,14 @@ impl FakeApp for FakeState {
 
     fn app(state: Arc<Self>) -> Router {
         app(state)
+    }
+
+    fn stats(&self) -> FakeStats {
+        FakeState::stats(self)
+    }
+
+    fn clear(&self) {
+        FakeState::clear(self)
     }
 }
 

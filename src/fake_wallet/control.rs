@@ -1,6 +1,7 @@
 //! Control endpoints of the fake wallet, for tests and demos driving it over HTTP:
 //! `GET /fake/balances`, `PUT /fake/balances/{user_id}`, `GET /fake/debits`,
-//! `POST /fake/faults`, `POST /fake/reset`, `GET /fake/stats`.
+//! `POST /fake/faults` (`POST /fake/reset` and `GET /fake/stats` are every fake's, see
+//! [`FakeApp::router`](crate::fake_im::FakeApp::router)).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::api::invalid;
 use super::fault::FaultSpec;
-use super::state::{FakeWalletState, FakeWalletStats, RecordedDebit};
+use super::state::{FakeWalletState, RecordedDebit};
 
 /// Body of `PUT /fake/balances/{user_id}`, and one user's balance as answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,13 +68,3 @@ pub(crate) async fn faults(
     }
 }
 
-/// Forgets balances, debits, faults and counters.
-pub(crate) async fn reset(State(state): State<Arc<FakeWalletState>>) -> StatusCode {
-    state.clear();
-    StatusCode::NO_CONTENT
-}
-
-/// Counters.
-pub(crate) async fn stats(State(state): State<Arc<FakeWalletState>>) -> Json<FakeWalletStats> {
-    Json(state.stats())
-}

@@ -40,8 +40,6 @@ fn app(state: Arc<FakeWalletState>) -> Router {
         .route("/fake/balances/{user_id}", put(control::set_balance))
         .route("/fake/debits", get(control::debits))
         .route("/fake/faults", post(control::faults))
-        .route("/fake/reset", post(control::reset))
-        .route("/fake/stats", get(control::stats))
         .with_state(state)
 }
 
@@ -51,6 +49,7 @@ fn app(state: Arc<FakeWalletState>) -> Router {
 pub type FakeWallet = Fake<FakeWalletState>;
 
 impl FakeApp for FakeWalletState {
+    type Stats = FakeWalletStats;
     type Options = FakeWalletOptions;
     const NAME: &'static str = "fake wallet";
 
@@ -60,6 +59,14 @@ impl FakeApp for FakeWalletState {
 
     fn app(state: Arc<Self>) -> Router {
         app(state)
+    }
+
+    fn stats(&self) -> FakeWalletStats {
+        FakeWalletState::stats(self)
+    }
+
+    fn clear(&self) {
+        FakeWalletState::clear(self)
     }
 }
 

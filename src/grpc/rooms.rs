@@ -17,6 +17,9 @@ use crate::http::forward::Forwarder;
 use crate::http::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
 use crate::room::{CommandResponse, Delivery, EventReceipt, Transport};
 
+/// What an RPC answers.
+type Rpc<T> = Result<Response<T>, Status>;
+
 /// The room service over gRPC.
 #[derive(Clone)]
 pub struct GrpcRooms {
@@ -30,11 +33,7 @@ impl GrpcRooms {
     }
 
     /// Runs the command `parse` reads from `request`, here or on the room's owner.
-    async fn command<M>(
-        &self,
-        request: Request<M>,
-        parse: fn(M) -> Parsed,
-    ) -> Result<Response<pb::CommandOutcome>, Status> {
+    async fn command<M>(&self, request: Request<M>, parse: fn(M) -> Parsed) -> Rpc<pb::CommandOutcome> {
         let request_id = request_id(&request);
         let (room_id, command_id, command) = parse(request.into_inner())?;
         if let Some(forwarder) = self.elsewhere(&room_id) {
@@ -114,45 +113,27 @@ fn user_id(field: &str, value: String) -> Result<UserId, Status> {
 
 #[tonic::async_trait]
 impl pb::room_service_server::RoomService for GrpcRooms {
-    async fn create_room(
-        &self,
-        request: Request<pb::CreateRoomRequest>,
-    ) -> Result<Response<pb::CommandOutcome>, Status> {
+    async fn create_room(&self, request: Request<pb::CreateRoomRequest>) -> Rpc<pb::CommandOutcome> {
         self.command(request, create).await
     }
 
-    async fn join_room(
-        &self,
-        request: Request<pb::MemberRequest>,
-    ) -> Result<Response<pb::CommandOutcome>, Status> {
+    async fn join_room(&self, request: Request<pb::MemberRequest>) -> Rpc<pb::CommandOutcome> {
         self.command(request, join).await
     }
 
-    async fn leave_room(
-        &self,
-        request: Request<pb::MemberRequest>,
-    ) -> Result<Response<pb::CommandOutcome>, Status> {
+    async fn leave_room(&self, request: Request<pb::MemberRequest>) -> Rpc<pb::CommandOutcome> {
         self.command(request, leave).await
     }
 
-    async fn send_gift(
-        &self,
-        request: Request<pb::SendGiftRequest>,
-    ) -> Result<Response<pb::CommandOutcome>, Status> {
+    async fn send_gift(&self, request: Request<pb::SendGiftRequest>) -> Rpc<pb::CommandOutcome> {
         self.command(request, gift).await
     }
 
-    async fn close_room(
-        &self,
-        request: Request<pb::CloseRoomRequest>,
-    ) -> Result<Response<pb::CommandOutcome>, Status> {
+    async fn close_room(&self, request: Request<pb::CloseRoomRequest>) -> Rpc<pb::CommandOutcome> {
         self.command(request, close).await
     }
 
-    async fn heartbeat(
-        &self,
-        request: Request<pb::HeartbeatRequest>,
-    ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+    async fn heartbeat(&self, request: Request<pb::HeartbeatRequest>) -> Rpc<pb::HeartbeatResponse> {
         let id = request_id(&request);
         let m = request.into_inner();
         let (room, user) = (room_id(m.room_id)?, user_id("user_id", m.user_id)?);
@@ -164,7 +145,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         Ok(Response::new(pb::HeartbeatResponse {}))
     }
 
-    async fn get_room(&self, request: Request<pb::GetRoomRequest>) -> Result<Response<pb::Room>, Status> {
+    async fn get_room(&self, request: Request<pb::GetRoomRequest>) -> Rpc<pb::Room> {
         let id = request_id(&request);
         let room = room_id(request.into_inner().room_id)?;
         let snapshot = match self.elsewhere(&room) {
@@ -174,10 +155,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         Ok(Response::new(room_message(snapshot)))
     }
 
-    async fn list_members(
-        &self,
-        request: Request<pb::ListMembersRequest>,
-    ) -> Result<Response<pb::ListMembersResponse>, Status> {
+    async fn list_members(&self, request: Request<pb::ListMembersRequest>) -> Rpc<pb::ListMembersResponse> {
         let id = request_id(&request);
         let m = request.into_inner();
         let room = room_id(m.room_id)?;

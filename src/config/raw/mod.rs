@@ -79,8 +79,8 @@ pub(crate) fn default_keys() -> Vec<(String, serde_json::Value)> {
         ("consumers.webhook.secret", &defaults.consumers.webhook.secret),
     ];
     let mut keys = Vec::new();
-    // Serializing plain structs of strings and numbers cannot fail.
-    walk("", serde_json::to_value(&defaults).unwrap_or_default(), &mut keys);
+    let tree = serde_json::to_value(&defaults).expect("plain structs of strings and numbers serialize");
+    walk("", tree, &mut keys);
     for (key, value) in &mut keys {
         if let Some((_, secret)) = secrets.iter().find(|(name, _)| name == key) {
             *value = secret.expose().into();
