@@ -1,6 +1,6 @@
 //! Control endpoints of the fake, for tests and demos driving it over HTTP:
 //! `GET /fake/messages?group=`, `POST /fake/faults`, `POST /fake/latency` (`POST /fake/reset`
-//! and `GET /fake/stats` are every fake's, see [`FakeApp::router`](super::FakeApp::router)).
+//! and `GET /fake/stats` are every fake's, see [`controls`](super::server::controls)).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,4 +54,3 @@ pub(crate) async fn latency(
     state.set_latency(Duration::from_millis(body.ms));
     StatusCode::NO_CONTENT
 }
-

@@ -21,6 +21,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use fault::{Fault, FaultKind, FaultSpec};
+use server::controls;
 pub use server::{Fake, FakeApp};
 pub use state::{EventSends, FakeState, FakeStats, RecordedMessage};
 
@@ -77,7 +78,8 @@ fn app(state: Arc<FakeState>) -> Router {
         .route("/fake/messages", get(control::messages))
         .route("/fake/faults", post(control::faults))
         .route("/fake/latency", post(control::latency))
-        .with_state(state)
+        .with_state(Arc::clone(&state))
+        .merge(controls(state, FakeState::clear, FakeState::stats))
 }
 
 /// The most of `times` (oldest first, as [`FakeState::call_times`] answers) within any window
@@ -99,7 +101,6 @@ pub fn busiest_window(times: &[tokio::time::Instant], width: Duration) -> usize 
 pub type FakeIm = Fake<FakeState>;
 
 impl FakeApp for FakeState {
-    type Stats = FakeStats;
     type Options = FakeImOptions;
     const NAME: &'static str = "fake IM";
 
@@ -109,14 +110,6 @@ impl FakeApp for FakeState {
 
     fn app(state: Arc<Self>) -> Router {
         app(state)
-    }
-
-    fn stats(&self) -> FakeStats {
-        FakeState::stats(self)
-    }
-
-    fn clear(&self) {
-        FakeState::clear(self)
     }
 }
 

@@ -16,6 +16,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
+use serde::Serialize;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -123,35 +124,25 @@ pub trait FakeApp: Sized + Send + Sync + 'static {
     type Options;
     /// The fake's name, in the panic of a [`Fake::start`] that cannot bind.
     const NAME: &'static str;
-    /// Its counters, as `GET /fake/stats` answers them.
-    type Stats: serde::Serialize;
     /// A fresh state.
     fn new(options: Self::Options) -> Self;
-    /// The fake's own routes over `state`: its API and the controls only it has.
+    /// The routes over `state` (with [`controls`] among them).
     fn app(state: Arc<Self>) -> Router;
-    /// The counters now.
-    fn stats(&self) -> Self::Stats;
-    /// Forgets everything recorded, every queued fault and every counter.
-    fn clear(&self);
-
-    /// Every route of the fake: [`FakeApp::app`] and the controls every fake has,
-    /// `POST /fake/reset` ([`FakeApp::clear`], 204) and `GET /fake/stats`.
-    fn router(state: Arc<Self>) -> Router {
-        let controls = Router::new()
-            .route("/fake/reset", post(reset::<Self>))
-            .route("/fake/stats", get(stats::<Self>))
-            .with_state(Arc::clone(&state));
-        Self::app(state).merge(controls)
-    }
 }
 
-async fn reset<S: FakeApp>(State(state): State<Arc<S>>) -> StatusCode {
-    state.clear();
-    StatusCode::NO_CONTENT
-}
-
-async fn stats<S: FakeApp>(State(state): State<Arc<S>>) -> Json<S::Stats> {
-    Json(state.stats())
+/// The controls every fake has over its `state`: `POST /fake/reset` (`clear`: forget what it
+/// recorded, its faults and counters; 204) and `GET /fake/stats` (`stats`: its counters).
+pub fn controls<S, T>(state: Arc<S>, clear: fn(&S), stats: fn(&S) -> T) -> Router
+where
+    S: Send + Sync + 'static,
+    T: Serialize + 'static,
+{
+    let reset = async move |State(state): State<Arc<S>>| {
+        clear(&state);
+        StatusCode::NO_CONTENT
+    };
+    let stats = async move |State(state): State<Arc<S>>| Json(stats(&state));
+    Router::new().route("/fake/reset", post(reset)).route("/fake/stats", get(stats)).with_state(state)
 }
 
 /// A fake running in the background on `127.0.0.1`, for tests ([`super::FakeIm`],
@@ -181,7 +172,7 @@ impl<S: FakeApp> Fake<S> {
     /// Like [`Fake::start`], returning the bind error.
     pub async fn try_start(options: S::Options) -> io::Result<Self> {
         let state = Arc::new(S::new(options));
-        let server = Background::start(S::router(state.clone())).await?;
+        let server = Background::start(S::app(state.clone())).await?;
         Ok(Self { state, server })
     }
 }
@@ -217,5 +208,5 @@ pub async fn serve<S: FakeApp>(
     options: S::Options,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    run(listener, S::router(Arc::new(S::new(options))), shutdown).await
+    run(listener, S::app(Arc::new(S::new(options))), shutdown).await
 }

@@ -1,7 +1,7 @@
 //! Control endpoints of the fake wallet, for tests and demos driving it over HTTP:
 //! `GET /fake/balances`, `PUT /fake/balances/{user_id}`, `GET /fake/debits`,
 //! `POST /fake/faults` (`POST /fake/reset` and `GET /fake/stats` are every fake's, see
-//! [`FakeApp::router`](crate::fake_im::FakeApp::router)).
+//! [`controls`](crate::fake_im::server::controls)).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -67,4 +67,3 @@ pub(crate) async fn faults(
         Err(reason) => invalid(reason),
     }
 }
-

@@ -21,6 +21,7 @@ pub use control::BalanceBody;
 pub use fault::{Call, Fault, FaultKind, FaultSpec};
 pub use state::{FakeWalletState, FakeWalletStats, RecordedDebit};
 
+use crate::fake_im::server::controls;
 use crate::fake_im::{Fake, FakeApp};
 use crate::wallet::wire::{DEBITS_PATH, REFUNDS_PATH};
 
@@ -40,7 +41,8 @@ fn app(state: Arc<FakeWalletState>) -> Router {
         .route("/fake/balances/{user_id}", put(control::set_balance))
         .route("/fake/debits", get(control::debits))
         .route("/fake/faults", post(control::faults))
-        .with_state(state)
+        .with_state(Arc::clone(&state))
+        .merge(controls(state, FakeWalletState::clear, FakeWalletState::stats))
 }
 
 /// The fake wallet running in the background on `127.0.0.1`, for tests: [`Fake::start`] it
@@ -49,7 +51,6 @@ fn app(state: Arc<FakeWalletState>) -> Router {
 pub type FakeWallet = Fake<FakeWalletState>;
 
 impl FakeApp for FakeWalletState {
-    type Stats = FakeWalletStats;
     type Options = FakeWalletOptions;
     const NAME: &'static str = "fake wallet";
 
@@ -59,14 +60,6 @@ impl FakeApp for FakeWalletState {
 
     fn app(state: Arc<Self>) -> Router {
         app(state)
-    }
-
-    fn stats(&self) -> FakeWalletStats {
-        FakeWalletState::stats(self)
-    }
-
-    fn clear(&self) {
-        FakeWalletState::clear(self)
     }
 }
 
