@@ -22,6 +22,12 @@ fn recorder(delay: Duration, fail: bool) -> (FlushFn, Arc<Mutex<Vec<Vec<String>>
     (flush, batches)
 }
 
+/// A marker over a [`recorder`], and the batches it records.
+fn recording_marker(delay: Duration, fail: bool) -> (DeliveryMarker, Arc<Mutex<Vec<Vec<String>>>>) {
+    let (flush, batches) = recorder(delay, fail);
+    (DeliveryMarker::spawn_with(flush), batches)
+}
+
 fn ids(command: usize, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("ev-{command}-{i}")).collect()
 }
@@ -35,8 +41,7 @@ fn submit_commands(marker: &DeliveryMarker, commands: impl IntoIterator<Item = u
 
 #[tokio::test]
 async fn concurrent_submits_are_coalesced_into_fewer_statements() {
-    let (flush, batches) = recorder(Duration::from_millis(20), false);
-    let marker = DeliveryMarker::spawn_with(flush);
+    let (marker, batches) = recording_marker(Duration::from_millis(20), false);
     submit_commands(&marker, 0..50, 2);
     marker.flush().await;
     let batches = batches.lock().unwrap().clone();
@@ -49,8 +54,7 @@ async fn concurrent_submits_are_coalesced_into_fewer_statements() {
 
 #[tokio::test]
 async fn ids_submitted_while_a_flush_runs_go_out_together_in_the_next() {
-    let (flush, batches) = recorder(Duration::from_millis(50), false);
-    let marker = DeliveryMarker::spawn_with(flush);
+    let (marker, batches) = recording_marker(Duration::from_millis(50), false);
     marker.submit(ids(0, 1));
     tokio::time::sleep(Duration::from_millis(10)).await; // the first flush is now running
     submit_commands(&marker, 1..=10, 1);
@@ -61,8 +65,7 @@ async fn ids_submitted_while_a_flush_runs_go_out_together_in_the_next() {
 
 #[tokio::test]
 async fn a_batch_never_exceeds_the_maximum() {
-    let (flush, batches) = recorder(Duration::from_millis(5), false);
-    let marker = DeliveryMarker::spawn_with(flush);
+    let (marker, batches) = recording_marker(Duration::from_millis(5), false);
     submit_commands(&marker, 0..(MAX_BATCH * 3 / 2), 1);
     marker.flush().await;
     let sizes: Vec<usize> = batches.lock().unwrap().iter().map(Vec::len).collect();
@@ -72,8 +75,7 @@ async fn a_batch_never_exceeds_the_maximum() {
 
 #[tokio::test]
 async fn a_failed_flush_is_counted_and_the_marker_goes_on() {
-    let (flush, batches) = recorder(Duration::ZERO, true);
-    let marker = DeliveryMarker::spawn_with(flush);
+    let (marker, batches) = recording_marker(Duration::ZERO, true);
     marker.submit(ids(0, 3));
     marker.flush().await;
     marker.submit(ids(1, 1));
@@ -85,8 +87,7 @@ async fn a_failed_flush_is_counted_and_the_marker_goes_on() {
 
 #[tokio::test]
 async fn shutdown_flushes_what_is_queued_and_later_submits_are_dropped() {
-    let (flush, batches) = recorder(Duration::from_millis(10), false);
-    let marker = DeliveryMarker::spawn_with(flush);
+    let (marker, batches) = recording_marker(Duration::from_millis(10), false);
     submit_commands(&marker, 0..5, 1);
     marker.shutdown().await;
     assert_eq!(batches.lock().unwrap().iter().map(Vec::len).sum::<usize>(), 5);

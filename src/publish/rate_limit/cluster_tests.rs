@@ -31,6 +31,12 @@ fn node(url: &str, key: &str, limit: u32, expected_nodes: u32) -> Arc<SharedLimi
     SharedLimiter::new(&quota, limit, (limit / 20).max(1))
 }
 
+/// Three nodes sharing `limit` on a fresh key of the shared Redis, and the key.
+fn three_nodes_on_one_key(limit: u32) -> (Vec<Arc<SharedLimiter>>, String) {
+    let (url, key) = (shared_redis_url(), unique_key());
+    ((0..3).map(|_| node(&url, &key, limit, 3)).collect(), key)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
 }
@@ -114,8 +120,7 @@ fn most_within(times: &mut [Instant], width: Duration) -> usize {
 async fn three_nodes_asking_one_key_never_get_more_than_the_limit_in_any_second() {
     const LIMIT: u32 = 50;
     const RUN: Duration = Duration::from_secs(3);
-    let (url, key) = (shared_redis_url(), unique_key());
-    let nodes: Vec<_> = (0..3).map(|_| node(&url, &key, LIMIT, 3)).collect();
+    let (nodes, key) = three_nodes_on_one_key(LIMIT);
     let grants = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
     let asked: u32 = on_every_node(&nodes, 3, |_, node| {
@@ -155,8 +160,7 @@ async fn three_nodes_asking_one_key_never_get_more_than_the_limit_in_any_second(
 async fn three_nodes_waiting_on_one_key_share_the_limit() {
     const LIMIT: u32 = 40;
     const RUN: Duration = Duration::from_secs(3);
-    let (url, key) = (shared_redis_url(), unique_key());
-    let nodes: Vec<_> = (0..3).map(|_| node(&url, &key, LIMIT, 3)).collect();
+    let (nodes, key) = three_nodes_on_one_key(LIMIT);
     let granted = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
     on_every_node(&nodes, 4, |n, node| {
