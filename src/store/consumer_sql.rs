@@ -61,14 +61,9 @@ pub(super) fn take<DB: Dialect>(lease: ConsumerLease<'_>) -> QueryBuilder<DB> {
     q
 }
 
-/// Creates the row, free at position 0; an existing row is left as it is (the upsert sets the
-/// key to itself: an insert-or-ignore that still fails on anything but the duplicate key).
+/// Creates the row, free at position 0; an existing row is left as it is.
 pub(super) fn create<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("INSERT INTO room_event_consumer (name, updated_at_ms) VALUES (");
-    DB::bind_str(&mut q, name);
-    q.push(format!(", {})", DB::NOW_MS));
-    q.push(DB::upsert("name", &["name"]));
-    q
+    super::sql::insert_or_ignore("room_event_consumer", &[("name", name)], "updated_at_ms", "name")
 }
 
 pub(super) fn holder<DB: Dialect>(name: &str) -> QueryBuilder<DB> {

@@ -213,14 +213,8 @@ pub(super) fn find_commands<DB: Dialect>(command_ids: &[String]) -> QueryBuilder
 /// Records that the debit of `command_id` (a gift in `room_id`) was refunded; a command id
 /// recorded already keeps its first row.
 pub(super) fn record_refund<DB: Dialect>(command_id: &str, room_id: &str) -> QueryBuilder<DB> {
-    let mut q =
-        QueryBuilder::new("INSERT INTO room_payment_refund (command_id, room_id, refunded_at_ms) VALUES (");
-    DB::bind_str(&mut q, command_id);
-    q.push(", ");
-    DB::bind_str(&mut q, room_id);
-    q.push(format!(", {})", DB::NOW_MS));
-    q.push(DB::upsert("command_id", &["command_id"]));
-    q
+    let columns = [("command_id", command_id), ("room_id", room_id)];
+    super::sql::insert_or_ignore("room_payment_refund", &columns, "refunded_at_ms", "command_id")
 }
 
 /// The refund row of `command_id`, if any.

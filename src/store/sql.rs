@@ -132,6 +132,28 @@ fn assignments(columns: &[&str], new_value: impl Fn(&str) -> String) -> String {
     columns.iter().map(|c| format!("{c} = {}", new_value(c))).collect::<Vec<_>>().join(", ")
 }
 
+/// `INSERT INTO table (columns, stamp) VALUES (values, now)`, leaving the row as it is when one
+/// with the same `key` exists: the upsert sets the key to itself, an insert-or-ignore that
+/// (unlike `INSERT IGNORE`) still fails on anything but the duplicate key.
+pub(super) fn insert_or_ignore<DB: Dialect>(
+    table: &str,
+    columns: &[(&str, &str)],
+    stamp: &str,
+    key: &str,
+) -> QueryBuilder<DB> {
+    let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+    let mut q = QueryBuilder::new(format!("INSERT INTO {table} ({}, {stamp}) VALUES (", names.join(", ")));
+    for (i, (_, value)) in columns.iter().enumerate() {
+        if i > 0 {
+            q.push(", ");
+        }
+        DB::bind_str(&mut q, value);
+    }
+    q.push(format!(", {})", DB::NOW_MS));
+    q.push(DB::upsert(key, &[key]));
+    q
+}
+
 pub(super) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
