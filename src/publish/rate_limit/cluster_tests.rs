@@ -68,28 +68,42 @@ impl Drop for PrivateRedis {
     }
 }
 
-/// Runs `per_node` copies of `task` on each of `nodes` at once (given the node's index) and
-/// answers what they returned.
-async fn on_every_node<T, F>(
+/// For `run`, `per_node` askers on each of `nodes` call `ask` (with the node's index) one call
+/// after another; answers what the calls granted (`Some`), in no order, and how many calls
+/// were made.
+async fn keep_asking<T, F>(
     nodes: &[Arc<SharedLimiter>],
     per_node: usize,
-    task: impl Fn(usize, Arc<SharedLimiter>) -> F,
-) -> Vec<T>
+    run: Duration,
+    ask: impl Fn(usize, Arc<SharedLimiter>) -> F + Send + Sync + 'static,
+) -> (Vec<T>, u32)
 where
-    F: Future<Output = T> + Send + 'static,
+    F: Future<Output = Option<T>> + Send + 'static,
     T: Send + 'static,
 {
+    let ask = Arc::new(ask);
+    let started = Instant::now();
     let mut tasks = Vec::new();
     for (n, node) in nodes.iter().enumerate() {
         for _ in 0..per_node {
-            tasks.push(tokio::spawn(task(n, Arc::clone(node))));
+            let (ask, node) = (Arc::clone(&ask), Arc::clone(node));
+            tasks.push(tokio::spawn(async move {
+                let (mut granted, mut asked) = (Vec::new(), 0_u32);
+                while started.elapsed() < run {
+                    asked += 1;
+                    granted.extend(ask(n, Arc::clone(&node)).await);
+                }
+                (granted, asked)
+            }));
         }
     }
-    let mut answers = Vec::new();
+    let (mut granted, mut asked) = (Vec::new(), 0);
     for task in tasks {
-        answers.push(task.await.expect("the task ran to its end"));
+        let (more, calls) = task.await.expect("the asker ran to its end");
+        granted.extend(more);
+        asked += calls;
     }
-    answers
+    (granted, asked)
 }
 
 /// The most grants certainly inside one second of Redis' clock: a grant happened between its
@@ -121,28 +135,16 @@ async fn three_nodes_asking_one_key_never_get_more_than_the_limit_in_any_second(
     const LIMIT: u32 = 50;
     const RUN: Duration = Duration::from_secs(3);
     let (nodes, key) = three_nodes_on_one_key(LIMIT);
-    let grants = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
-    let asked: u32 = on_every_node(&nodes, 3, |_, node| {
-        let grants = Arc::clone(&grants);
-        async move {
-            let mut asked = 0_u32;
-            while started.elapsed() < RUN {
-                let sent = Instant::now();
-                asked += 1;
-                if Arc::clone(&node).check().await {
-                    grants.lock().unwrap().push((sent, Instant::now()));
-                }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            asked
-        }
+    let (mut grants, asked) = keep_asking(&nodes, 3, RUN, |_, node| async move {
+        let sent = Instant::now();
+        let granted = node.check().await;
+        let answered = Instant::now();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        granted.then_some((sent, answered))
     })
-    .await
-    .into_iter()
-    .sum();
+    .await;
     let elapsed = started.elapsed().as_secs_f64();
-    let mut grants = grants.lock().unwrap().clone();
     let most = most_in_one_second(&mut grants);
     let per_sec = grants.len() as f64 / elapsed;
     println!(
@@ -161,20 +163,13 @@ async fn three_nodes_waiting_on_one_key_share_the_limit() {
     const LIMIT: u32 = 40;
     const RUN: Duration = Duration::from_secs(3);
     let (nodes, key) = three_nodes_on_one_key(LIMIT);
-    let granted = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
-    on_every_node(&nodes, 4, |n, node| {
-        let granted = Arc::clone(&granted);
-        async move {
-            while started.elapsed() < RUN {
-                node.until_ready().await;
-                granted.lock().unwrap().push((n, Instant::now()));
-            }
-        }
+    let (granted, _) = keep_asking(&nodes, 4, RUN, |n, node| async move {
+        node.until_ready().await;
+        Some((n, Instant::now()))
     })
     .await;
     let elapsed = started.elapsed().as_secs_f64();
-    let granted = granted.lock().unwrap().clone();
     let mut times: Vec<Instant> = granted.iter().map(|(_, t)| *t).collect();
     // Measured when each waiter woke, up to one Redis round trip after its grant: a window
     // 25 ms short of a second keeps that jitter out of the count.
