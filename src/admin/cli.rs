@@ -116,7 +116,7 @@ struct PurgeOutput {
 /// Runs one outbox command. `purge-delivered` keeps the rows some enabled event consumer has
 /// not passed yet.
 pub(super) async fn run(operator: Operator<'_>, args: OutboxArgs) -> anyhow::Result<()> {
-    let Operator { repo, enabled_consumers: consumers, out } = operator;
+    let Operator { repo, enabled_consumers, out } = operator;
     let json = args.json;
     match args.command {
         OutboxCommand::Stats => {
@@ -144,9 +144,10 @@ pub(super) async fn run(operator: Operator<'_>, args: OutboxArgs) -> anyhow::Res
         }
         OutboxCommand::PurgeDelivered { older_than, dry_run } => {
             let report = if dry_run {
-                ops::count_purgeable(repo, older_than, consumers).await
+                ops::count_purgeable(repo, older_than, enabled_consumers).await
             } else {
-                ops::purge_delivered(repo, older_than, consumers, crate::store::MAX_PURGE_BATCH, None).await
+                ops::purge_delivered(repo, older_than, enabled_consumers, crate::store::MAX_PURGE_BATCH, None)
+                    .await
             }
             .context("purging delivered rows")?;
             if !dry_run {

@@ -100,10 +100,10 @@ fn parse_time(text: &str) -> Result<i64, String> {
 
 /// Runs one consumers command.
 pub(super) async fn run(operator: Operator<'_>, args: ConsumersArgs) -> anyhow::Result<()> {
-    let Operator { repo, enabled_consumers: enabled, out } = operator;
+    let Operator { repo, enabled_consumers, out } = operator;
     match args.command {
         ConsumersCommand::List => {
-            let list = list(repo, enabled).await?;
+            let list = list(repo, enabled_consumers).await?;
             emit(out, args.json, &list, || render::consumers(&list))
         }
         ConsumersCommand::Reset { name, to, to_time } => {
@@ -140,7 +140,7 @@ pub(super) async fn run(operator: Operator<'_>, args: ConsumersArgs) -> anyhow::
             emit(out, args.json, &output, || render::reset(name.as_str(), &report))
         }
         ConsumersCommand::Retire { name } => {
-            if enabled.contains(&name.as_str()) {
+            if enabled_consumers.contains(&name.as_str()) {
                 anyhow::bail!(
                     "{} is enabled in this configuration: disable it on every node first",
                     name.as_str()

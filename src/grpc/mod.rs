@@ -87,7 +87,7 @@ pub fn router(state: AppState, options: GrpcOptions) -> anyhow::Result<axum::Rou
 /// A panicking handler answers `INTERNAL` (logged and counted like an HTTP handler's panic);
 /// the process keeps serving.
 fn panic_status(panic: Box<dyn std::any::Any + Send + 'static>) -> axum::http::Response<axum::body::Body> {
-    crate::http::edge::report_panic("grpc", panic.as_ref());
+    crate::http::edge::report_panic("gRPC", "INTERNAL", panic.as_ref());
     tonic::Status::internal("internal error").into_http()
 }
 

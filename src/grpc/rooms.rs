@@ -34,14 +34,14 @@ impl GrpcRooms {
 
     /// Runs the command `parse` reads from `request`, here or on the room's owner.
     async fn command<M>(&self, request: Request<M>, parse: fn(M) -> Parsed) -> Rpc<pb::CommandOutcome> {
-        let request_id = request_id(&request);
+        let id = request_id(&request);
         let (room_id, command_id, command) = parse(request.into_inner())?;
         if let Some(forwarder) = self.elsewhere(&room_id) {
             let call = Call::command(&room_id, &command_id, &command);
-            let response: CommandResponse = call.send(forwarder, &room_id, &request_id).await?;
+            let response: CommandResponse = call.send(forwarder, &room_id, &id).await?;
             return Ok(Response::new(outcome(response)));
         }
-        rooms::run_command(&self.state, Transport::Grpc, room_id, command_id, request_id, command)
+        rooms::run_command(&self.state, Transport::Grpc, room_id, command_id, id, command)
             .await
             .map(|r| Response::new(outcome(r)))
             .map_err(from_api)
@@ -72,8 +72,8 @@ fn join(m: pb::MemberRequest) -> Parsed {
 }
 
 fn leave(m: pb::MemberRequest) -> Parsed {
-    let user_id = user_id("user_id", m.user_id)?;
-    parsed(Command::LeaveRoom { user_id, reason: LeaveReason::User }, m.room_id, m.command_id)
+    let command = Command::LeaveRoom { user_id: user_id("user_id", m.user_id)?, reason: LeaveReason::User };
+    parsed(command, m.room_id, m.command_id)
 }
 
 fn gift(m: pb::SendGiftRequest) -> Parsed {

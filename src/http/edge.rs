@@ -73,20 +73,20 @@ fn handle_error(error: BoxError) -> std::future::Ready<ApiError> {
     std::future::ready(answer)
 }
 
-/// Logs and counts a caught panic (`api` names the listener in the log line) and answers its
-/// text, which stays in the log: the client gets only "internal error".
-pub fn report_panic(api: &str, panic: &(dyn Any + Send + 'static)) {
+/// Logs a caught panic of a `handler` (its text stays in the log: the client gets only
+/// "internal error") with what it was `answered`, and counts it.
+pub fn report_panic(handler: &str, answered: &str, panic: &(dyn Any + Send + 'static)) {
     let detail = panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".to_owned());
-    tracing::error!(panic = %detail, api, "Request handler panicked; answered an internal error");
+    tracing::error!(panic = %detail, "{handler} handler panicked; answered {answered}");
     metrics::counter!(names::HTTP_PANICS_TOTAL).increment(1);
 }
 
 /// The answer to a panicking handler: 500 JSON, an error log line and a counter.
 pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
-    report_panic("http", panic.as_ref());
+    report_panic("Request", "500", panic.as_ref());
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error").into_response()
 }

@@ -67,8 +67,18 @@ async fn run<B>(
     command: impl FnOnce(B) -> (CommandId, Command),
 ) -> CommandAnswer {
     let (command_id, command) = command(request.body);
-    let response =
-        run_command(state, Transport::Http, request.room_id, command_id, request.request_id, command).await?;
+    answer(state, request.room_id, command_id, request.request_id, command).await
+}
+
+/// The HTTP answer of a command.
+async fn answer(
+    state: &AppState,
+    room_id: RoomId,
+    command_id: CommandId,
+    request_id: String,
+    command: Command,
+) -> CommandAnswer {
+    let response = run_command(state, Transport::Http, room_id, command_id, request_id, command).await?;
     Ok(axum::Json(response))
 }
 
@@ -108,8 +118,7 @@ pub async fn create(
     Json(b): Json<CreateRoomBody>,
 ) -> CommandAnswer {
     let command = Command::CreateRoom { owner_id: b.owner_id, title: b.title };
-    let response = run_command(&state, Transport::Http, b.room_id, b.command_id, request_id, command).await?;
-    Ok(axum::Json(response))
+    answer(&state, b.room_id, b.command_id, request_id, command).await
 }
 
 /// JoinRoom.

@@ -63,7 +63,7 @@ async fn run_rows(ctx: &Ctx<'_>, wanted: &[u8]) -> Vec<RowResult> {
         let row_started = Instant::now();
         let mut result = run(ctx).await.unwrap_or_else(|error| RowResult::error(id, what, &error));
         result.elapsed = row_started.elapsed();
-        eprintln!("row {id} done in {}", support::secs(row_started.elapsed()));
+        eprintln!("row {id} done in {}", support::secs(result.elapsed));
         results.push(result);
     }
     results

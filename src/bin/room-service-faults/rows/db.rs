@@ -26,8 +26,12 @@ const ROW1_ANSWER_BOUND: Duration = Duration::from_secs(10);
 /// Row 1.
 pub async fn kill9(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
     let down = ctx.pick(Duration::from_secs(5), Duration::from_secs(1));
-    let row =
-        RowResult::new(1, format!("MariaDB kill -9, restart after {}", secs(down)), ROW1_ANSWER_BOUND, 2);
+    let row = RowResult::new(
+        1,
+        format!("MariaDB kill -9, restart after {} s", down.as_secs()),
+        ROW1_ANSWER_BOUND,
+        2,
+    );
     let outage = async |db: &mut MariaDb| {
         db.kill9();
         tokio::time::sleep(down).await;
