@@ -31,6 +31,9 @@ fn node(url: &str, key: &str, limit: u32, expected_nodes: u32) -> Arc<SharedLimi
     SharedLimiter::new(&quota, limit, (limit / 20).max(1))
 }
 
+/// How long the shared-quota tests ask.
+const QUOTA_RUN: Duration = Duration::from_secs(3);
+
 /// Three nodes sharing `limit` on a fresh key of the shared Redis, and the key.
 fn three_nodes_on_one_key(limit: u32) -> (Vec<Arc<SharedLimiter>>, String) {
     let (url, key) = (shared_redis_url(), unique_key());
@@ -69,14 +72,14 @@ impl Drop for PrivateRedis {
 }
 
 /// For `run`, `per_node` askers on each of `nodes` call `ask` (with the node's index) one call
-/// after another; answers what the calls granted (`Some`), in no order, and how many calls
-/// were made.
+/// after another; answers what the calls granted (`Some`), in no order, how many calls were
+/// made, and the seconds it took.
 async fn keep_asking<T, F>(
     nodes: &[Arc<SharedLimiter>],
     per_node: usize,
     run: Duration,
     ask: impl Fn(usize, Arc<SharedLimiter>) -> F + Send + Sync + 'static,
-) -> (Vec<T>, u32)
+) -> (Vec<T>, u32, f64)
 where
     F: Future<Output = Option<T>> + Send + 'static,
     T: Send + 'static,
@@ -103,7 +106,7 @@ where
         granted.extend(more);
         asked += calls;
     }
-    (granted, asked)
+    (granted, asked, started.elapsed().as_secs_f64())
 }
 
 /// The most grants certainly inside one second of Redis' clock: a grant happened between its
@@ -133,10 +136,8 @@ fn most_within(times: &mut [Instant], width: Duration) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_asking_one_key_never_get_more_than_the_limit_in_any_second() {
     const LIMIT: u32 = 50;
-    const RUN: Duration = Duration::from_secs(3);
     let (nodes, key) = three_nodes_on_one_key(LIMIT);
-    let started = Instant::now();
-    let (mut grants, asked) = keep_asking(&nodes, 3, RUN, |_, node| async move {
+    let (mut grants, asked, elapsed) = keep_asking(&nodes, 3, QUOTA_RUN, |_, node| async move {
         let sent = Instant::now();
         let granted = node.check().await;
         let answered = Instant::now();
@@ -144,7 +145,6 @@ async fn three_nodes_asking_one_key_never_get_more_than_the_limit_in_any_second(
         granted.then_some((sent, answered))
     })
     .await;
-    let elapsed = started.elapsed().as_secs_f64();
     let most = most_in_one_second(&mut grants);
     let per_sec = grants.len() as f64 / elapsed;
     println!(
@@ -161,15 +161,12 @@ async fn three_nodes_asking_one_key_never_get_more_than_the_limit_in_any_second(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_waiting_on_one_key_share_the_limit() {
     const LIMIT: u32 = 40;
-    const RUN: Duration = Duration::from_secs(3);
     let (nodes, key) = three_nodes_on_one_key(LIMIT);
-    let started = Instant::now();
-    let (granted, _) = keep_asking(&nodes, 4, RUN, |n, node| async move {
+    let (granted, _, elapsed) = keep_asking(&nodes, 4, QUOTA_RUN, |n, node| async move {
         node.until_ready().await;
         Some((n, Instant::now()))
     })
     .await;
-    let elapsed = started.elapsed().as_secs_f64();
     let mut times: Vec<Instant> = granted.iter().map(|(_, t)| *t).collect();
     // Measured when each waiter woke, up to one Redis round trip after its grant: a window
     // 25 ms short of a second keeps that jitter out of the count.
