@@ -33,6 +33,11 @@ pub(super) fn fails_on(yaml: &str, env: &[(&str, &str)], key: &str) -> String {
     message
 }
 
+/// [`fails_on`] without environment overrides.
+pub(super) fn refuses(yaml: &str, key: &str) -> String {
+    fails_on(yaml, &[], key)
+}
+
 pub(super) const IM_ON: &str =
     "tencent_im: {enabled: true, sdk_app_id: 1400000000, base_url: \"http://127.0.0.1:9000\"}\n";
 
@@ -136,12 +141,12 @@ fn env_overrides_win_over_the_file_and_are_typed_per_key() {
 
 #[test]
 fn unknown_top_level_key_fails_naming_it() {
-    fails_on("node_id: a\nlisten: \"0.0.0.0:1\"\n", &[], "listen");
+    refuses("node_id: a\nlisten: \"0.0.0.0:1\"\n", "listen");
 }
 
 #[test]
 fn unknown_nested_key_fails_naming_it() {
-    fails_on("http:\n  listn: \"0.0.0.0:1\"\n", &[], "http.listn");
+    refuses("http:\n  listn: \"0.0.0.0:1\"\n", "http.listn");
     let message = fails_on("", &[("ROOM_SERVICE__HTTP__LISTN", "x")], "http.listn");
     assert!(message.contains("ROOM_SERVICE__HTTP__LISTN"), "{message}");
     fails_on("", &[("ROOM_SERVICE__NOPE", "x")], "nope");
@@ -158,13 +163,13 @@ fn secrets_never_reach_debug_or_errors() {
     assert!(!debug.contains("sup3r-s3cret-key") && !debug.contains("hunter2pw"), "{debug}");
     // Wrongly typed secrets and a bad database URL: the values stay out of the message.
     let yaml = "tencent_im: {secret_key: 987654321}\ndatabase: {url: \"postgres://u:hunter2pw@h/db\"}\n";
-    let message = fails_on(yaml, &[], "tencent_im.secret_key");
+    let message = refuses(yaml, "tencent_im.secret_key");
     assert!(!message.contains("987654321"), "{message}");
-    let message = fails_on("database: {url: \"hunter2pw\"}\n", &[], "database.url");
+    let message = refuses("database: {url: \"hunter2pw\"}\n", "database.url");
     assert!(!message.contains("hunter2pw"), "{message}");
-    let message = fails_on("database: {url: [\"hunter2pw\"]}\n", &[], "database.url");
+    let message = refuses("database: {url: [\"hunter2pw\"]}\n", "database.url");
     assert!(!message.contains("hunter2pw"), "{message}");
-    let message = fails_on("database: \"mysql://u:hunter2pw@h/db\"\n", &[], "database");
+    let message = refuses("database: \"mysql://u:hunter2pw@h/db\"\n", "database");
     assert!(!message.contains("hunter2pw"), "{message}");
     let error = load_yaml("\"hunter2pw\"\n", &[]).expect_err("a scalar is not a config");
     assert!(!error.to_string().contains("hunter2pw"), "{error}");
