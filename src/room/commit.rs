@@ -14,7 +14,7 @@ use super::outcome::{LoggedEvent, LoggedOutcome};
 use crate::cluster::shard_of;
 use crate::domain::{Change, RoomId, RoomSnapshot, RoomState, SenderTotal, UserId};
 use crate::store::{
-    CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, RoomCommit, SharedRepository,
+    CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, RoomCommit, SharedCommandStore,
     SnapshotWrite, StoreError, StoredCommand,
 };
 
@@ -48,7 +48,7 @@ impl Written {
 
 /// Writes decided batches and loads rooms; counts the transactions.
 pub(super) struct Commit {
-    repo: SharedRepository,
+    repo: SharedCommandStore,
     /// The outbox rows of a commit are not claimable by the worker before this has passed.
     claim_after: Duration,
     transactions: AtomicU64,
@@ -57,7 +57,7 @@ pub(super) struct Commit {
 
 impl Commit {
     /// Commits through `repo`; the synchronous publish of a command takes `publish_timeout`.
-    pub(super) fn new(repo: SharedRepository, publish_timeout: Duration) -> Self {
+    pub(super) fn new(repo: SharedCommandStore, publish_timeout: Duration) -> Self {
         Self {
             repo,
             claim_after: publish_timeout + SYNC_CLAIM_MARGIN,

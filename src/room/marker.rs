@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::store::{SharedRepository, StoreError};
+use crate::store::{SharedCommandStore, StoreError};
 
 /// Most event ids written by one `mark_delivered` statement.
 pub const MAX_BATCH: usize = 500;
@@ -69,7 +69,7 @@ pub struct DeliveryMarker {
 
 impl DeliveryMarker {
     /// Starts the marker task over `repo`. Must be called inside a Tokio runtime.
-    pub fn spawn(repo: SharedRepository) -> Self {
+    pub fn spawn(repo: SharedCommandStore) -> Self {
         Self::spawn_with(Arc::new(move |ids: Vec<String>| {
             let repo = repo.clone();
             Box::pin(async move { repo.mark_delivered(&ids).await })

@@ -28,7 +28,7 @@ use std::time::Duration;
 use super::error::RoomError;
 use super::outcome::CommandResponse;
 use crate::domain::{Command, CommandId, MAX_GIFT_COUNT, MAX_UNIT_VALUE, RoomId};
-use crate::store::SharedRepository;
+use crate::store::SharedCommandStore;
 use crate::wallet::{Debit, Wallet};
 
 /// Refund calls made before a refund is given up on (and logged for reconciliation).
@@ -78,13 +78,13 @@ pub(super) struct Charge {
 pub(super) struct Payments {
     wallet: Option<Arc<dyn Wallet>>,
     /// The command log (a logged `command_id` is never debited) and the refund records.
-    repo: SharedRepository,
+    repo: SharedCommandStore,
     refunded: RefundedKeys,
 }
 
 impl Payments {
     /// Payments from `wallet`, asking `repo` whether a command is logged already.
-    pub(super) fn new(wallet: Option<Arc<dyn Wallet>>, repo: SharedRepository) -> Self {
+    pub(super) fn new(wallet: Option<Arc<dyn Wallet>>, repo: SharedCommandStore) -> Self {
         Self { wallet, repo, refunded: RefundedKeys::default() }
     }
 

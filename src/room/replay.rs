@@ -8,16 +8,16 @@ use super::decide::Committed;
 use super::error::RoomError;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
 use crate::domain::{CommandId, DomainError, EventType, RoomSnapshot};
-use crate::store::{OutboxStatus, SharedRepository, StoredCommand};
+use crate::store::{OutboxStatus, SharedCommandStore, StoredCommand};
 
 /// Answers repeated command ids from the command log.
 pub(super) struct Replay {
-    repo: SharedRepository,
+    repo: SharedCommandStore,
 }
 
 impl Replay {
     /// Reads the log through `repo`.
-    pub(super) fn new(repo: SharedRepository) -> Self {
+    pub(super) fn new(repo: SharedCommandStore) -> Self {
         Self { repo }
     }
 

@@ -23,7 +23,7 @@ use crate::domain::{
     self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId,
 };
 use crate::publish::Publisher;
-use crate::store::SharedRepository;
+use crate::store::SharedCommandStore;
 use crate::telemetry::names;
 
 /// Runs room commands; cheap to clone.
@@ -56,7 +56,12 @@ impl std::fmt::Debug for RoomService {
 impl RoomService {
     /// A service over `repo` that publishes through `publisher`. Starts its delivery marker
     /// task, so it must be called inside a Tokio runtime; stop it with [`Self::shutdown`].
-    pub fn new(repo: SharedRepository, publisher: Publisher, mut options: RoomOptions, clock: Clock) -> Self {
+    pub fn new(
+        repo: SharedCommandStore,
+        publisher: Publisher,
+        mut options: RoomOptions,
+        clock: Clock,
+    ) -> Self {
         options.max_commit_batch = options.max_commit_batch.max(1);
         let publish =
             SyncPublish::new(publisher, repo.clone(), options.publish_timeout, options.worker_wake.clone());

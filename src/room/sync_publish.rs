@@ -24,14 +24,14 @@ use super::marker::DeliveryMarker;
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
 use crate::domain::EventEnvelope;
 use crate::publish::{self, Message, Outcome, Path, Publisher};
-use crate::store::SharedRepository;
+use crate::store::SharedCommandStore;
 
 /// The publish step: committed events through the shared stack in room order, their marks to
 /// the delivery marker, what is left pending to the worker.
 pub(super) struct SyncPublish {
     publisher: Publisher,
     marker: DeliveryMarker,
-    repo: SharedRepository,
+    repo: SharedCommandStore,
     publish_timeout: Duration,
     worker_wake: Option<Arc<Notify>>,
 }
@@ -42,7 +42,7 @@ impl SyncPublish {
     /// pending.
     pub(super) fn new(
         publisher: Publisher,
-        repo: SharedRepository,
+        repo: SharedCommandStore,
         publish_timeout: Duration,
         worker_wake: Option<Arc<Notify>>,
     ) -> Self {

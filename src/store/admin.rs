@@ -86,9 +86,6 @@ pub trait OutboxAdmin: Send + Sync {
     /// Rows for the admin listing, by ascending id.
     async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError>;
 
-    /// Current status of the given events (also read for replayed command responses).
-    async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError>;
-
     /// The row of `event_id`, if any.
     async fn find_outbox(&self, event_id: &str) -> Result<Option<OutboxRow>, StoreError>;
 
@@ -171,19 +168,6 @@ macro_rules! impl_outbox_admin {
             ) -> Result<Vec<$crate::store::OutboxRow>, $crate::store::StoreError> {
                 let mut q = $crate::store::admin_sql::list_outbox::<$db>(query);
                 Ok(q.build_query_as::<$crate::store::OutboxRow>().fetch_all(&self.pool).await?)
-            }
-
-            async fn outbox_statuses(
-                &self,
-                event_ids: &[String],
-            ) -> Result<Vec<(String, $crate::store::OutboxStatus)>, $crate::store::StoreError> {
-                use sqlx::Row;
-                if event_ids.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let mut q = $crate::store::admin_sql::outbox_statuses::<$db>(event_ids);
-                let rows = q.build().fetch_all(&self.pool).await?;
-                Ok($crate::store::outbox_types::parse_statuses(rows.iter().map(|r| (r.get(0), r.get(1)))))
             }
 
             async fn find_outbox(

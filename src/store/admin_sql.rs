@@ -36,13 +36,6 @@ pub(super) fn list_outbox<DB: Dialect>(query: &OutboxQuery) -> QueryBuilder<DB> 
     q
 }
 
-/// `(event_id, status)` of the given events.
-pub(super) fn outbox_statuses<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT event_id, status FROM room_outbox WHERE event_id IN ");
-    push_strs(&mut q, event_ids);
-    q
-}
-
 /// One row by event id.
 pub(super) fn find_outbox<DB: Dialect>(event_id: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE event_id = "));

@@ -1,12 +1,14 @@
 //! [`CommandStore`]: what the command path stores — rooms (snapshot, members, gift totals) and
 //! the command log, written together with the commands' outbox rows in one transaction — and
-//! its one SQL implementation over any [`Dialect`](super::sql::Dialect)
+//! reads and marks of those rows (delivered when it published them itself, released to the
+//! worker when it gave up, their status on replay); and its one SQL implementation over any [`Dialect`](super::sql::Dialect)
 //! ([`impl_command_store`]).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::outbox_types::OutboxStatus;
 use super::types::{CommitError, RoomCommit, StoreError, StoredCommand, StoredRoom};
 
 /// The command path's storage; see the module docs.
@@ -41,6 +43,21 @@ pub trait CommandStore: Send + Sync {
         older_than: Duration,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Best-effort mark of the events the command path published itself
+    /// (`pending|retryable` → `delivered`). Returns how many rows changed.
+    async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, StoreError>;
+
+    /// Makes fresh `pending` rows the command path gave up publishing claimable at once, for
+    /// the outbox worker. Returns how many rows changed.
+    async fn release_pending(&self, event_ids: &[String]) -> Result<u64, StoreError>;
+
+    /// True when a row of `room_id` older than the row of `event_id` is not delivered yet
+    /// (pending, retryable or delivering).
+    async fn has_earlier_undelivered(&self, room_id: &str, event_id: &str) -> Result<bool, StoreError>;
+
+    /// The current delivery status of these events (a replayed command answers with it).
+    async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError>;
 
     /// One transaction: the commands' log rows, outbox rows (`pending`, claimable after
     /// `publish_timeout`), member and gift rows, and the snapshot fenced on
@@ -119,6 +136,44 @@ macro_rules! impl_command_store {
             ) -> Result<Vec<(String, String)>, $crate::store::StoreError> {
                 let mut q = $crate::store::room_sql::unfinished_refunds::<$db>(older_than, limit);
                 Ok(q.build_query_as::<(String, String)>().fetch_all(&self.pool).await?)
+            }
+
+            async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, $crate::store::StoreError> {
+                if event_ids.is_empty() {
+                    return Ok(0);
+                }
+                let mut q = $crate::store::sync_sql::mark_delivered::<$db>(event_ids);
+                Ok(q.build().execute(&self.pool).await?.rows_affected())
+            }
+
+            async fn release_pending(&self, event_ids: &[String]) -> Result<u64, $crate::store::StoreError> {
+                if event_ids.is_empty() {
+                    return Ok(0);
+                }
+                let mut q = $crate::store::sync_sql::release_pending::<$db>(event_ids);
+                Ok(q.build().execute(&self.pool).await?.rows_affected())
+            }
+
+            async fn has_earlier_undelivered(
+                &self,
+                room_id: &str,
+                event_id: &str,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut q = $crate::store::sync_sql::earlier_undelivered::<$db>(room_id, event_id);
+                Ok(q.build().fetch_optional(&self.pool).await?.is_some())
+            }
+
+            async fn outbox_statuses(
+                &self,
+                event_ids: &[String],
+            ) -> Result<Vec<(String, $crate::store::OutboxStatus)>, $crate::store::StoreError> {
+                use sqlx::Row;
+                if event_ids.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut q = $crate::store::sync_sql::outbox_statuses::<$db>(event_ids);
+                let rows = q.build().fetch_all(&self.pool).await?;
+                Ok($crate::store::outbox_types::parse_statuses(rows.iter().map(|r| (r.get(0), r.get(1)))))
             }
 
             async fn commit_room(

@@ -32,6 +32,7 @@ mod room_sql;
 mod rows;
 mod sql;
 mod sqlite;
+mod sync_sql;
 mod types;
 
 use std::sync::Arc;
@@ -62,6 +63,9 @@ use crate::config::Backend;
 
 /// Shared handle to the repository.
 pub type SharedRepository = Arc<dyn Repository>;
+
+/// The command path's store, shared by the room service's steps.
+pub type SharedCommandStore = Arc<dyn CommandStore>;
 
 /// Every role of the store, for wiring (one handle, narrowed where a part needs one role only).
 /// One conformance suite (`tests/it/store`) runs unchanged against both backends.

@@ -1,6 +1,6 @@
-//! [`OutboxQueue`]: the outbox as a work queue — claims under a lease, the claimed batch's
-//! fenced marks, lease renewal, the room-order reads — plus the synchronous path's marks of
-//! the rows it published or gave up on; and its one SQL implementation over any
+//! [`OutboxQueue`]: the outbox as the worker's work queue — claims under a lease, the claimed
+//! batch's fenced marks, lease renewal, the room-order read of the claim — and its one SQL implementation
+//! over any
 //! [`Dialect`](super::sql::Dialect) ([`impl_outbox_queue`]). Every time comparison uses the
 //! database's clock, never the node's.
 
@@ -11,8 +11,7 @@ use async_trait::async_trait;
 use super::outbox_types::{Claim, MarkReport, OutboxRow, PublishResult, RoomHead};
 use super::types::StoreError;
 
-/// The outbox worker's view of the store (and the synchronous path's marks); see the module
-/// docs.
+/// The outbox worker's view of the store; see the module docs.
 #[async_trait]
 pub trait OutboxQueue: Send + Sync + std::fmt::Debug {
     /// Claims up to `claim.limit` claimable rows for `claim.worker_id` under a lease; returns
@@ -38,10 +37,6 @@ pub trait OutboxQueue: Send + Sync + std::fmt::Debug {
     /// memory). Rooms with nothing undelivered are absent.
     async fn room_heads(&self, rooms: &[String], own: &[String]) -> Result<Vec<RoomHead>, StoreError>;
 
-    /// True when a row of `room_id` older than the row of `event_id` is not delivered yet
-    /// (pending, retryable or delivering).
-    async fn has_earlier_undelivered(&self, room_id: &str, event_id: &str) -> Result<bool, StoreError>;
-
     /// Extends the lease of every row `worker_id` still holds to `lease` from now (database
     /// clock). Returns how many rows.
     async fn renew_lease(&self, worker_id: &str, lease: Duration) -> Result<u64, StoreError>;
@@ -49,14 +44,6 @@ pub trait OutboxQueue: Send + Sync + std::fmt::Debug {
     /// How long until the next `pending` or `retryable` row becomes claimable (zero when one
     /// already is); `None` when there is none.
     async fn next_claimable_in(&self) -> Result<Option<Duration>, StoreError>;
-
-    /// Best-effort mark of synchronously published events (`pending|retryable` → `delivered`).
-    /// Returns how many rows changed.
-    async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, StoreError>;
-
-    /// Makes fresh `pending` rows the synchronous path gave up on claimable at once (first).
-    /// Returns how many rows changed.
-    async fn release_pending(&self, event_ids: &[String]) -> Result<u64, StoreError>;
 }
 
 /// [`OutboxQueue`] for `SqlRepository<$db>`.
@@ -109,15 +96,6 @@ macro_rules! impl_outbox_queue {
                 $crate::store::flows::room_heads::<$db>(self.pool.begin().await?, rooms, own).await
             }
 
-            async fn has_earlier_undelivered(
-                &self,
-                room_id: &str,
-                event_id: &str,
-            ) -> Result<bool, $crate::store::StoreError> {
-                let mut q = $crate::store::queue_sql::earlier_undelivered::<$db>(room_id, event_id);
-                Ok(q.build().fetch_optional(&self.pool).await?.is_some())
-            }
-
             async fn renew_lease(
                 &self,
                 worker_id: &str,
@@ -133,22 +111,6 @@ macro_rules! impl_outbox_queue {
                 let mut q = $crate::store::queue_sql::next_claimable::<$db>();
                 let wait: Option<i64> = q.build_query_scalar().fetch_one(&self.pool).await?;
                 Ok(wait.map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
-            }
-
-            async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, $crate::store::StoreError> {
-                if event_ids.is_empty() {
-                    return Ok(0);
-                }
-                let mut q = $crate::store::queue_sql::mark_delivered::<$db>(event_ids);
-                Ok(q.build().execute(&self.pool).await?.rows_affected())
-            }
-
-            async fn release_pending(&self, event_ids: &[String]) -> Result<u64, $crate::store::StoreError> {
-                if event_ids.is_empty() {
-                    return Ok(0);
-                }
-                let mut q = $crate::store::queue_sql::release_pending::<$db>(event_ids);
-                Ok(q.build().execute(&self.pool).await?.rows_affected())
             }
         }
     };

@@ -1,6 +1,6 @@
 //! The statements of the outbox queue ([`OutboxQueue`](super::OutboxQueue)): the claim, the
-//! worker's fenced marks, the lease renewal, the room-order reads and the synchronous path's
-//! marks, built once for both backends over a [`Dialect`].
+//! worker's fenced marks, the lease renewal and the room-order reads, built once for both
+//! backends over a [`Dialect`].
 
 use std::time::Duration;
 
@@ -8,17 +8,6 @@ use sqlx::QueryBuilder;
 
 use super::outbox_types::ClaimScope;
 use super::sql::{Dialect, OUTBOX_COLUMNS, millis, push_ids, push_list, push_strs};
-
-/// Best-effort mark of synchronously published events.
-pub(super) fn mark_delivered<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
-    let now = DB::NOW_MS;
-    let mut q = QueryBuilder::new(format!(
-        "UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = NULL, \
-         delivered_at_ms = {now}, updated_at_ms = {now} WHERE status IN ('pending', 'retryable') AND event_id IN "
-    ));
-    push_strs(&mut q, event_ids);
-    q
-}
 
 /// Ends every worker mark: the change time, and the fence (the row is still claimed by this
 /// claim).
@@ -177,29 +166,6 @@ pub(super) fn renew_lease<DB: Dialect>(worker_id: &str, lease: Duration) -> Quer
     DB::bind_i64(&mut q, millis(lease));
     q.push(format!(", updated_at_ms = {now} WHERE status = 'delivering' AND worker_id = "));
     DB::bind_str(&mut q, worker_id);
-    q
-}
-
-/// Fresh rows the synchronous path gave up on: claimable at once instead of after their
-/// young-pending guard, and first (`lock_until_ms` 0 sorts ahead of any backlog in the claim
-/// index), so live events never wait behind an old backlog.
-pub(super) fn release_pending<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
-    let now = DB::NOW_MS;
-    let mut q = QueryBuilder::new(format!(
-        "UPDATE room_outbox SET lock_until_ms = 0, updated_at_ms = {now} \
-         WHERE status = 'pending' AND lock_until_ms > {now} AND event_id IN "
-    ));
-    push_strs(&mut q, event_ids);
-    q
-}
-
-/// One undelivered row of `room_id` older than the row of `event_id`, if any.
-pub(super) fn earlier_undelivered<DB: Dialect>(room_id: &str, event_id: &str) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT id FROM room_outbox WHERE room_id = ");
-    DB::bind_str(&mut q, room_id);
-    q.push(" AND lock_until_ms IS NOT NULL AND id < (SELECT id FROM room_outbox WHERE event_id = ");
-    DB::bind_str(&mut q, event_id);
-    q.push(") LIMIT 1");
     q
 }
 

@@ -1,0 +1,49 @@
+//! The command path's statements on the outbox rows it committed
+//! ([`CommandStore`](super::CommandStore)): the delivered mark of what it published, the
+//! release to the worker of what it gave up on, the room-order check before publishing, and
+//! the statuses a replay answers with; built once for both backends over a [`Dialect`].
+
+use sqlx::QueryBuilder;
+
+use super::sql::{Dialect, push_strs};
+
+/// Best-effort mark of synchronously published events.
+pub(super) fn mark_delivered<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(format!(
+        "UPDATE room_outbox SET status = 'delivered', last_error = NULL, lock_until_ms = NULL, \
+         delivered_at_ms = {now}, updated_at_ms = {now} WHERE status IN ('pending', 'retryable') AND event_id IN "
+    ));
+    push_strs(&mut q, event_ids);
+    q
+}
+
+/// Fresh rows the synchronous path gave up on: claimable at once instead of after their
+/// young-pending guard, and first (`lock_until_ms` 0 sorts ahead of any backlog in the claim
+/// index), so live events never wait behind an old backlog.
+pub(super) fn release_pending<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(format!(
+        "UPDATE room_outbox SET lock_until_ms = 0, updated_at_ms = {now} \
+         WHERE status = 'pending' AND lock_until_ms > {now} AND event_id IN "
+    ));
+    push_strs(&mut q, event_ids);
+    q
+}
+
+/// One undelivered row of `room_id` older than the row of `event_id`, if any.
+pub(super) fn earlier_undelivered<DB: Dialect>(room_id: &str, event_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT id FROM room_outbox WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(" AND lock_until_ms IS NOT NULL AND id < (SELECT id FROM room_outbox WHERE event_id = ");
+    DB::bind_str(&mut q, event_id);
+    q.push(") LIMIT 1");
+    q
+}
+
+/// `(event_id, status)` of the given events.
+pub(super) fn outbox_statuses<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT event_id, status FROM room_outbox WHERE event_id IN ");
+    push_strs(&mut q, event_ids);
+    q
+}
