@@ -3,7 +3,7 @@
 //! Where it sits: after a command's synchronous publish (SPEC §3 step 5) the pipeline hands the
 //! ids of the events that went through to the marker and answers the client at once. A
 //! background task collects ids from every command in flight and writes them with one
-//! [`OutboxQueue::mark_delivered`](crate::store::OutboxQueue::mark_delivered) per batch: a batch is
+//! [`CommandStore::mark_delivered`](crate::store::CommandStore::mark_delivered) per batch: a batch is
 //! flushed as soon as the channel is momentarily empty or [`MAX_BATCH`] ids have accumulated.
 //! While one flush runs, the ids of the commands finishing meanwhile pile up for the next, so
 //! under load the statements per command fall well below one instead of doubling the commits.
