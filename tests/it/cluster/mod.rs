@@ -7,9 +7,11 @@ mod keeper;
 mod nodes;
 mod quota;
 
+use std::collections::BTreeSet;
 use std::process::Child;
 use std::time::Duration;
 
+use room_service::cluster::{SHARDS, Shard, preferred_node};
 use room_service::fake_im::{FakeIm, FakeImOptions};
 use serde_json::Value;
 
@@ -71,7 +73,7 @@ impl Nodes {
             cluster.spawn(i);
             cluster.wait_ready(i).await;
         }
-        cluster.settled(count as i64).await;
+        cluster.settled(count).await;
         cluster
     }
 
@@ -93,14 +95,23 @@ impl Nodes {
         .await;
     }
 
-    /// Waits until every shard has a live lease, spread over exactly `nodes` nodes.
-    pub async fn settled(&self, nodes: i64) {
-        let live =
-            "SELECT COUNT(*) FROM room_shard_lease WHERE lease_until_ms > UNIX_TIMESTAMP(NOW(3)) * 1000";
-        let owners = "SELECT COUNT(DISTINCT owner_node) FROM room_shard_lease \
-                      WHERE lease_until_ms > UNIX_TIMESTAMP(NOW(3)) * 1000";
+    /// Waits until the cluster has stopped moving shards: every shard has a live lease, held by
+    /// the node rendezvous hashing prefers among exactly `nodes` owners. (Live leases over
+    /// `nodes` owners alone can still be a hand-over under way, whose rooms answer 503
+    /// `not_owner` for a moment.)
+    pub async fn settled(&self, nodes: usize) {
+        let sql = "SELECT shard, owner_node FROM room_shard_lease \
+                   WHERE lease_until_ms > UNIX_TIMESTAMP(NOW(3)) * 1000";
         crate::delivery::eventually("shards settled", Duration::from_secs(30), || async {
-            self.db.scalar(live).await == Some(1024) && self.db.scalar(owners).await == Some(nodes)
+            let leases: Vec<(i64, String)> =
+                sqlx::query_as(sql).fetch_all(self.db.mysql_pool()).await.unwrap_or_default();
+            let owners: BTreeSet<&str> = leases.iter().map(|(_, owner)| owner.as_str()).collect();
+            let owners: Vec<&str> = owners.into_iter().collect();
+            leases.len() == usize::from(SHARDS)
+                && owners.len() == nodes
+                && leases.iter().all(|(shard, owner)| {
+                    Shard::try_from(*shard).is_ok_and(|s| preferred_node(s, &owners) == Some(owner.as_str()))
+                })
         })
         .await;
     }
