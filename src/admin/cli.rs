@@ -190,50 +190,43 @@ pub(super) fn emit<T: Serialize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::ParseArgs;
 
     #[test]
     fn requeue_takes_ids_or_a_requeueable_status_but_not_both() {
-        let args = OutboxArgs::parse_args(&["requeue", "a", "b", "--json"]).expect("ids");
+        let parse = crate::admin::parse_args::<OutboxArgs>;
+        let args = parse(&["requeue", "a", "b", "--json"]).expect("ids");
         assert!(args.json);
         assert!(
             matches!(args.command, OutboxCommand::Requeue { ref event_ids, status: None } if event_ids.len() == 2)
         );
-        let args = OutboxArgs::parse_args(&["requeue", "--status", "failed"]).expect("status");
+        let args = parse(&["requeue", "--status", "failed"]).expect("status");
         assert!(matches!(args.command, OutboxCommand::Requeue { status: Some(RequeueStatus::Failed), .. }));
-        assert!(OutboxArgs::parse_args(&["requeue"]).is_err(), "nothing to requeue");
-        assert!(OutboxArgs::parse_args(&["requeue", "a", "--status", "failed"]).is_err(), "both");
-        assert!(
-            OutboxArgs::parse_args(&["requeue", "--status", "delivered"]).is_err(),
-            "delivered is never requeued"
-        );
-        assert!(
-            OutboxArgs::parse_args(&["requeue", "--status", "delivering"]).is_err(),
-            "delivering is never requeued"
-        );
+        assert!(parse(&["requeue"]).is_err(), "nothing to requeue");
+        assert!(parse(&["requeue", "a", "--status", "failed"]).is_err(), "both");
+        assert!(parse(&["requeue", "--status", "delivered"]).is_err(), "delivered is never requeued");
+        assert!(parse(&["requeue", "--status", "delivering"]).is_err(), "delivering is never requeued");
     }
 
     #[test]
     fn list_and_purge_validate_their_values() {
+        let parse = crate::admin::parse_args::<OutboxArgs>;
         let args =
-            OutboxArgs::parse_args(&["list", "--status", "retryable", "--limit", "5", "--after-id", "9"])
-                .expect("list");
+            parse(&["list", "--status", "retryable", "--limit", "5", "--after-id", "9"]).expect("list");
         assert!(matches!(
             args.command,
             OutboxCommand::List { status: Some(OutboxStatus::Retryable), limit: 5, after_id: 9 }
         ));
-        assert!(OutboxArgs::parse_args(&["list", "--status", "lost"]).is_err());
-        assert!(OutboxArgs::parse_args(&["list", "--limit", "0"]).is_err());
-        assert!(OutboxArgs::parse_args(&["list", "--limit", "1001"]).is_err());
-        assert!(OutboxArgs::parse_args(&["list", "--after-id", "-1"]).is_err());
-        let args =
-            OutboxArgs::parse_args(&["purge-delivered", "--older-than", "7d", "--dry-run"]).expect("purge");
+        assert!(parse(&["list", "--status", "lost"]).is_err());
+        assert!(parse(&["list", "--limit", "0"]).is_err());
+        assert!(parse(&["list", "--limit", "1001"]).is_err());
+        assert!(parse(&["list", "--after-id", "-1"]).is_err());
+        let args = parse(&["purge-delivered", "--older-than", "7d", "--dry-run"]).expect("purge");
         assert!(matches!(
             args.command,
             OutboxCommand::PurgeDelivered { older_than, dry_run: true } if older_than == Duration::from_secs(7 * 86400)
         ));
-        assert!(OutboxArgs::parse_args(&["purge-delivered", "--older-than", "0s"]).is_err());
-        assert!(OutboxArgs::parse_args(&["purge-delivered", "--older-than", "soon"]).is_err());
-        assert!(OutboxArgs::parse_args(&["purge-delivered"]).is_err(), "--older-than is required");
+        assert!(parse(&["purge-delivered", "--older-than", "0s"]).is_err());
+        assert!(parse(&["purge-delivered", "--older-than", "soon"]).is_err());
+        assert!(parse(&["purge-delivered"]).is_err(), "--older-than is required");
     }
 }

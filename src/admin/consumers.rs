@@ -198,43 +198,32 @@ fn now_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::ParseArgs;
 
     #[test]
     fn reset_takes_a_known_consumer_and_exactly_one_target() {
-        let args = ConsumersArgs::parse_args(&["reset", "webhook", "--to", "42"]).expect("by id");
+        let parse = crate::admin::parse_args::<ConsumersArgs>;
+        let args = parse(&["reset", "webhook", "--to", "42"]).expect("by id");
         assert!(matches!(
             args.command,
             ConsumersCommand::Reset { name: ConsumerName::Webhook, to: Some(42), to_time: None }
         ));
         let args =
-            ConsumersArgs::parse_args(&["reset", "audit", "--to-time", "2026-12-01T10:00:00Z", "--json"])
-                .expect("by time");
+            parse(&["reset", "audit", "--to-time", "2026-12-01T10:00:00Z", "--json"]).expect("by time");
         assert!(args.json);
         assert!(matches!(
             args.command,
             ConsumersCommand::Reset { name: ConsumerName::Audit, to: None, to_time: Some(1_796_119_200_000) }
         ));
-        assert!(ConsumersArgs::parse_args(&["reset", "im", "--to", "1"]).is_err(), "IM is not a consumer");
-        assert!(ConsumersArgs::parse_args(&["reset", "webhook"]).is_err(), "no target");
-        assert!(
-            ConsumersArgs::parse_args(&[
-                "reset",
-                "webhook",
-                "--to",
-                "1",
-                "--to-time",
-                "2026-12-01T10:00:00Z"
-            ])
-            .is_err()
-        );
-        assert!(ConsumersArgs::parse_args(&["reset", "webhook", "--to", "-1"]).is_err());
-        assert!(ConsumersArgs::parse_args(&["reset", "webhook", "--to-time", "yesterday"]).is_err());
-        assert!(ConsumersArgs::parse_args(&["list"]).is_ok());
+        assert!(parse(&["reset", "im", "--to", "1"]).is_err(), "IM is not a consumer");
+        assert!(parse(&["reset", "webhook"]).is_err(), "no target");
+        assert!(parse(&["reset", "webhook", "--to", "1", "--to-time", "2026-12-01T10:00:00Z"]).is_err());
+        assert!(parse(&["reset", "webhook", "--to", "-1"]).is_err());
+        assert!(parse(&["reset", "webhook", "--to-time", "yesterday"]).is_err());
+        assert!(parse(&["list"]).is_ok());
         assert!(matches!(
-            ConsumersArgs::parse_args(&["retire", "audit"]).expect("retire").command,
+            parse(&["retire", "audit"]).expect("retire").command,
             ConsumersCommand::Retire { name: ConsumerName::Audit }
         ));
-        assert!(ConsumersArgs::parse_args(&["retire"]).is_err());
+        assert!(parse(&["retire"]).is_err());
     }
 }

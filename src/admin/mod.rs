@@ -51,22 +51,16 @@ pub async fn run(operator: Operator<'_>, tool: Tool) -> anyhow::Result<()> {
     }
 }
 
-/// Parsing one operator command's arguments (`Self`) as clap does after
+/// Parses `args` as the arguments of one operator command (`T`), as clap does after
 /// `room-service <command>`: for the commands' own tests.
 #[cfg(test)]
-trait ParseArgs: clap::Args {
-    fn parse_args(args: &[&str]) -> Result<Self, clap::Error> {
-        use clap::Parser;
+fn parse_args<T: clap::Args>(args: &[&str]) -> Result<T, clap::Error> {
+    use clap::Parser;
 
-        #[derive(Debug, Parser)]
-        struct Command<T: clap::Args> {
-            #[command(flatten)]
-            args: T,
-        }
-        Command::<Self>::try_parse_from(std::iter::once(&"room-service").chain(args))
-            .map(|command| command.args)
+    #[derive(Debug, Parser)]
+    struct Command<T: clap::Args> {
+        #[command(flatten)]
+        args: T,
     }
+    Command::<T>::try_parse_from(std::iter::once(&"room-service").chain(args)).map(|command| command.args)
 }
-
-#[cfg(test)]
-impl<T: clap::Args> ParseArgs for T {}

@@ -65,7 +65,9 @@ impl std::str::FromStr for ConsumerName {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        crate::domain::by_name(&ConsumerName::ALL, ConsumerName::as_str, s)
+        ConsumerName::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
             .ok_or_else(|| format!("unknown consumer {s:?} (expected webhook or audit)"))
     }
 }

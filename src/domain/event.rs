@@ -72,7 +72,9 @@ impl FromStr for EventType {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        super::by_name(&EventType::ALL, EventType::as_str, s)
+        EventType::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
             .ok_or_else(|| format!("unknown event type {s:?}"))
     }
 }

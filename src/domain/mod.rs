@@ -21,8 +21,3 @@ pub use ids::{CommandId, GiftId, IdError, RESERVED_COMMAND_PREFIX, RoomId, UserI
 pub use state::{
     GIFT_RANK_SIZE, Member, MemberView, RankEntry, RoomSnapshot, RoomState, RoomStatus, SenderTotal,
 };
-
-/// The member of a closed set (`all`, each named by `name_of`) whose name is `name`.
-pub fn by_name<T: Copy>(all: &[T], name_of: fn(T) -> &'static str, name: &str) -> Option<T> {
-    all.iter().copied().find(|&t| name_of(t) == name)
-}

@@ -98,15 +98,13 @@ macro_rules! impl_command_store {
                 &self,
                 command_ids: &[String],
             ) -> Result<Vec<$crate::store::StoredCommand>, $crate::store::StoreError> {
-                use $crate::store::{room_sql, rows};
+                use $crate::store::{StoredCommand, room_sql, rows};
                 if command_ids.is_empty() {
                     return Ok(Vec::new());
                 }
-                Ok($crate::store::sql::fetch_into!(
-                    room_sql::find_commands::<$db>(command_ids),
-                    rows::CommandRow,
-                    &self.pool
-                ))
+                let mut q = room_sql::find_commands::<$db>(command_ids);
+                let rows = q.build_query_as::<rows::CommandRow>().fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(StoredCommand::from).collect())
             }
 
             async fn record_refund(

@@ -118,7 +118,9 @@ macro_rules! impl_consumer_repository {
                 &self,
             ) -> Result<Vec<$crate::store::ConsumerRow>, $crate::store::StoreError> {
                 use $crate::store::consumer_sql as cs;
-                Ok($crate::store::sql::fetch_into!(cs::list::<$db>(), cs::ConsumerRecord, &self.pool))
+                let rows =
+                    cs::list::<$db>().build_query_as::<cs::ConsumerRecord>().fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(Into::into).collect())
             }
 
             async fn reset_consumer(

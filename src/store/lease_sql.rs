@@ -183,11 +183,9 @@ macro_rules! impl_lease_repository {
             }
 
             async fn live_nodes(&self) -> Result<Vec<$crate::store::ClusterNode>, StoreError> {
-                Ok($crate::store::sql::fetch_into!(
-                    lease_sql::live_nodes::<$db>(),
-                    lease_sql::NodeRow,
-                    &self.pool
-                ))
+                let mut q = lease_sql::live_nodes::<$db>();
+                let rows = q.build_query_as::<lease_sql::NodeRow>().fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(Into::into).collect())
             }
 
             async fn renew_shards(
@@ -196,11 +194,9 @@ macro_rules! impl_lease_repository {
                 ttl: std::time::Duration,
             ) -> Result<Vec<$crate::store::ShardLease>, StoreError> {
                 lease_sql::renew::<$db>(node_id, ttl).build().execute(&self.pool).await?;
-                Ok($crate::store::sql::fetch_into!(
-                    lease_sql::held::<$db>(node_id, None),
-                    lease_sql::LeaseRow,
-                    &self.pool
-                ))
+                let mut q = lease_sql::held::<$db>(node_id, None);
+                let rows = q.build_query_as::<lease_sql::LeaseRow>().fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(Into::into).collect())
             }
 
             async fn acquire_shards(
@@ -217,11 +213,9 @@ macro_rules! impl_lease_repository {
                 if take.build().execute(&self.pool).await?.rows_affected() == 0 {
                     return Ok(Vec::new());
                 }
-                Ok($crate::store::sql::fetch_into!(
-                    lease_sql::held::<$db>(node_id, Some(shards)),
-                    lease_sql::LeaseRow,
-                    &self.pool
-                ))
+                let mut q = lease_sql::held::<$db>(node_id, Some(shards));
+                let rows = q.build_query_as::<lease_sql::LeaseRow>().fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(Into::into).collect())
             }
 
             async fn release_shards(&self, node_id: &str, shards: &[u16]) -> Result<u64, StoreError> {
@@ -233,7 +227,9 @@ macro_rules! impl_lease_repository {
             }
 
             async fn shard_leases(&self) -> Result<Vec<$crate::store::ShardLease>, StoreError> {
-                Ok($crate::store::sql::fetch_into!(lease_sql::all::<$db>(), lease_sql::LeaseRow, &self.pool))
+                let mut q = lease_sql::all::<$db>();
+                let rows = q.build_query_as::<lease_sql::LeaseRow>().fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(Into::into).collect())
             }
 
             async fn shard_lease(&self, shard: u16) -> Result<Option<$crate::store::ShardLease>, StoreError> {

@@ -183,14 +183,3 @@ pub(super) fn push_ids<DB: Dialect>(q: &mut QueryBuilder<DB>, ids: &[i64]) {
 pub(super) fn push_strs<DB: Dialect>(q: &mut QueryBuilder<DB>, values: &[String]) {
     push_list(q, values, |q, v| DB::bind_str(q, v));
 }
-
-/// Reads every row of the statement `$q` as `$row` from `$pool` and converts each into the
-/// answer's item type; for the repository impl macros, where the backend is concrete.
-macro_rules! fetch_into {
-    ($q:expr, $row:ty, $pool:expr) => {{
-        let mut q = $q;
-        let rows = q.build_query_as::<$row>().fetch_all($pool).await?;
-        rows.into_iter().map(Into::into).collect()
-    }};
-}
-pub(super) use fetch_into;
