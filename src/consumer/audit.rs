@@ -41,14 +41,16 @@ impl AuditSink {
 impl Sink for AuditSink {
     async fn deliver(&self, messages: Vec<Message>) -> Result<(), SinkError> {
         let mut entries = Vec::with_capacity(messages.len());
-        for m in messages {
+        for (room_id, m) in
+            messages.into_iter().flat_map(|m| m.events.into_iter().map(move |e| (m.group.clone(), e)))
+        {
             // The consumer decoded every envelope before publishing it.
             let occurred: Occurred = serde_json::from_str(&m.body)
                 .map_err(|e| SinkError::new(ErrorClass::Permanent, format!("audit log: envelope: {e}")))?;
             entries.push(AuditEntry {
                 event_id: m.event_id,
                 event_type: m.event_type.to_owned(),
-                room_id: m.group,
+                room_id,
                 envelope: m.body.to_string(),
                 occurred_at_ms: occurred.occurred_at_ms,
             });

@@ -99,7 +99,7 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
-    use crate::publish::{Path, Priority};
+    use crate::publish::{Event, Path, Priority};
 
     #[derive(Default)]
     struct Recording {
@@ -109,20 +109,20 @@ mod tests {
 
     impl Sink for Arc<Recording> {
         async fn deliver(&self, messages: Vec<Message>) -> Result<(), SinkError> {
-            self.batches.lock().unwrap().push(messages.into_iter().map(|m| m.event_id).collect());
+            let ids = messages.into_iter().flat_map(|m| m.events).map(|e| e.event_id).collect();
+            self.batches.lock().unwrap().push(ids);
             if self.fail { Err(SinkError::new(ErrorClass::Transient, "receiver said 503")) } else { Ok(()) }
         }
     }
 
     fn message(id: &str) -> Message {
-        Message {
+        let event = Event {
             event_id: id.into(),
             event_type: "RoomUserJoined",
-            group: "r".into(),
             priority: Priority::Normal,
             body: Arc::from("{}"),
-            path: Path::Webhook,
-        }
+        };
+        Message::new("r".into(), Path::Webhook, vec![event])
     }
 
     #[tokio::test]

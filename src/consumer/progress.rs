@@ -36,8 +36,8 @@ pub(super) async fn export_stored(repo: &dyn ConsumerRepository, name: ConsumerN
 pub(super) fn decode(name: ConsumerName, events: &[EventRow]) -> Vec<Message> {
     events
         .iter()
-        .filter_map(|e| match crate::outbox::decode_envelope(&e.event_id, &e.envelope, name.path()) {
-            Ok(message) => Some(message),
+        .filter_map(|e| match crate::outbox::decode_envelope(&e.event_id, &e.envelope) {
+            Ok(event) => Some(Message::new(e.room_id.clone(), name.path(), vec![event])),
             Err(error) => {
                 tracing::error!(
                     consumer = name.as_str(),

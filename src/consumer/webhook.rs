@@ -33,7 +33,7 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
 
 /// The body of one batch: the envelopes as stored, in order.
 pub fn body(messages: &[Message]) -> String {
-    let events: Vec<&str> = messages.iter().map(|m| &*m.body).collect();
+    let events: Vec<&str> = messages.iter().flat_map(|m| &m.events).map(|e| &*e.body).collect();
     format!(r#"{{"consumer":"webhook","events":[{}]}}"#, events.join(","))
 }
 
@@ -102,7 +102,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::publish::{Path, Priority};
+    use crate::publish::{Event, Path, Priority};
 
     #[test]
     fn signature_matches_a_known_hmac_sha256_vector() {
@@ -115,13 +115,14 @@ mod tests {
 
     #[test]
     fn body_holds_the_stored_envelopes_in_order() {
-        let message = |id: &str| Message {
-            event_id: id.into(),
-            event_type: "RoomGiftSent",
-            group: "r".into(),
-            priority: Priority::High,
-            body: Arc::from(format!(r#"{{"event_id":"{id}"}}"#)),
-            path: Path::Webhook,
+        let message = |id: &str| {
+            let event = Event {
+                event_id: id.into(),
+                event_type: "RoomGiftSent",
+                priority: Priority::High,
+                body: Arc::from(format!(r#"{{"event_id":"{id}"}}"#)),
+            };
+            Message::new("r".into(), Path::Webhook, vec![event])
         };
         let body = body(&[message("a"), message("b")]);
         assert_eq!(body, r#"{"consumer":"webhook","events":[{"event_id":"a"},{"event_id":"b"}]}"#);

@@ -1,7 +1,9 @@
 //! `POST /v4/group_open_http_svc/send_group_msg` of the fake: serves a queued fault if any,
 //! then checks what Tencent checks, in Tencent's order — usersig (70001/70003/70009/70013/
-//! 70014), the global call limit (60007), the body (10004/10015/80002) — then dedups, applies
-//! the per-group limit (OK with `MsgDropReason`) and records.
+//! 70014), the global call limit (60007), the body (10004/10015; 80002 when the content of
+//! its elements passes 12 KB) — then dedups, applies the per-group limit (OK with
+//! `MsgDropReason`) and records every custom element (one message may carry many: SPEC §12.1).
+//! Every limit counts calls, whatever a call carries.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +19,8 @@ use tokio::time::Instant;
 
 use super::fault::Fault;
 use super::server::DropConnection;
-use super::state::{Admission, Candidate, FakeState};
+use super::state::{Admission, Candidate, Element, FakeState};
+use crate::publish::pack::TENCENT_MAX_CONTENT_BYTES;
 use crate::publish::tencent::usersig::{self, UserSigError};
 use crate::publish::tencent::wire::{Answer, CloudCustomData, MAX_BODY_BYTES};
 
@@ -27,6 +30,9 @@ use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
 /// A refusal: `ErrorCode` and `ErrorInfo`.
 type Refusal = (i64, &'static str);
 
+/// A message whose content passes 12 KB.
+const TOO_LARGE: Refusal = (80002, "message too long");
+
 /// The handler.
 pub(crate) async fn send_group_msg(
     State(state): State<Arc<FakeState>>,
@@ -34,7 +40,7 @@ pub(crate) async fn send_group_msg(
     extensions: Extensions,
     body: Bytes,
 ) -> Response {
-    let fault = state.begin_call(event_id_of(&body).as_deref());
+    let fault = state.begin_call(&event_ids_of(&body));
     let latency = state.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -75,7 +81,12 @@ pub(crate) async fn send_group_msg(
     }
     let candidate = match validate(&body) {
         Ok(c) => c,
-        Err(refusal) => return refuse(&state, refusal),
+        Err(refusal) => {
+            if refusal == TOO_LARGE {
+                state.count_too_large();
+            }
+            return refuse(&state, refusal);
+        }
     };
     let msg_time = usersig::system_now_secs();
     let answer = match state.admit(now, msg_time, candidate) {
@@ -90,12 +101,14 @@ pub(crate) async fn send_group_msg(
     Json(answer).into_response()
 }
 
-/// The `event_id` a call carries in its `CloudCustomData`, read before anything else is
-/// checked, so that faulted and refused calls count as sends of their event too.
-fn event_id_of(body: &[u8]) -> Option<String> {
-    let doc: Value = serde_json::from_slice(body).ok()?;
-    let custom = doc.get("CloudCustomData")?.as_str()?;
-    serde_json::from_str::<CloudCustomData>(custom).ok().map(|c| c.event_id)
+/// The event ids a call carries in its `CloudCustomData`, read before anything else is
+/// checked, so that faulted and refused calls count as sends of their events too.
+fn event_ids_of(body: &[u8]) -> Vec<String> {
+    let custom = serde_json::from_slice::<Value>(body).ok().and_then(|doc| {
+        let custom = doc.get("CloudCustomData")?.as_str()?;
+        serde_json::from_str::<CloudCustomData>(custom).ok()
+    });
+    custom.map(CloudCustomData::ids).unwrap_or_default()
 }
 
 fn refuse(state: &FakeState, (code, info): Refusal) -> Response {
@@ -130,7 +143,7 @@ fn authenticate(state: &FakeState, query: &HashMap<String, String>) -> Result<()
 /// Checks the body like Tencent and extracts what is recorded.
 pub(crate) fn validate(body: &[u8]) -> Result<Candidate, Refusal> {
     if body.len() > MAX_BODY_BYTES {
-        return Err((80002, "message too long"));
+        return Err(TOO_LARGE);
     }
     let doc: Value = serde_json::from_slice(body).map_err(|_| (10004, "body is not json"))?;
     let group = doc.get("GroupId").and_then(Value::as_str).ok_or((10004, "GroupId missing"))?;
@@ -149,26 +162,35 @@ pub(crate) fn validate(body: &[u8]) -> Result<Candidate, Refusal> {
         .and_then(Value::as_array)
         .filter(|a| !a.is_empty())
         .ok_or((10004, "MsgBody missing"))?;
-    let mut custom = None;
+    let mut customs = Vec::new();
+    let mut content_bytes = 0;
     for elem in elems {
         let kind = elem.get("MsgType").and_then(Value::as_str);
         let content = elem.get("MsgContent").filter(|c| c.is_object());
         let (Some(kind), Some(content)) = (kind, content) else {
             return Err((10004, "bad MsgBody element"));
         };
-        if kind == "TIMCustomElem" && custom.is_none() {
+        if kind == "TIMCustomElem" {
             let data =
                 content.get("Data").and_then(Value::as_str).ok_or((10004, "TIMCustomElem without Data"))?;
             let desc = content.get("Desc").and_then(Value::as_str).unwrap_or("");
-            custom = Some((data.to_owned(), desc.to_owned()));
+            content_bytes += data.len() + desc.len();
+            customs.push((data.to_owned(), desc.to_owned()));
         }
     }
-    let (data, desc) = custom.unwrap_or_default();
-    let event_id = match doc.get("CloudCustomData") {
-        None => None,
-        Some(Value::String(s)) => serde_json::from_str::<CloudCustomData>(s).ok().map(|c| c.event_id),
+    if content_bytes > TENCENT_MAX_CONTENT_BYTES {
+        return Err(TOO_LARGE);
+    }
+    let event_ids = match doc.get("CloudCustomData") {
+        None => Vec::new(),
+        Some(Value::String(s)) => {
+            serde_json::from_str::<CloudCustomData>(s).map(CloudCustomData::ids).unwrap_or_default()
+        }
         Some(_) => return Err((10004, "CloudCustomData is not a string")),
     };
+    let mut event_ids = event_ids.into_iter();
+    let elements =
+        customs.into_iter().map(|(data, desc)| Element { event_id: event_ids.next(), data, desc }).collect();
     let priority = match doc.get("MsgPriority") {
         None => None,
         Some(Value::String(p)) if ["High", "Normal", "Low", "Lowest"].contains(&p.as_str()) => {
@@ -176,7 +198,7 @@ pub(crate) fn validate(body: &[u8]) -> Result<Candidate, Refusal> {
         }
         Some(_) => return Err((10004, "bad MsgPriority")),
     };
-    Ok(Candidate { group: group.to_owned(), random, event_id, data, desc, priority })
+    Ok(Candidate { group: group.to_owned(), random, elements, priority })
 }
 
 #[cfg(test)]
@@ -199,8 +221,9 @@ mod tests {
     fn a_good_body_is_extracted() {
         let c = validate(&body(good())).unwrap();
         assert_eq!((c.group.as_str(), c.random), ("live_r1", 42));
-        assert_eq!(c.event_id.as_deref(), Some("e1"));
-        assert_eq!((c.data.as_str(), c.desc.as_str()), ("{}", "T"));
+        let [element] = c.elements.as_slice() else { panic!("one element: {:?}", c.elements) };
+        assert_eq!(element.event_id.as_deref(), Some("e1"));
+        assert_eq!((element.data.as_str(), element.desc.as_str()), ("{}", "T"));
         assert_eq!(c.priority.as_deref(), Some("High"));
     }
 

@@ -18,19 +18,26 @@ pub const DEDUP_WINDOW: Duration = Duration::from_secs(5 * 60);
 /// Width of the rate-limit windows.
 const RATE_WINDOW: Duration = Duration::from_secs(1);
 
-/// One message the fake accepted.
+/// One element (one event) of a message the fake accepted; a message of N elements is
+/// recorded as N of these, in element order, sharing its `random`, `msg_seq` and `elements`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedMessage {
     /// The full IM `GroupId` (prefix included).
     pub group: String,
-    /// The `Random` it was sent with.
+    /// The `Random` its message was sent with.
     pub random: u32,
-    /// `event_id` from `CloudCustomData`, when it held one.
+    /// Its `event_id`, from `CloudCustomData` (`event_ids[i]`, or `event_id` for one element).
     pub event_id: Option<String>,
     /// `MsgContent.Data` of the custom element (the envelope).
     pub data: String,
     /// `MsgContent.Desc` of the custom element (the event type).
     pub desc: String,
+    /// Custom elements in its message (1 for a message of one event).
+    #[serde(default = "one")]
+    pub elements: u32,
+    /// Its place in its message, from 0.
+    #[serde(default)]
+    pub index: u32,
     /// `MsgPriority`, when given.
     pub priority: Option<String>,
     /// Sequence number in its group, from 1.
@@ -42,17 +49,28 @@ pub struct RecordedMessage {
     pub accepted_at: Instant,
 }
 
+fn one() -> u32 {
+    1
+}
+
 /// Counters since start or the last reset.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FakeStats {
     /// Every `send_group_msg` call, whatever its answer.
     pub calls: u64,
-    /// Messages recorded.
+    /// Events recorded: every element of the messages recorded.
     pub accepted: u64,
+    /// Messages (calls) recorded; `accepted / messages` is the mean events per call.
+    #[serde(default)]
+    pub messages: u64,
     /// Repeats of a `(GroupId, Random)` seen within 5 minutes: answered OK, not recorded.
     pub duplicates: u64,
     /// Messages over the per-group limit: answered OK with `MsgDropReason`, not recorded.
     pub dropped: u64,
+    /// Messages refused with 80002 because their content (every element's Data and Desc)
+    /// passed 12 KB.
+    #[serde(default)]
+    pub too_large: u64,
     /// Calls over the global (per SDKAppID) limit: refused with 60007. With `dropped`, what a
     /// well-behaved client keeps at zero.
     pub rate_limited: u64,
@@ -81,10 +99,17 @@ pub struct EventSends {
 pub(crate) struct Candidate {
     pub(crate) group: String,
     pub(crate) random: u32,
+    /// Its custom elements, in order.
+    pub(crate) elements: Vec<Element>,
+    pub(crate) priority: Option<String>,
+}
+
+/// One custom element of a [`Candidate`].
+#[derive(Clone, Debug)]
+pub(crate) struct Element {
     pub(crate) event_id: Option<String>,
     pub(crate) data: String,
     pub(crate) desc: String,
-    pub(crate) priority: Option<String>,
 }
 
 /// What happened to a [`Candidate`].
@@ -126,9 +151,9 @@ pub struct FakeState {
 }
 
 impl Book {
-    /// Counts a call IM took (recorded, or answered as a duplicate) for its event.
-    fn count_received(&mut self, event_id: Option<&str>) {
-        if let Some(event_id) = event_id {
+    /// Counts a call IM took (recorded, or answered as a duplicate) for each of its events.
+    fn count_received(&mut self, elements: &[Element]) {
+        for event_id in elements.iter().filter_map(|e| e.event_id.as_deref()) {
             self.sends.entry(event_id.to_owned()).or_default().received += 1;
         }
     }
@@ -166,13 +191,13 @@ impl FakeState {
         *self.latency.lock().unwrap_or_else(|e| e.into_inner()) = latency;
     }
 
-    /// Counts a call (and a send of `event_id`, when the body carried one) and hands out the
-    /// fault it must be served, if any.
-    pub(crate) fn begin_call(&self, event_id: Option<&str>) -> Option<Fault> {
+    /// Counts a call (and a send of each of `event_ids`, the events the body carried) and
+    /// hands out the fault it must be served, if any.
+    pub(crate) fn begin_call(&self, event_ids: &[String]) -> Option<Fault> {
         let mut book = self.book();
         book.stats.calls += 1;
-        if let Some(event_id) = event_id {
-            book.sends.entry(event_id.to_owned()).or_default().calls += 1;
+        for event_id in event_ids {
+            book.sends.entry(event_id.clone()).or_default().calls += 1;
         }
         if book.call_times.len() == CALL_LOG {
             book.call_times.pop_front();
@@ -192,6 +217,11 @@ impl FakeState {
 
     pub(crate) fn count_rejection(&self) {
         self.book().stats.rejected += 1;
+    }
+
+    /// Counts a message refused for its content's size (also a rejection).
+    pub(crate) fn count_too_large(&self) {
+        self.book().stats.too_large += 1;
     }
 
     /// Takes a slot of the global (per SDKAppID) call limit.
@@ -217,7 +247,7 @@ impl FakeState {
         let key = (c.group.clone(), c.random);
         if let Some(msg_seq) = book.seen.get(&key).copied() {
             book.stats.duplicates += 1;
-            book.count_received(c.event_id.as_deref());
+            book.count_received(&c.elements);
             return Admission::Duplicate { msg_seq };
         }
         let limit = self.options.per_group_limit_per_sec;
@@ -231,19 +261,25 @@ impl FakeState {
         let msg_seq = *seq;
         book.seen.insert(key.clone(), msg_seq);
         book.seen_order.push_back((now, key));
-        book.stats.accepted += 1;
-        book.count_received(c.event_id.as_deref());
-        book.messages.push(RecordedMessage {
-            group: c.group,
-            random: c.random,
-            event_id: c.event_id,
-            data: c.data,
-            desc: c.desc,
-            priority: c.priority,
-            msg_seq,
-            accepted_at: now,
-            msg_time,
-        });
+        book.stats.messages += 1;
+        book.stats.accepted += c.elements.len() as u64;
+        book.count_received(&c.elements);
+        let elements = u32::try_from(c.elements.len()).unwrap_or(u32::MAX);
+        for (index, element) in (0u32..).zip(c.elements) {
+            book.messages.push(RecordedMessage {
+                group: c.group.clone(),
+                random: c.random,
+                event_id: element.event_id,
+                data: element.data,
+                desc: element.desc,
+                elements,
+                index,
+                priority: c.priority.clone(),
+                msg_seq,
+                accepted_at: now,
+                msg_time,
+            });
+        }
         Admission::Recorded { msg_seq }
     }
 

@@ -14,9 +14,11 @@ fn candidate(group: &str, random: u32) -> Candidate {
     Candidate {
         group: group.into(),
         random,
-        event_id: Some(format!("e{random}")),
-        data: "{}".into(),
-        desc: "RoomUserJoined".into(),
+        elements: vec![Element {
+            event_id: Some(format!("e{random}")),
+            data: "{}".into(),
+            desc: "RoomUserJoined".into(),
+        }],
         priority: Some("Normal".into()),
     }
 }
@@ -77,17 +79,17 @@ async fn clear_forgets_everything_but_latency() {
 async fn sends_count_every_call_and_what_im_took() {
     let s = state(Some(1), None);
     let t0 = Instant::now();
-    assert_eq!(s.begin_call(Some("e7")), None);
+    assert_eq!(s.begin_call(&["e7".to_owned()]), None);
     assert!(matches!(s.admit(t0, 0, candidate("g", 7)), Admission::Recorded { .. }));
-    s.begin_call(Some("e7"));
+    s.begin_call(&["e7".to_owned()]);
     assert!(matches!(s.admit(t0, 0, candidate("g", 7)), Admission::Duplicate { .. }));
     // Dropped over the per-group limit: a call, not received.
-    s.begin_call(Some("e8"));
+    s.begin_call(&["e8".to_owned()]);
     assert_eq!(s.admit(t0, 0, candidate("g", 8)), Admission::Dropped);
     // A faulted call never reaches admit.
     s.inject(Fault::Http502, 1);
-    assert_eq!(s.begin_call(Some("e8")), Some(Fault::Http502));
-    s.begin_call(None);
+    assert_eq!(s.begin_call(&["e8".to_owned()]), Some(Fault::Http502));
+    s.begin_call(&[]);
     let sends = s.sends_by_event();
     assert_eq!(sends["e7"], EventSends { calls: 2, received: 2 });
     assert_eq!(sends["e8"], EventSends { calls: 2, received: 0 });

@@ -38,7 +38,8 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::Ownership;
 use crate::config::OutboxWorkerSettings;
 use crate::domain::EventEnvelope;
-use crate::publish::{Message, Path, Priority, Publisher};
+use crate::publish::pack::PackLimits;
+use crate::publish::{Event, Priority, Publisher};
 use crate::store::{ClaimScope, OutboxQueue, OutboxRow, StoreError};
 
 /// Messages per second one room may get when [`OutboxWorker::with_per_room_rate`] is not
@@ -64,6 +65,8 @@ pub struct OutboxWorker {
     /// holds at most two seconds of it per room, so a backlogged room never crowds others out
     /// of the claims.
     per_room_rate: u32,
+    /// How many events one message may carry (`im_batch.*`).
+    pack: PackLimits,
     wake: Arc<Notify>,
     /// In a cluster: claim the rows of the shards this node owns, and others' only once
     /// orphaned this long (their owner is gone).
@@ -106,7 +109,15 @@ impl OutboxWorker {
     ) -> Self {
         let wake = Arc::new(Notify::new());
         let (node_id, per_room_rate) = (node_id.into(), DEFAULT_PER_ROOM_RATE);
-        Self { repo, publisher, node_id, options, per_room_rate, wake, scope: None }
+        let pack = PackLimits::default();
+        Self { repo, publisher, node_id, options, per_room_rate, pack, wake, scope: None }
+    }
+
+    /// Packs up to `limits` of a room's consecutive rows into one message
+    /// ([`PackLimits::SINGLE`]: one event a message).
+    pub fn with_pack_limits(mut self, limits: PackLimits) -> Self {
+        self.pack = limits;
+        self
     }
 
     /// Holds at most two seconds of `rate` (messages per second, `im_rate_limit.per_group_per_sec`)
@@ -178,39 +189,32 @@ impl OutboxWorker {
     }
 }
 
-/// Decodes a row's envelope into the message to publish. The body is the stored JSON,
+/// Decodes a row's envelope into the event to publish. The body is the stored JSON,
 /// unchanged, so every retry sends the same bytes the synchronous path sent.
-pub(crate) fn decode(row: &OutboxRow) -> Result<Message, String> {
-    decode_envelope(&row.event_id, &row.envelope, Path::Worker)
+pub(crate) fn decode(row: &OutboxRow) -> Result<Event, String> {
+    decode_envelope(&row.event_id, &row.envelope)
 }
 
-/// Decodes a stored envelope (of the event `event_id`) into the message `path` publishes.
-pub(crate) fn decode_envelope(event_id: &str, envelope: &str, path: Path) -> Result<Message, String> {
+/// Decodes a stored envelope (of the event `event_id`) into the event to publish.
+pub(crate) fn decode_envelope(event_id: &str, envelope: &str) -> Result<Event, String> {
     let decoded: EventEnvelope =
         serde_json::from_str(envelope).map_err(|e| format!("undecodable envelope: {e}"))?;
     if decoded.event_id != event_id {
         return Err("undecodable envelope: its event_id differs from the row's".into());
     }
-    Ok(Message::from_envelope(&decoded, Arc::from(envelope), path))
+    Ok(Event::from_envelope(&decoded, Arc::from(envelope)))
 }
 
-/// The one way an event envelope becomes a [`Message`], on the synchronous path (from the
-/// envelope just committed) and the worker's and consumers' (from the stored row, through
-/// `decode_envelope`). It lives here, in the outbox that relays envelopes, rather than in
-/// [`crate::publish`], which knows no domain types, or [`crate::domain`], which knows no
+/// The one way an event envelope becomes a publishable [`Event`], on the synchronous path
+/// (from the envelope just committed) and the worker's and consumers' (from the stored row,
+/// through `decode_envelope`). It lives here, in the outbox that relays envelopes, rather than
+/// in [`crate::publish`], which knows no domain types, or [`crate::domain`], which knows no
 /// publishing.
-impl Message {
-    /// The message `path` publishes for `envelope`, whose JSON is `body` (sent unchanged).
-    pub fn from_envelope(envelope: &EventEnvelope, body: Arc<str>, path: Path) -> Self {
+impl Event {
+    /// The event of `envelope`, whose JSON is `body` (sent unchanged).
+    pub fn from_envelope(envelope: &EventEnvelope, body: Arc<str>) -> Self {
         let priority = if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal };
-        Self {
-            event_id: envelope.event_id.clone(),
-            event_type: envelope.event_type.as_str(),
-            group: envelope.room_id.clone(),
-            priority,
-            body,
-            path,
-        }
+        Self { event_id: envelope.event_id.clone(), event_type: envelope.event_type.as_str(), priority, body }
     }
 }
 

@@ -7,7 +7,7 @@ use tower::service_fn;
 
 use super::*;
 use crate::config::OutboxWorkerSettings;
-use crate::publish::{BoxError, Message, Outcome, Path, Priority};
+use crate::publish::{BoxError, Message, Outcome, Priority};
 use crate::store::{OutboxRow, SqliteRepository};
 
 fn row(event_id: &str, envelope: &str) -> OutboxRow {
@@ -43,9 +43,7 @@ fn decodable_row_becomes_a_worker_message_with_the_stored_body() {
     let message = decode(&row("ev-1", &body)).expect("decodable");
     assert_eq!(message.event_id, "ev-1");
     assert_eq!(message.event_type, "RoomGiftSent");
-    assert_eq!(message.group, "room-1");
     assert_eq!(message.priority, Priority::High);
-    assert_eq!(message.path, Path::Worker);
     assert_eq!(&*message.body, body.as_str());
 
     let joined = decode(&row("ev-2", &envelope("ev-2", "RoomUserJoined"))).expect("decodable");

@@ -1,7 +1,7 @@
 //! [`LogSink`]: the leaf of the publish stack when Tencent IM is disabled (local runs, demos).
 //!
 //! Events still flow through the very same layers (trace, metrics, filter, timeout); the sink
-//! logs each message's identity at `info` and answers [`Outcome::Delivered`], so the outbox rows
+//! logs each event's identity at `info` and answers [`Outcome::Delivered`], so the outbox rows
 //! are marked delivered exactly as with a real IM. The body is never logged.
 
 use std::future::{Ready, ready};
@@ -34,13 +34,15 @@ impl Service<Message> for LogSink {
     }
 
     fn call(&mut self, message: Message) -> Self::Future {
-        tracing::info!(
-            event_id = %message.event_id,
-            event_type = message.event_type,
-            group = %message.group,
-            path = message.path.as_str(),
-            "Event published to log sink"
-        );
+        for event in &message.events {
+            tracing::info!(
+                event_id = %event.event_id,
+                event_type = event.event_type,
+                group = %message.group,
+                path = message.path.as_str(),
+                "Event published to log sink"
+            );
+        }
         ready(Ok(Outcome::Delivered))
     }
 }

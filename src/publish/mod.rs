@@ -13,6 +13,7 @@ pub mod error;
 pub mod filter;
 pub mod log_sink;
 pub mod metrics;
+pub mod pack;
 pub mod rate_limit;
 pub mod stack;
 pub mod trace;
@@ -25,6 +26,8 @@ pub use error::{ErrorClass, classify};
 
 use std::sync::Arc;
 
+use tokio::sync::Notify;
+
 /// The error type between layers.
 pub type BoxError = tower::BoxError;
 
@@ -32,21 +35,78 @@ pub type BoxError = tower::BoxError;
 /// outbox worker.
 pub type Publisher = tower::util::BoxCloneSyncService<Message, Outcome, BoxError>;
 
-/// One event to publish.
+/// One call of the publish stack: one or more consecutive events of ONE group (a room), in
+/// their order. The Tencent IM leaf sends them as one message, one element per event (SPEC
+/// §12.1); every rate limit counts the message once, whatever it carries. The answer applies to
+/// every event of the message.
 #[derive(Clone, Debug)]
 pub struct Message {
+    /// Routing key: the room id. The IM leaf maps it to its group id.
+    pub group: String,
+    /// Which caller publishes: the command path or the worker.
+    pub path: Path,
+    /// The events, in order; never empty when built with [`Message::new`].
+    pub events: Vec<Event>,
+    /// Notified when the message has to wait for a rate-limit permit (the room lane then
+    /// answers the commands waiting on it `pending` instead of holding them).
+    pub on_wait: Option<Arc<Notify>>,
+}
+
+/// One event of a [`Message`].
+#[derive(Clone, Debug)]
+pub struct Event {
     /// Stable id of the event (UUIDv7); receivers dedup on it.
     pub event_id: String,
     /// Event type name, from a closed set (bounded metric label).
     pub event_type: &'static str,
-    /// Routing key: the room id. The IM leaf maps it to its group id.
-    pub group: String,
     /// Delivery priority asked of the receiver.
     pub priority: Priority,
     /// The envelope as JSON, sent unchanged.
     pub body: Arc<str>,
-    /// Which caller publishes: the command path or the worker.
-    pub path: Path,
+}
+
+impl Event {
+    /// Bytes this event adds to a message's content: its body and its type name (what Tencent
+    /// counts against its 12 KB).
+    pub fn content_bytes(&self) -> usize {
+        self.body.len() + self.event_type.len()
+    }
+}
+
+impl Message {
+    /// A message of `events` (one or more, of `group`, in order) published by `path`.
+    pub fn new(group: String, path: Path, events: Vec<Event>) -> Self {
+        Self { group, path, events, on_wait: None }
+    }
+
+    /// The first event; every message built by [`Message::new`] has one.
+    pub fn first(&self) -> Option<&Event> {
+        self.events.first()
+    }
+
+    /// The first event's type: the label of the message's span and latency.
+    pub fn event_type(&self) -> &'static str {
+        self.first().map_or("none", |e| e.event_type)
+    }
+
+    /// The first event's id, for logs and spans.
+    pub fn event_id(&self) -> &str {
+        self.first().map_or("", |e| e.event_id.as_str())
+    }
+
+    /// The highest priority of its events.
+    pub fn priority(&self) -> Priority {
+        if self.events.iter().any(|e| e.priority == Priority::High) {
+            Priority::High
+        } else {
+            Priority::Normal
+        }
+    }
+
+    /// The content's size: every event's [`Event::content_bytes`].
+    pub fn content_bytes(&self) -> usize {
+        self.events.iter().map(Event::content_bytes).sum()
+    }
 }
 
 /// Delivery priority of a message.

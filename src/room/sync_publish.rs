@@ -23,7 +23,7 @@ use super::drain::Answer;
 use super::marker::DeliveryMarker;
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
 use crate::domain::EventEnvelope;
-use crate::publish::{self, Message, Outcome, Path, Publisher};
+use crate::publish::{self, Event, Message, Outcome, Path, Publisher};
 use crate::store::SharedCommandStore;
 
 /// The publish step: committed events through the shared stack in room order, their marks to
@@ -158,7 +158,8 @@ impl SyncPublish {
     }
 
     async fn publish_one(&self, envelope: &EventEnvelope, json: &Arc<str>, deadline: Instant) -> Delivery {
-        let message = Message::from_envelope(envelope, Arc::clone(json), Path::Sync);
+        let event = Event::from_envelope(envelope, Arc::clone(json));
+        let message = Message::new(envelope.room_id.clone(), Path::Sync, vec![event]);
         match tokio::time::timeout_at(deadline, self.publisher.clone().oneshot(message)).await {
             Ok(Ok(Outcome::Delivered)) => Delivery::Delivered,
             Ok(Ok(Outcome::Skipped)) => Delivery::Skipped,

@@ -48,9 +48,9 @@ pub fn install_metrics() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
             let mut builder = PrometheusBuilder::new();
-            for name in names::histograms() {
+            for (name, buckets) in names::histograms() {
                 builder = builder
-                    .set_buckets_for_metric(Matcher::Full(name.to_owned()), names::LATENCY_BUCKETS)
+                    .set_buckets_for_metric(Matcher::Full(name.to_owned()), buckets)
                     .unwrap_or_else(|_| PrometheusBuilder::new());
             }
             let recorder = builder.build_recorder();

@@ -18,6 +18,13 @@ declare_metrics! {
     PUBLISH_FAILURE_TOTAL: Counter(Count) = "room_outbox_publish_failure_total";
     /// Time of one publish through the stack, by `path` and `event_type`.
     PUBLISH_LATENCY_SECONDS: Histogram(Seconds) = "room_outbox_publish_latency_seconds";
+    /// IM calls (send_group_msg; each may carry several events), by `path` and `result`
+    /// (delivered, or the error class of a failed call).
+    IM_CALLS_TOTAL: Counter(Count) = "room_im_calls_total";
+    /// Events carried by one IM call, by `path`.
+    IM_EVENTS_PER_CALL: Histogram(Count) = "room_im_events_per_call";
+    /// Age of the oldest undelivered event of the most lagging room (0: nothing undelivered).
+    OUTBOX_HOT_ROOM_LAG_SECONDS: Gauge(Seconds) = "room_outbox_hot_room_lag_seconds";
     /// Outbox rows by `status` (pending, delivering, retryable, failed; never delivered).
     OUTBOX_ROWS: Gauge(Count) = "room_outbox_rows";
     /// Age of the oldest outbox row not yet delivered.
@@ -112,9 +119,13 @@ pub const PROCESS: [&str; 8] = [
 /// rules.
 pub const ALL: [&str; METRICS.len()] = super::describe::names(METRICS);
 
-/// The histograms among [`ALL`]; each gets [`LATENCY_BUCKETS`].
-pub fn histograms() -> impl Iterator<Item = &'static str> {
-    METRICS.iter().filter(|m| m.kind == Kind::Histogram).map(|m| m.name)
+/// The histograms among [`ALL`], each with its buckets: [`LATENCY_BUCKETS`] for times,
+/// [`COUNT_BUCKETS`] for counts.
+pub fn histograms() -> impl Iterator<Item = (&'static str, &'static [f64])> {
+    METRICS.iter().filter(|m| m.kind == Kind::Histogram).map(|m| {
+        let buckets = if m.unit == metrics::Unit::Count { COUNT_BUCKETS } else { LATENCY_BUCKETS };
+        (m.name, buckets)
+    })
 }
 
 /// Label key: who publishes (`sync` | `worker` | `webhook` | `audit`).
@@ -148,6 +159,10 @@ pub const LABEL_VERSION: &str = "version";
 /// Label key: the git commit of the build (12 characters, or `unknown`).
 pub const LABEL_COMMIT: &str = "commit";
 
+/// Buckets of every count histogram (events per IM call: `im_batch.max_events` is 32 by
+/// default).
+pub const COUNT_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+
 /// Histogram buckets in seconds, from 1 ms to 10 s (covers a 3 s publish timeout and slow
 /// commands).
 pub const LATENCY_BUCKETS: &[f64] =
@@ -165,8 +180,10 @@ mod tests {
         for name in ALL {
             assert!(name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'), "{name}");
         }
-        for name in histograms() {
-            assert!(name.ends_with("_seconds"), "{name}");
+        for (name, buckets) in histograms() {
+            let seconds = name.ends_with("_seconds");
+            assert!(seconds || name.ends_with("_per_call"), "{name}");
+            assert_eq!(buckets == LATENCY_BUCKETS, seconds, "{name} has the buckets of its unit");
         }
         let mut unique = ALL.to_vec();
         unique.sort_unstable();

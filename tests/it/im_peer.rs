@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use room_service::config::TencentImSettings;
 use room_service::publish::tencent::TencentImService;
-use room_service::publish::{Message, Outcome, Path, Priority, classify};
+use room_service::publish::{Event, Message, Outcome, Path, Priority, classify};
 use room_service::secret::Secret;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -61,14 +61,13 @@ fn message(event_id: &str) -> Message {
         "event_id": event_id, "event_type": "RoomGiftSent", "room_id": "r1", "room_version": 3,
         "command_id": "c", "request_id": "q", "occurred_at_ms": 1, "payload": {"count": 1},
     });
-    Message {
+    let event = Event {
         event_id: event_id.into(),
         event_type: "RoomGiftSent",
-        group: "r1".into(),
         priority: Priority::High,
         body: Arc::from(envelope.to_string()),
-        path: Path::Sync,
-    }
+    };
+    Message::new("r1".into(), Path::Sync, vec![event])
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use room_service::fake_im::{FakeIm, FakeImOptions, Fault};
 use room_service::publish::tencent::usersig::{Clock, system_now_secs};
 use room_service::publish::tencent::wire::random_for;
 use room_service::publish::tencent::{ImError, TencentImService};
-use room_service::publish::{BoxError, ErrorClass, Message, Outcome, Path, Priority, classify};
+use room_service::publish::{BoxError, ErrorClass, Event, Message, Outcome, Path, Priority, classify};
 use room_service::secret::Secret;
 use tower::{Service, ServiceExt};
 
@@ -39,14 +39,13 @@ fn service(fake: &FakeIm) -> TencentImService {
 }
 
 fn message(event_id: &str, body: &str) -> Message {
-    Message {
+    let event = Event {
         event_id: event_id.into(),
         event_type: "RoomGiftSent",
-        group: "room-1".into(),
         priority: Priority::High,
         body: body.into(),
-        path: Path::Sync,
-    }
+    };
+    Message::new("room-1".into(), Path::Sync, vec![event])
 }
 
 async fn publish(svc: &TencentImService, msg: Message) -> Result<Outcome, BoxError> {
@@ -225,14 +224,15 @@ async fn really_expired_usersig_is_refused_then_refreshed() {
 async fn oversized_message_is_refused_before_sending() {
     let fake = fake().await;
     let mut svc = service(&fake);
-    let body = format!(r#"{{"blob":"{}"}}"#, "x".repeat(8000));
+    // Content = the envelope and its type name; the default limit is 11,000 bytes.
+    let body = format!(r#"{{"blob":"{}"}}"#, "x".repeat(11_000));
     std::future::poll_fn(|cx| svc.poll_ready(cx)).await.unwrap();
     let err = svc.call(message("ev-big", &body)).await.expect_err("too large");
     assert_eq!(classify(err.as_ref()), ErrorClass::Permanent);
     assert!(matches!(err.downcast_ref::<ImError>(), Some(ImError::TooLarge { .. })), "{err}");
     assert_eq!(fake.stats().calls, 0);
     // Just under the limit goes through.
-    let body = format!(r#"{{"blob":"{}"}}"#, "x".repeat(7500));
+    let body = format!(r#"{{"blob":"{}"}}"#, "x".repeat(10_900));
     publish(&svc, message("ev-ok", &body)).await.unwrap();
     assert_eq!(fake.stats().calls, 1);
 }

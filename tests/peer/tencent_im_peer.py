@@ -52,19 +52,27 @@ def check_body(body):
         return fail(10015, "bad GroupId")
     if not isinstance(body.get("Random"), int) or not 0 <= body["Random"] <= 0xFFFFFFFF:
         return fail(10004, "bad Random")
+    # One message carries 1..N custom elements, one per event, in order (a pack).
     elems = body.get("MsgBody")
-    if not isinstance(elems, list) or len(elems) != 1 or elems[0].get("MsgType") != "TIMCustomElem":
+    if not isinstance(elems, list) or not elems or any(e.get("MsgType") != "TIMCustomElem" for e in elems):
         return fail(10004, "bad MsgBody")
-    content = elems[0].get("MsgContent", {})
-    if not isinstance(content.get("Data"), str) or not isinstance(content.get("Desc"), str):
-        return fail(10004, "bad MsgContent")
-    envelope = json.loads(content["Data"])
     custom = json.loads(body.get("CloudCustomData", "{}"))
-    if custom.get("event_id") != envelope.get("event_id") or content["Desc"] != envelope.get("event_type"):
-        return fail(10004, "CloudCustomData/Desc disagree with the envelope")
+    ids = custom.get("event_ids")
+    if not isinstance(ids, list) or len(ids) != len(elems):
+        return fail(10004, "CloudCustomData does not name one event per element")
+    size = 0
+    for event_id, elem in zip(ids, elems):
+        content = elem.get("MsgContent", {})
+        if not isinstance(content.get("Data"), str) or not isinstance(content.get("Desc"), str):
+            return fail(10004, "bad MsgContent")
+        envelope = json.loads(content["Data"])
+        if event_id != envelope.get("event_id") or content["Desc"] != envelope.get("event_type"):
+            return fail(10004, "CloudCustomData/Desc disagree with the envelope")
+        size += len(content["Data"].encode()) + len(content["Desc"].encode())
     if body.get("MsgPriority") not in ("High", "Normal", "Low", "Lowest"):
         return fail(10004, "bad MsgPriority")
-    if len(json.dumps(body).encode()) > 8000:
+    # Tencent bounds a message's content at 12 KB.
+    if size > 12 * 1024:
         return fail(80002, "message too long")
     return None
 

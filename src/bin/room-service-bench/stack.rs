@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use room_service::app::im_stack;
 use room_service::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
 use room_service::publish::stack::into_publisher;
-use room_service::publish::{BoxError, Message, Outcome, Path, Priority, Publisher};
+use room_service::publish::{BoxError, Event, Message, Outcome, Path, Priority, Publisher};
 use tower::{Service, ServiceExt};
 
 use crate::Args;
@@ -48,14 +48,13 @@ impl Service<Message> for NoopLeaf {
 }
 
 fn message() -> Message {
-    Message {
+    let event = Event {
         event_id: "0190f5c2-7b1e-7cc0-8000-000000000001".into(),
         event_type: "RoomUserJoined",
-        group: "room-1".into(),
         priority: Priority::Normal,
         body: Arc::from(r#"{"event_id":"0190f5c2-7b1e-7cc0-8000-000000000001","payload":{}}"#),
-        path: Path::Sync,
-    }
+    };
+    Message::new("room-1".into(), Path::Sync, vec![event])
 }
 
 /// Mean time per `publisher.clone().oneshot(message)` over `n` calls.

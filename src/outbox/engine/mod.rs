@@ -30,7 +30,8 @@ mod marks;
 
 use super::policy::{Failure, on_failure};
 use super::{BatchReport, OutboxWorker, WORKER_NAME};
-use crate::publish::BoxError;
+use crate::publish::pack::PackLimits;
+use crate::publish::{BoxError, Event, Message, Path};
 use crate::store::{Mark, OutboxRow, StoreError};
 use crate::telemetry::names;
 
@@ -43,10 +44,9 @@ pub(super) struct Held {
     row: OutboxRow,
 }
 
-/// A finished publish task.
+/// A finished publish task: each row it published, in order, and what came of it.
 struct Done {
-    held: Held,
-    result: Result<(), Outcome>,
+    results: Vec<(Held, Result<(), Outcome>)>,
 }
 
 /// Why a publish task did not deliver.
@@ -126,7 +126,7 @@ impl Engine {
                 continue;
             }
             let Some(queue) = self.queues.get_mut(&room) else { continue };
-            let Some(held) = queue.pop_front() else { continue };
+            let pack = next_pack(queue, self.worker.pack);
             if queue.is_empty() {
                 // Forget drained rooms: the map holds only rooms with rows waiting.
                 self.queues.remove(&room);
@@ -134,12 +134,14 @@ impl Engine {
             self.busy.insert(room);
             let worker = self.worker.clone();
             self.tasks.spawn(async move {
-                // A panic below becomes a failed attempt: the row is always marked, and its
+                // A panic below becomes a failed attempt: every row is always marked, and its
                 // claim always ends (a lost row would have its lease renewed forever).
-                let publish = std::panic::AssertUnwindSafe(worker.publish_held(&held.row)).catch_unwind();
-                let result =
-                    publish.await.unwrap_or_else(|_| Err(Outcome::Failed("publish task panicked".into())));
-                Done { held, result }
+                let rows: Vec<&OutboxRow> = pack.iter().map(|h| &h.row).collect();
+                let publish = std::panic::AssertUnwindSafe(worker.publish_pack(&rows)).catch_unwind();
+                let results = publish.await.unwrap_or_else(|_| {
+                    rows.iter().map(|_| Err(Outcome::Failed("publish task panicked".into()))).collect()
+                });
+                Done { results: pack.into_iter().zip(results).collect() }
             });
         }
     }
@@ -159,27 +161,29 @@ impl Engine {
         let Some(joined) = self.tasks.join_next().await else {
             return std::future::pending().await;
         };
-        let Ok(Done { held, result }) = joined else {
+        let Ok(Done { results }) = joined else {
             // Only an abort ends a task without its `Done` (panics are caught inside it).
             tracing::error!(worker = WORKER_NAME, node_id = %self.worker.node_id, "Outbox publish task aborted");
             return;
         };
-        let room = held.row.room_id.clone();
+        let Some(room) = results.first().map(|(held, _)| held.row.room_id.clone()) else { return };
         self.busy.remove(&room);
-        match result {
-            Ok(()) => self.marks.push((held, Mark::Delivered)),
-            Err(Outcome::Undecodable(error)) => {
-                self.report.undecodable += 1;
-                self.log_row(
-                    tracing::Level::ERROR,
-                    &held.row,
-                    "failed",
-                    &error,
-                    "Undecodable outbox envelope parked for inspection",
-                );
-                self.marks.push((held, Mark::Park { reason: "undecodable", error }));
+        for (held, result) in results {
+            match result {
+                Ok(()) => self.marks.push((held, Mark::Delivered)),
+                Err(Outcome::Undecodable(error)) => {
+                    self.report.undecodable += 1;
+                    self.log_row(
+                        tracing::Level::ERROR,
+                        &held.row,
+                        "failed",
+                        &error,
+                        "Undecodable outbox envelope parked for inspection",
+                    );
+                    self.marks.push((held, Mark::Park { reason: "undecodable", error }));
+                }
+                Err(Outcome::Failed(error)) => self.failed(held, error),
             }
-            Err(Outcome::Failed(error)) => self.failed(held, error),
         }
         if self.queues.get(&room).is_some_and(|q| !q.is_empty()) {
             self.ready.push_back(room);
@@ -238,15 +242,95 @@ impl Engine {
 }
 
 impl OutboxWorker {
-    /// Publishes one claimed row through the shared stack (path `worker`). The stack bounds
-    /// the IM call with its own timeout; waiting for a rate-limit permit is not bounded here,
-    /// the lease is renewed meanwhile.
-    async fn publish_held(&self, row: &OutboxRow) -> Result<(), Outcome> {
-        let message = super::decode(row).map_err(Outcome::Undecodable)?;
+    /// Publishes a pack of one room's claimed rows through the shared stack (path `worker`):
+    /// the events that reach IM in one message, each other one (answered by the event filter
+    /// without a call) on its own. The stack bounds the IM call with its own timeout; waiting
+    /// for a rate-limit permit is not bounded here, the lease is renewed meanwhile. One result
+    /// per row, in order.
+    async fn publish_pack(&self, rows: &[&OutboxRow]) -> Vec<Result<(), Outcome>> {
+        let mut results: Vec<Option<Result<(), Outcome>>> = Vec::with_capacity(rows.len());
+        let mut packed: Vec<(usize, Event)> = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            match super::decode(row) {
+                Err(error) => results.push(Some(Err(Outcome::Undecodable(error)))),
+                Ok(event) if reaches_im(&row.event_type) => {
+                    results.push(None);
+                    packed.push((i, event));
+                }
+                Ok(event) => results.push(Some(self.publish(&row.room_id, vec![event]).await)),
+            }
+        }
+        if let Some(room) = rows.first().map(|r| r.room_id.as_str())
+            && !packed.is_empty()
+        {
+            let (slots, events): (Vec<usize>, Vec<Event>) = packed.into_iter().unzip();
+            let shared = match self.publish(room, events).await {
+                Ok(()) => None,
+                Err(Outcome::Failed(error)) => Some(SharedError(std::sync::Arc::new(error))),
+                Err(Outcome::Undecodable(error)) => Some(SharedError(std::sync::Arc::new(error.into()))),
+            };
+            for slot in slots {
+                results[slot] = Some(match &shared {
+                    None => Ok(()),
+                    Some(error) => Err(Outcome::Failed(Box::new(error.clone()))),
+                });
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Outcome::Failed("not published".into()))))
+            .collect()
+    }
+
+    async fn publish(&self, room: &str, events: Vec<Event>) -> Result<(), Outcome> {
+        let message = Message::new(room.to_owned(), Path::Worker, events);
         match self.publisher.clone().oneshot(message).await {
             Ok(_) => Ok(()),
             Err(error) => Err(Outcome::Failed(error)),
         }
+    }
+}
+
+/// Takes the next pack off a room's queue: the rows from its head, in order, whose events reach
+/// IM up to the pack limits, and every row between them whose event type the filter answers
+/// without a call (never counted against the limits: it never reaches IM).
+fn next_pack(queue: &mut VecDeque<Held>, limits: PackLimits) -> Vec<Held> {
+    let mut pack = Vec::new();
+    let sizes = queue
+        .iter()
+        .filter(|h| reaches_im(&h.row.event_type))
+        .map(|h| h.row.envelope.len() + h.row.event_type.len());
+    let mut im_left = limits.take(sizes).max(1);
+    while let Some(front) = queue.front() {
+        let im = reaches_im(&front.row.event_type);
+        if im && im_left == 0 {
+            break;
+        }
+        im_left -= usize::from(im);
+        pack.extend(queue.pop_front());
+    }
+    pack
+}
+
+/// Whether a stored event type reaches IM (an unknown one is tried, and parked by the leaf).
+fn reaches_im(event_type: &str) -> bool {
+    event_type.parse::<crate::domain::EventType>().map_or(true, crate::domain::EventType::reaches_im)
+}
+
+/// A pack's failure as seen by each of its rows: it displays as the failure and has it as its
+/// source, so each row's mark classifies it and records its reason as if it were its own.
+#[derive(Debug, Clone)]
+struct SharedError(std::sync::Arc<BoxError>);
+
+impl std::fmt::Display for SharedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SharedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.0.as_ref().as_ref())
     }
 }
 

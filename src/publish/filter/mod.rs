@@ -72,10 +72,15 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, message: Message) -> Self::Future {
-        if self.skips(message.event_type) {
+    /// A message whose events are all skipped is answered [`Outcome::Skipped`]; any other one
+    /// is forwarded without its skipped events (the publishers never mix them into a pack, so
+    /// this only keeps a stray one from reaching IM).
+    fn call(&mut self, mut message: Message) -> Self::Future {
+        if message.events.iter().all(|e| self.skips(e.event_type)) {
             ResponseFuture::skipped()
         } else {
+            let skip = &self.skip;
+            message.events.retain(|e| !skip.contains(&e.event_type));
             ResponseFuture::called(self.inner.call(message))
         }
     }

@@ -35,7 +35,7 @@ async fn other_types_are_forwarded_unchanged() {
 
     let call = tokio::spawn(svc.oneshot(message("RoomUserJoined", Path::Worker)));
     let (request, respond) = handle.next_request().await.expect("forwarded");
-    assert_eq!(request.event_type, "RoomUserJoined");
+    assert_eq!(request.event_type(), "RoomUserJoined");
     assert_eq!(request.path, Path::Worker);
     respond.send_response(Outcome::Delivered);
 
@@ -69,7 +69,7 @@ async fn a_skipped_message_does_not_consume_inner_readiness() {
     assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));
     let call = svc.call(message("RoomClosed", Path::Sync));
     let (request, respond) = handle.next_request().await.expect("forwarded");
-    assert_eq!(request.event_type, "RoomClosed");
+    assert_eq!(request.event_type(), "RoomClosed");
     respond.send_response(Outcome::Delivered);
     assert_eq!(call.await.expect("delivered"), Outcome::Delivered);
 

@@ -1,4 +1,5 @@
-//! Publish metrics: counts every publish once when it completes and records its latency.
+//! Publish metrics: counts every event of a publish once when it completes, the call itself,
+//! and its latency.
 //!
 //! Sits right below tracing in the publish stack, above the filter, so skipped events are
 //! counted too (`result="skipped"`) and the latency covers the timeout and the leaf. Records:
@@ -6,7 +7,11 @@
 //! - `room_outbox_publish_success_total{path,event_type,result}`, `result` = delivered|skipped;
 //! - `room_outbox_publish_failure_total{path,event_type,class}`, `class` from
 //!   [`classify`](crate::publish::classify);
-//! - `room_outbox_publish_latency_seconds{path,event_type}`, success or failure alike.
+//! - `room_outbox_publish_latency_seconds{path,event_type}`, success or failure alike, once per
+//!   message (`event_type` of its first event);
+//! - on the IM paths (`sync`, `worker`), for a message that reached the receiver (not skipped,
+//!   not throttled): `room_im_calls_total{path,result}` (`result` = delivered or the error
+//!   class) and `room_im_events_per_call{path}`, the events it carried.
 //!
 //! Every label value is bounded. Time comes from `tokio::time::Instant`, so paused-time tests
 //! are exact. A publish whose future is dropped before completing (its caller went away) is
@@ -63,8 +68,8 @@ where
     fn call(&mut self, message: Message) -> Self::Future {
         // Started before the inner call: work a leaf does synchronously in `call` counts too.
         let start = Instant::now();
-        let (path, event_type) = (message.path, message.event_type);
-        ResponseFuture::new(self.inner.call(message), path, event_type, start)
+        let (path, event_types) = (message.path, message.events.iter().map(|e| e.event_type).collect());
+        ResponseFuture::new(self.inner.call(message), path, event_types, start)
     }
 }
 

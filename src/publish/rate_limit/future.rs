@@ -57,22 +57,37 @@ impl<S: Service<Message>> ResponseFuture<S> {
         Self { state: State::Called { fut, limits, group } }
     }
 
-    /// Worker path: waits for every permit, then calls `ready`.
-    pub(super) fn waiting(ready: S, message: Message, limits: Arc<Limits>) -> Self {
+    /// Background paths, and a sync message refused a permit now that may wait (it has an
+    /// `on_wait`, which is told first): waits for every permit — the worker's share too when
+    /// `worker` — then calls `ready`.
+    pub(super) fn waiting(ready: S, message: Message, limits: Arc<Limits>, worker: bool) -> Self {
         let waiter = Arc::clone(&limits);
         let group = message.group.clone();
+        if let Some(notice) = &message.on_wait {
+            notice.notify_one();
+        }
         let permit = Box::pin(async move {
-            waiter.acquire(group).await;
+            waiter.acquire(group, worker).await;
             true
         });
         Self { state: State::Waiting { permit, ready: Some((ready, message)), limits } }
     }
 
-    /// Sync path with the cluster's quota: asks it for the app-wide permit (no wait for one),
-    /// then calls `ready` or is throttled.
+    /// Sync path with the cluster's quota: asks it for the app-wide permit (one round trip),
+    /// then calls `ready`; without one, waits for it when the message may wait (telling its
+    /// `on_wait`), or is throttled.
     pub(super) fn asking(ready: S, message: Message, limits: Arc<Limits>) -> Self {
         let asker = Arc::clone(&limits);
-        let permit = Box::pin(async move { asker.check_cluster().await });
+        let (group, notice) = (message.group.clone(), message.on_wait.clone());
+        let permit = Box::pin(async move {
+            if asker.check_cluster().await {
+                return true;
+            }
+            let Some(notice) = notice else { return false };
+            notice.notify_one();
+            asker.acquire(group, false).await;
+            true
+        });
         Self { state: State::Waiting { permit, ready: Some((ready, message)), limits } }
     }
 }

@@ -133,10 +133,10 @@ impl Limits {
         }
     }
 
-    /// Waits for a permit (worker path): the end of any pause, the worker's share, the
+    /// Waits for a permit: the end of any pause, the worker's share (for the worker), the
     /// group's, and the app-wide one last (so calls leave as the app-wide limiter lets them).
     /// A pause that began while it waited is honoured before the call.
-    pub(super) async fn acquire(&self, group: String) {
+    pub(super) async fn acquire(&self, group: String, worker: bool) {
         self.tick();
         loop {
             let until = self.pauses().until(&group, Instant::now());
@@ -144,7 +144,9 @@ impl Limits {
                 tokio::time::sleep_until(end).await;
                 continue;
             }
-            self.worker.until_ready().await;
+            if worker {
+                self.worker.until_ready().await;
+            }
             self.groups.until_key_ready(&group).await;
             match &self.global {
                 Global::Local(global) => global.until_ready().await,

@@ -4,8 +4,10 @@
 //! In the publish stack it sits below the event filter (a skipped event never takes a permit)
 //! and above the timeout (waiting for a permit is not part of a call's time budget):
 //!
-//! - path `sync` never waits: without a permit right now the message fails at once with
-//!   [`Throttled`] (class `throttled`) and the event stays pending for the worker;
+//! - path `sync` (a room's lane) takes a permit now if there is one; otherwise a message with
+//!   an `on_wait` notice tells it (the lane then answers its waiting commands `pending`) and
+//!   waits for its permits, and one without fails at once with [`Throttled`] (class
+//!   `throttled`);
 //! - path `worker` waits for its permits, and first for a permit of its own limiter at
 //!   `worker_share` of the app-wide rate, so live events keep headroom during a backlog drain.
 //!
@@ -92,12 +94,15 @@ where
                     let group = message.group.clone();
                     ResponseFuture::called(self.inner.call(message), limits, group)
                 }
+                Admission::Refused if message.on_wait.is_some() => {
+                    ResponseFuture::waiting(self.take_ready(), message, limits, false)
+                }
                 Admission::Refused => ResponseFuture::throttled(),
                 Admission::AskCluster => ResponseFuture::asking(self.take_ready(), message, limits),
             },
             // Background paths wait for their permits; a consumer's stack has limits of its own.
             Path::Worker | Path::Webhook | Path::Audit => {
-                ResponseFuture::waiting(self.take_ready(), message, limits)
+                ResponseFuture::waiting(self.take_ready(), message, limits, true)
             }
         }
     }

@@ -133,7 +133,7 @@ async fn skipped_events_take_no_permit() {
         .layer(RateLimitLayer::new(options(1000, 1)).layer(recording(calls.clone(), ok)));
     for _ in 0..20 {
         let mut skipped = msg("r1", Path::Sync);
-        skipped.event_type = "RoomHeatChanged";
+        skipped.events[0].event_type = "RoomHeatChanged";
         assert_eq!(svc.clone().oneshot(skipped).await.unwrap(), Outcome::Skipped);
     }
     assert_eq!(

@@ -1,5 +1,5 @@
 //! The Tencent Cloud IM leaf of the publish stack: [`TencentImService`] sends one [`Message`]
-//! as a custom group message (`send_group_msg`, SPEC §8) and answers [`Outcome::Delivered`] or
+//! as one custom group message (`send_group_msg`, SPEC §8 and §12.1: one element per event) and answers [`Outcome::Delivered`] or
 //! an [`ImError`] that knows its [`crate::publish::ErrorClass`].
 //!
 //! It sits below the timeout layer, so it sets only a connect timeout of its own; the usersig
@@ -37,13 +37,15 @@ pub struct TencentImService {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Inner {
     client: reqwest::Client,
     endpoint: Url,
     sdk_app_id: String,
     admin_identifier: String,
     group_id_prefix: String,
+    /// Most content bytes of one message (`im_batch.max_bytes`).
+    max_content_bytes: usize,
     usersig: UserSigCache,
 }
 
@@ -84,9 +86,18 @@ impl TencentImService {
                 sdk_app_id: settings.sdk_app_id.to_string(),
                 admin_identifier: settings.admin_identifier.clone(),
                 group_id_prefix: settings.group_id_prefix.clone(),
+                max_content_bytes: crate::publish::pack::DEFAULT_MAX_BYTES,
                 usersig,
             }),
         })
+    }
+
+    /// Refuses (before sending) a message whose content passes `bytes` (`im_batch.max_bytes`;
+    /// [`crate::publish::pack::DEFAULT_MAX_BYTES`] otherwise).
+    pub fn with_max_content_bytes(self, bytes: usize) -> Self {
+        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner::clone(&shared));
+        inner.max_content_bytes = bytes;
+        Self { inner: Arc::new(inner) }
     }
 
     /// The usersig cache (shared by all clones), e.g. to watch regenerations in tests.
@@ -157,7 +168,7 @@ impl tower::Service<Message> for TencentImService {
         let inner = self.inner.clone();
         Box::pin(async move {
             // Refused before anything is sent.
-            let body = request.to_bytes()?;
+            let body = request.to_bytes(inner.max_content_bytes)?;
             match inner.send(body.clone(), request.random).await {
                 // The usersig expired or was revoked: one immediate retry with a fresh one,
                 // within the same attempt (same body and Random, so Tencent dedups a repeat).

@@ -11,8 +11,10 @@ use crate::publish::{Message, Priority};
 /// Path of the API, appended to the base URL.
 pub const SEND_GROUP_MSG_PATH: &str = "/v4/group_open_http_svc/send_group_msg";
 
-/// Largest serialized request body sent (SPEC §8); larger ones are refused before sending.
-pub const MAX_BODY_BYTES: usize = 8000;
+/// Largest serialized request body accepted by the fake (and sent): a message's content is
+/// bounded by `im_batch.max_bytes` (at most Tencent's 12 KB), and JSON escaping of the
+/// envelopes inside it adds at most this much again.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// Longest custom `GroupId` Tencent accepts, in bytes.
 pub const MAX_GROUP_ID_BYTES: usize = 48;
@@ -20,7 +22,21 @@ pub const MAX_GROUP_ID_BYTES: usize = 48;
 /// `Random` of an event: the first 4 bytes of SHA-256(event_id), so every retry of the event
 /// sends the identical body and Tencent's 5-minute dedup drops repeats.
 pub fn random_for(event_id: &str) -> u32 {
-    let digest = Sha256::digest(event_id.as_bytes());
+    random_for_pack([event_id])
+}
+
+/// `Random` of a message: the first 4 bytes of SHA-256 of its event ids joined by `,`, in
+/// order (for one event, [`random_for`] its id), so the identical pack sends the identical
+/// body on a retry.
+pub fn random_for_pack<'a>(event_ids: impl IntoIterator<Item = &'a str>) -> u32 {
+    let mut hasher = Sha256::new();
+    for (i, id) in event_ids.into_iter().enumerate() {
+        if i > 0 {
+            hasher.update(b",");
+        }
+        hasher.update(id.as_bytes());
+    }
+    let digest = hasher.finalize();
     u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }
 
@@ -30,13 +46,13 @@ pub fn random_for(event_id: &str) -> u32 {
 pub struct SendGroupMsg {
     /// Prefix + room id.
     pub group_id: String,
-    /// Dedup key, see [`random_for`].
+    /// Dedup key, see [`random_for_pack`].
     pub random: u32,
-    /// One custom element carrying the envelope.
+    /// One custom element per event, in order, each carrying its envelope.
     pub msg_body: Vec<MsgElem>,
-    /// JSON string `{"event_id": ...}`.
+    /// JSON string `{"event_ids": [...]}`.
     pub cloud_custom_data: String,
-    /// `"High"` or `"Normal"`.
+    /// `"High"` or `"Normal"`: the highest of its events'.
     pub msg_priority: String,
 }
 
@@ -63,27 +79,47 @@ pub struct CustomContent {
 /// What `CloudCustomData` holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CloudCustomData {
-    /// The event id, for receivers to dedup on.
-    pub event_id: String,
+    /// The ids of the message's events, in element order, for receivers to dedup on.
+    #[serde(default)]
+    pub event_ids: Vec<String>,
+    /// What a single-event message carried before packing (still read by the fake).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
+}
+
+impl CloudCustomData {
+    /// Every event id it names.
+    pub fn ids(self) -> Vec<String> {
+        let mut ids = self.event_ids;
+        if ids.is_empty() {
+            ids.extend(self.event_id);
+        }
+        ids
+    }
 }
 
 impl SendGroupMsg {
     /// The body for `message`, its group id prefixed.
     pub fn for_message(group_id_prefix: &str, message: &Message) -> Self {
+        let ids: Vec<&str> = message.events.iter().map(|e| e.event_id.as_str()).collect();
         Self {
             group_id: format!("{group_id_prefix}{}", message.group),
-            random: random_for(&message.event_id),
-            msg_body: vec![MsgElem {
-                msg_type: "TIMCustomElem".to_owned(),
-                msg_content: CustomContent {
-                    data: message.body.to_string(),
-                    desc: message.event_type.to_owned(),
-                },
-            }],
+            random: random_for_pack(ids.iter().copied()),
+            msg_body: message
+                .events
+                .iter()
+                .map(|event| MsgElem {
+                    msg_type: "TIMCustomElem".to_owned(),
+                    msg_content: CustomContent {
+                        data: event.body.to_string(),
+                        desc: event.event_type.to_owned(),
+                    },
+                })
+                .collect(),
             // What `CloudCustomData` decodes, built as a `Value`, whose rendering cannot fail
             // (string keys only).
-            cloud_custom_data: serde_json::json!({ "event_id": message.event_id }).to_string(),
-            msg_priority: match message.priority {
+            cloud_custom_data: serde_json::json!({ "event_ids": ids }).to_string(),
+            msg_priority: match message.priority() {
                 Priority::High => "High",
                 Priority::Normal => "Normal",
             }
@@ -91,17 +127,27 @@ impl SendGroupMsg {
         }
     }
 
-    /// The serialized body, or [`ImError::TooLarge`] over [`MAX_BODY_BYTES`] (or
-    /// [`ImError::GroupIdTooLong`] over [`MAX_GROUP_ID_BYTES`]).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, ImError> {
+    /// The content's size: every element's `Data` and `Desc`, in bytes (what Tencent bounds
+    /// at 12 KB).
+    pub fn content_bytes(&self) -> usize {
+        self.msg_body.iter().map(|e| e.msg_content.data.len() + e.msg_content.desc.len()).sum()
+    }
+
+    /// The serialized body, or [`ImError::TooLarge`] when its content passes `max_content`
+    /// bytes (or [`ImError::GroupIdTooLong`] over [`MAX_GROUP_ID_BYTES`]; or
+    /// [`ImError::Undecodable`] for a message without events).
+    pub fn to_bytes(&self, max_content: usize) -> Result<Vec<u8>, ImError> {
         if self.group_id.len() > MAX_GROUP_ID_BYTES {
             return Err(ImError::GroupIdTooLong { len: self.group_id.len(), limit: MAX_GROUP_ID_BYTES });
         }
-        let bytes = serde_json::to_vec(self).map_err(|_| ImError::Undecodable("unserializable"))?;
-        if bytes.len() > MAX_BODY_BYTES {
-            return Err(ImError::TooLarge { size: bytes.len(), limit: MAX_BODY_BYTES });
+        if self.msg_body.is_empty() {
+            return Err(ImError::Undecodable("a message without events"));
         }
-        Ok(bytes)
+        let content = self.content_bytes();
+        if content > max_content {
+            return Err(ImError::TooLarge { size: content, limit: max_content });
+        }
+        serde_json::to_vec(self).map_err(|_| ImError::Undecodable("unserializable"))
     }
 }
 

@@ -1,24 +1,24 @@
 //! Unit tests of the wire format.
 
 use super::*;
-use crate::publish::Path;
 use crate::publish::error::{Classify, ErrorClass};
+use crate::publish::{Event, Path};
+
+fn event(id: &str, event_type: &'static str, priority: Priority, body: &str) -> Event {
+    Event { event_id: id.into(), event_type, priority, body: body.into() }
+}
 
 fn message(body: &str) -> Message {
-    Message {
-        event_id: "0190a1b2-0000-7000-8000-000000000001".into(),
-        event_type: "RoomGiftSent",
-        group: "room-1".into(),
-        priority: Priority::High,
-        body: body.into(),
-        path: Path::Sync,
-    }
+    let gift = event("0190a1b2-0000-7000-8000-000000000001", "RoomGiftSent", Priority::High, body);
+    Message::new("room-1".into(), Path::Sync, vec![gift])
 }
+
+const MAX: usize = crate::publish::pack::DEFAULT_MAX_BYTES;
 
 #[test]
 fn body_has_the_tencent_shape() {
     let msg = SendGroupMsg::for_message("live_", &message(r#"{"a":1}"#));
-    let json: serde_json::Value = serde_json::from_slice(&msg.to_bytes().unwrap()).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&msg.to_bytes(MAX).unwrap()).unwrap();
     assert_eq!(
         json,
         serde_json::json!({
@@ -26,10 +26,47 @@ fn body_has_the_tencent_shape() {
             "Random": random_for("0190a1b2-0000-7000-8000-000000000001"),
             "MsgBody": [{"MsgType": "TIMCustomElem",
                          "MsgContent": {"Data": "{\"a\":1}", "Desc": "RoomGiftSent"}}],
-            "CloudCustomData": "{\"event_id\":\"0190a1b2-0000-7000-8000-000000000001\"}",
+            "CloudCustomData": "{\"event_ids\":[\"0190a1b2-0000-7000-8000-000000000001\"]}",
             "MsgPriority": "High",
         })
     );
+}
+
+#[test]
+fn a_pack_carries_one_element_per_event_in_order_at_its_highest_priority() {
+    let events = vec![
+        event("e1", "RoomUserJoined", Priority::Normal, r#"{"v":1}"#),
+        event("e2", "RoomGiftSent", Priority::High, r#"{"v":2}"#),
+        event("e3", "RoomUserLeft", Priority::Normal, r#"{"v":3}"#),
+    ];
+    let msg = SendGroupMsg::for_message("", &Message::new("r".into(), Path::Worker, events));
+    let json: serde_json::Value = serde_json::from_slice(&msg.to_bytes(MAX).unwrap()).unwrap();
+    let elements: Vec<(&str, &str)> = json["MsgBody"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["MsgContent"]["Data"].as_str().unwrap(), e["MsgContent"]["Desc"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        elements,
+        [(r#"{"v":1}"#, "RoomUserJoined"), (r#"{"v":2}"#, "RoomGiftSent"), (r#"{"v":3}"#, "RoomUserLeft")]
+    );
+    assert_eq!(json["MsgPriority"], "High");
+    assert_eq!(json["Random"], random_for_pack(["e1", "e2", "e3"]));
+    let custom: CloudCustomData = serde_json::from_str(json["CloudCustomData"].as_str().unwrap()).unwrap();
+    assert_eq!(custom.ids(), ["e1", "e2", "e3"]);
+    assert_eq!(
+        msg.content_bytes(),
+        7 * 3 + "RoomUserJoined".len() + "RoomGiftSent".len() + "RoomUserLeft".len()
+    );
+}
+
+#[test]
+fn a_pack_random_depends_on_its_ids_and_their_order() {
+    assert_eq!(random_for_pack(["e1", "e2"]), random_for_pack(["e1", "e2"]));
+    assert_ne!(random_for_pack(["e1", "e2"]), random_for_pack(["e2", "e1"]));
+    assert_ne!(random_for_pack(["e1", "e2"]), random_for_pack(["e1"]));
+    assert_eq!(random_for_pack(["e1"]), random_for("e1"), "one event keeps its own Random");
 }
 
 #[test]
@@ -43,14 +80,23 @@ fn random_is_deterministic_per_event() {
 #[test]
 fn normal_priority_is_spelled_normal() {
     let mut m = message("{}");
-    m.priority = Priority::Normal;
+    m.events[0].priority = Priority::Normal;
     assert_eq!(SendGroupMsg::for_message("", &m).msg_priority, "Normal");
 }
 
 #[test]
-fn oversized_body_is_refused() {
-    let err = SendGroupMsg::for_message("", &message(&"x".repeat(MAX_BODY_BYTES))).to_bytes();
-    assert!(matches!(err, Err(ImError::TooLarge { limit: MAX_BODY_BYTES, .. })), "{err:?}");
+fn content_over_the_limit_is_refused() {
+    let fits = message(&"x".repeat(MAX - "RoomGiftSent".len()));
+    assert!(SendGroupMsg::for_message("", &fits).to_bytes(MAX).is_ok(), "exactly the limit fits");
+    let over = message(&"x".repeat(MAX - "RoomGiftSent".len() + 1));
+    let err = SendGroupMsg::for_message("", &over).to_bytes(MAX);
+    assert!(matches!(err, Err(ImError::TooLarge { limit: MAX, .. })), "{err:?}");
+}
+
+#[test]
+fn a_message_without_events_is_refused() {
+    let err = SendGroupMsg::for_message("", &Message::new("r".into(), Path::Sync, vec![])).to_bytes(MAX);
+    assert!(matches!(err, Err(ImError::Undecodable(_))), "{err:?}");
 }
 
 #[test]
@@ -84,15 +130,9 @@ fn empty_drop_reason_is_success() {
 
 #[test]
 fn group_ids_over_48_bytes_are_refused_before_sending() {
-    let message = crate::publish::Message {
-        event_id: "e".into(),
-        event_type: "RoomUserJoined",
-        group: "r".repeat(44),
-        priority: crate::publish::Priority::Normal,
-        body: "{}".into(),
-        path: crate::publish::Path::Sync,
-    };
-    assert!(SendGroupMsg::for_message("live", &message).to_bytes().is_ok(), "48 bytes is fine");
-    let err = SendGroupMsg::for_message("live_", &message).to_bytes();
+    let joined = event("e", "RoomUserJoined", Priority::Normal, "{}");
+    let message = Message::new("r".repeat(44), Path::Sync, vec![joined]);
+    assert!(SendGroupMsg::for_message("live", &message).to_bytes(MAX).is_ok(), "48 bytes is fine");
+    let err = SendGroupMsg::for_message("live_", &message).to_bytes(MAX);
     assert!(matches!(err, Err(ImError::GroupIdTooLong { len: 49, limit: 48 })), "{err:?}");
 }

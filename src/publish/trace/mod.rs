@@ -64,8 +64,9 @@ where
     fn call(&mut self, message: Message) -> Self::Future {
         let span = tracing::info_span!(
             "publish",
-            event_id = %message.event_id,
-            event_type = message.event_type,
+            event_id = %message.event_id(),
+            event_type = message.event_type(),
+            events = message.events.len(),
             room_id = %message.group,
             path = message.path.as_str(),
             outcome = Empty,

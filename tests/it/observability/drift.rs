@@ -34,7 +34,8 @@ const TARGET_LABELS: &[&str] = &["job", "instance"];
 /// series belong to the histogram.
 fn declared_name(series: &str) -> &str {
     for suffix in ["_bucket", "_sum", "_count"] {
-        if let Some(base) = series.strip_suffix(suffix).filter(|b| names::histograms().any(|h| h == *b)) {
+        if let Some(base) = series.strip_suffix(suffix).filter(|b| names::histograms().any(|(h, _)| h == *b))
+        {
             return base;
         }
     }

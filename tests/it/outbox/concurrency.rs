@@ -37,7 +37,10 @@ fn probing_worker(db: &Db, max_in_flight: usize) -> (OutboxWorker, Arc<Mutex<Pro
                     p.overlapping_in_a_group = true;
                 }
                 p.busy_groups.push(message.group.clone());
-                p.per_group.entry(message.group.clone()).or_default().push(message.event_id.clone());
+                p.per_group
+                    .entry(message.group.clone())
+                    .or_default()
+                    .extend(message.events.iter().map(|e| e.event_id.clone()));
             }
             tokio::time::sleep(Duration::from_millis(30)).await;
             let mut p = seen.lock().unwrap();

@@ -260,12 +260,15 @@ where
         {
             return Box::pin(std::future::ready(Err("bench: IM unreachable for this sync publish".into())));
         }
-        let (event_id, path, seen) = (message.event_id.clone(), message.path, self.seen.clone());
+        let ids: Vec<String> = message.events.iter().map(|e| e.event_id.clone()).collect();
+        let (path, seen) = (message.path, self.seen.clone());
         let answer = self.inner.call(message);
         Box::pin(async move {
             let outcome = answer.await.map_err(Into::into)?;
             if let (Some(seen), Outcome::Delivered) = (seen, outcome) {
-                seen.lock().unwrap_or_else(|e| e.into_inner()).insert(event_id, (path, unix_ms()));
+                let at = unix_ms();
+                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                seen.extend(ids.into_iter().map(|id| (id, (path, at))));
             }
             Ok(outcome)
         })
