@@ -42,10 +42,11 @@ pub use error::ConfigError;
 pub use settings::{
     Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings, DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL,
-    DatabaseSettings, GrpcSettings, HttpSettings, ImRateLimitSettings, LogFormat, LogSettings,
-    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IN_FLIGHT, MIN_CONSUMER_LEASE, MIN_LEASE, OutboxWorkerSettings,
-    PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
-    WalletSettings, WebhookSettings,
+    DatabaseSettings, GrpcSettings, HttpSettings, IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings,
+    LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT,
+    MAX_SYNC_PUBLISH_WAIT, MIN_CONSUMER_LEASE, MIN_LEASE, OutboxWorkerSettings, PresenceSettings,
+    RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, WalletSettings,
+    WebhookSettings,
 };
 
 use error::Origins;

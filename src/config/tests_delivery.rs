@@ -1,5 +1,5 @@
-//! The rules of the delivery sections: `tencent_im`, `outbox_worker` (normalisation, limits,
-//! the lease), `consumers`.
+//! The rules of the delivery sections: `tencent_im`, `im_rate_limit`, `im_batch`,
+//! `outbox_worker` (normalisation, limits, the lease), `consumers`.
 
 use std::time::Duration;
 
@@ -37,6 +37,36 @@ fn delivery_policy_values_are_checked_by_key() {
     );
     assert_eq!((s.im_rate_limit.global_per_sec, s.im_rate_limit.per_group_per_sec), (100, 10));
     assert_eq!((s.im_rate_limit.worker_share, s.outbox_worker.max_attempts), (0.5, 5));
+}
+
+#[test]
+fn im_batch_defaults_to_32_events_and_11000_bytes_and_env_overrides_it() {
+    for yaml in ["", "im_batch:\n", "im_batch: {}\n"] {
+        assert_eq!(ok(yaml).im_batch, ImBatchSettings { max_events: 32, max_bytes: 11_000 }, "{yaml:?}");
+    }
+    let env = [("ROOM_SERVICE__IM_BATCH__MAX_EVENTS", "1"), ("ROOM_SERVICE__IM_BATCH__MAX_BYTES", "12288")];
+    let s = load_yaml("im_batch: {max_events: 8, max_bytes: 2048}\n", &env).expect("env override");
+    assert_eq!(s.im_batch, ImBatchSettings { max_events: 1, max_bytes: 12_288 });
+    let s = ok("im_batch: {max_events: 256, max_bytes: 1024}\n");
+    assert_eq!((s.im_batch.max_events, s.im_batch.max_bytes), (MAX_IM_BATCH_EVENTS, IM_BATCH_BYTES_RANGE.0));
+}
+
+#[test]
+fn im_batch_limits_outside_their_range_are_refused() {
+    for events in ["0", "-1", "257", "100000"] {
+        let message = refuses(&format!("im_batch: {{max_events: {events}}}\n"), "im_batch.max_events");
+        assert!(message.contains("between 1 and 256"), "{message}");
+    }
+    for bytes in ["0", "1023", "12289", "-5"] {
+        let message = refuses(&format!("im_batch: {{max_bytes: {bytes}}}\n"), "im_batch.max_bytes");
+        assert!(message.contains("between 1024 and 12288"), "{message}");
+    }
+    refuses("im_batch: {max_events: many}\n", "im_batch.max_events");
+    refuses("im_batch: {max_event: 4}\n", "im_batch.max_event");
+    let message = fails_on("", &[("ROOM_SERVICE__IM_BATCH__MAX_BYTES", "20000")], "im_batch.max_bytes");
+    assert!(message.contains("ROOM_SERVICE__IM_BATCH__MAX_BYTES"), "{message}");
+    let error = load_yaml("im_batch: {max_events: 0, max_bytes: 99999}\n", &[]).expect_err("two problems");
+    assert_eq!(error.keys(), ["im_batch.max_events", "im_batch.max_bytes"]);
 }
 
 #[test]

@@ -146,7 +146,41 @@ fn config_check_renders_every_key_with_secrets_redacted() {
     assert!(yaml.contains("mysql://room:***@db:3306/rooms"), "{yaml}");
     assert!(yaml.contains("admin_token: <redacted>"), "{yaml}");
     assert!(yaml.contains("max_commit_batch: 64"), "{yaml}");
+    assert!(yaml.contains("sync_publish_wait: 1s"), "{yaml}");
+    assert!(yaml.contains("im_batch:\n  max_bytes: 11000\n  max_events: 32\n"), "{yaml}");
     assert!(yaml.contains(&format!("node_id: {}", settings.node_id)), "{yaml}");
+}
+
+#[test]
+fn rooms_sync_publish_wait_defaults_to_1s_takes_zero_and_is_capped_at_10s() {
+    let key = "rooms.sync_publish_wait";
+    assert_eq!(ok("").rooms.sync_publish_wait, Duration::from_secs(1));
+    assert_eq!(ok("rooms:\n").rooms.sync_publish_wait, Duration::from_secs(1));
+    for never in ["\"0s\"", "0", "\"0ms\""] {
+        let s = ok(&format!("rooms: {{sync_publish_wait: {never}}}\n"));
+        assert_eq!(s.rooms.sync_publish_wait, Duration::ZERO, "{never}");
+    }
+    assert_eq!(
+        ok("rooms: {sync_publish_wait: \"250ms\"}\n").rooms.sync_publish_wait,
+        Duration::from_millis(250)
+    );
+    assert_eq!(ok("rooms: {sync_publish_wait: \"10s\"}\n").rooms.sync_publish_wait, MAX_SYNC_PUBLISH_WAIT);
+    let message = refuses("rooms: {sync_publish_wait: \"10001ms\"}\n", key);
+    assert!(message.contains("10s"), "{message}");
+    refuses("rooms: {sync_publish_wait: \"1m\"}\n", key);
+    refuses("rooms: {sync_publish_wait: \"-1s\"}\n", key);
+    refuses("rooms: {sync_publish_wait: -5}\n", key);
+    refuses("rooms: {sync_publish_wait: \"soon\"}\n", key);
+    refuses("rooms: {sync_publish_wait: \"2\"}\n", key);
+    let s = load_yaml(
+        "rooms: {sync_publish_wait: \"2s\"}\n",
+        &[("ROOM_SERVICE__ROOMS__SYNC_PUBLISH_WAIT", "300ms")],
+    )
+    .expect("env override");
+    assert_eq!(s.rooms.sync_publish_wait, Duration::from_millis(300));
+    assert_eq!(s.rooms.max_commit_batch, 64);
+    let message = fails_on("", &[("ROOM_SERVICE__ROOMS__SYNC_PUBLISH_WAIT", "11s")], key);
+    assert!(message.contains("ROOM_SERVICE__ROOMS__SYNC_PUBLISH_WAIT"), "{message}");
 }
 
 const MYSQL: &str = "database: {url: \"mysql://root@127.0.0.1:3306/test\"}\n";

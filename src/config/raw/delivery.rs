@@ -1,5 +1,5 @@
-//! The raw sections of event delivery: `tencent_im`, `im_rate_limit`, `outbox_worker`,
-//! `consumers` (webhook, audit).
+//! The raw sections of event delivery: `tencent_im`, `im_rate_limit`, `im_batch`,
+//! `outbox_worker`, `consumers` (webhook, audit).
 
 use std::time::Duration;
 
@@ -209,5 +209,21 @@ pub(crate) struct RawImRateLimit {
 impl Default for RawImRateLimit {
     fn default() -> Self {
         Self { global_per_sec: 190, per_group_per_sec: 35, worker_share: 0.8 }
+    }
+}
+
+/// `im_batch.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawImBatch {
+    /// Most events in one message (one `TIMCustomElem` each); 1 sends one event a message.
+    pub max_events: i64,
+    /// Most content bytes in one message: the sum of every element's `Data` and `Desc`.
+    pub max_bytes: i64,
+}
+
+impl Default for RawImBatch {
+    fn default() -> Self {
+        Self { max_events: 32, max_bytes: 11_000 }
     }
 }

@@ -110,6 +110,9 @@ pub(crate) struct RawConfig {
     /// The rate limiter in the publish stack, shared by both paths.
     #[serde(deserialize_with = "null_as_default")]
     pub im_rate_limit: RawImRateLimit,
+    /// How many events one IM message may carry.
+    #[serde(deserialize_with = "null_as_default")]
+    pub im_batch: RawImBatch,
     /// The background worker that re-publishes pending outbox rows.
     #[serde(deserialize_with = "null_as_default")]
     pub outbox_worker: RawOutboxWorker,

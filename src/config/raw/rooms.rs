@@ -72,10 +72,13 @@ pub(crate) struct RawRooms {
     /// At most this many queued commands of one room are committed in one transaction
     /// (group commit); 1 commits every command alone.
     pub max_commit_batch: i64,
+    /// Longest a command's answer waits for the first send of its own events to IM; `0s`
+    /// never waits.
+    pub sync_publish_wait: RawDuration,
 }
 
 impl Default for RawRooms {
     fn default() -> Self {
-        Self { max_commit_batch: 64 }
+        Self { max_commit_batch: 64, sync_publish_wait: RawDuration::new("1s") }
     }
 }

@@ -67,6 +67,23 @@ pub struct ImRateLimitSettings {
     pub worker_share: f64,
 }
 
+/// Most events one IM message may carry (`im_batch.max_events`).
+pub const MAX_IM_BATCH_EVENTS: usize = 256;
+/// Fewest and most content bytes one IM message may be given (`im_batch.max_bytes`); Tencent
+/// allows 12 KB.
+pub const IM_BATCH_BYTES_RANGE: (usize, usize) = (1024, 12 * 1024);
+
+/// How many events one IM message may carry (`im_batch.*`): a room's consecutive events go
+/// into one `send_group_msg` call, one `TIMCustomElem` per event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImBatchSettings {
+    /// Most events in one message, 1..=[`MAX_IM_BATCH_EVENTS`]; 1 = one event a message.
+    pub max_events: usize,
+    /// Most content bytes in one message (the sum of every element's `Data` and `Desc`),
+    /// within [`IM_BATCH_BYTES_RANGE`].
+    pub max_bytes: usize,
+}
+
 /// The outbox worker, normalised: every value is positive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxWorkerSettings {

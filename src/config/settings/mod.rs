@@ -29,6 +29,8 @@ pub struct Settings {
     pub tencent_im: Option<TencentImSettings>,
     /// The rate limiter in the publish stack.
     pub im_rate_limit: ImRateLimitSettings,
+    /// How many events one IM message may carry.
+    pub im_batch: ImBatchSettings,
     /// The outbox worker (its `publish_timeout` also bounds the synchronous publish).
     pub outbox_worker: OutboxWorkerSettings,
     /// The room cells and their command path.

@@ -4,12 +4,18 @@ use std::time::Duration;
 
 /// Largest accepted `rooms.max_commit_batch`.
 pub const MAX_COMMIT_BATCH: usize = 1000;
+/// Longest accepted `rooms.sync_publish_wait`.
+pub const MAX_SYNC_PUBLISH_WAIT: Duration = Duration::from_secs(10);
 
 /// The room cells and their command path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoomsSettings {
     /// Most queued commands of one room committed in one transaction (1..=[`MAX_COMMIT_BATCH`]).
     pub max_commit_batch: usize,
+    /// Longest a command's answer waits for the first send of its own events to IM
+    /// (0..=[`MAX_SYNC_PUBLISH_WAIT`]; zero: never); when the room's IM lane is behind it
+    /// answers at once with delivery `pending`.
+    pub sync_publish_wait: Duration,
 }
 
 /// The presence worker.

@@ -1,5 +1,5 @@
-//! The rules of event delivery: `tencent_im`, `im_rate_limit`, `outbox_worker` (normalised
-//! here, once), `consumers`.
+//! The rules of event delivery: `tencent_im`, `im_rate_limit`, `im_batch`, `outbox_worker`
+//! (normalised here, once), `consumers`.
 
 use super::*;
 
@@ -121,6 +121,22 @@ pub(super) fn im_rate_limit(p: &mut Problems, raw: RawImRateLimit) -> ImRateLimi
         p.add("im_rate_limit.worker_share", format!("{worker_share} is not in (0, 1]"));
     }
     ImRateLimitSettings { global_per_sec, per_group_per_sec, worker_share: worker_share.clamp(0.01, 1.0) }
+}
+
+/// Both limits are refused outside their range (not clamped: the operator gets the message size
+/// they asked for or none).
+pub(super) fn im_batch(p: &mut Problems, raw: RawImBatch) -> ImBatchSettings {
+    let mut within =
+        |key: &str, value: i64, (min, max): (usize, usize), fallback: usize| match usize::try_from(value) {
+            Ok(n) if (min..=max).contains(&n) => n,
+            _ => {
+                p.add(key, format!("{value} is not between {min} and {max}"));
+                fallback
+            }
+        };
+    let max_events = within("im_batch.max_events", raw.max_events, (1, MAX_IM_BATCH_EVENTS), 1);
+    let max_bytes = within("im_batch.max_bytes", raw.max_bytes, IM_BATCH_BYTES_RANGE, IM_BATCH_BYTES_RANGE.0);
+    ImBatchSettings { max_events, max_bytes }
 }
 
 /// `outbox_worker.retention`: empty or non-positive disables the purge (`None`); anything

@@ -8,8 +8,8 @@ use std::time::Duration;
 use super::error::ConfigError;
 use super::raw::{
     RawAuditConsumer, RawCluster, RawConfig, RawConsumers, RawDatabase, RawDuration, RawGrpc, RawHttp,
-    RawImRateLimit, RawLog, RawOutboxWorker, RawPresence, RawRedis, RawRooms, RawTencentIm, RawWallet,
-    RawWebhookConsumer,
+    RawImBatch, RawImRateLimit, RawLog, RawOutboxWorker, RawPresence, RawRedis, RawRooms, RawTencentIm,
+    RawWallet, RawWebhookConsumer,
 };
 use super::rules::{
     MIN_RETENTION, MIN_USERSIG_TTL, Parsed, Problems, check_base_url, check_log_level, is_valid_node_id,
@@ -17,8 +17,9 @@ use super::rules::{
 };
 use super::settings::{
     Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings, DEFAULT_BATCH_SIZE,
-    DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HttpSettings, ImRateLimitSettings, LogFormat,
-    LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HTTP_LIMIT, MAX_IN_FLIGHT, OutboxWorkerSettings,
+    DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HttpSettings, IM_BATCH_BYTES_RANGE,
+    ImBatchSettings, ImRateLimitSettings, LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH,
+    MAX_HTTP_LIMIT, MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_SYNC_PUBLISH_WAIT, OutboxWorkerSettings,
     PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
     WalletSettings, WebhookSettings,
 };
@@ -54,6 +55,7 @@ pub(crate) fn validate(
         database: database(&mut p, raw.database),
         tencent_im: tencent_im(&mut p, raw.tencent_im),
         im_rate_limit: im_rate_limit(&mut p, raw.im_rate_limit),
+        im_batch: im_batch(&mut p, raw.im_batch),
         outbox_worker: outbox_worker(&mut p, raw.outbox_worker),
         rooms: rooms(&mut p, raw.rooms),
         presence: presence(&mut p, raw.presence),

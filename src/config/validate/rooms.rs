@@ -14,7 +14,31 @@ pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
             1
         }
     };
-    RoomsSettings { max_commit_batch }
+    RoomsSettings { max_commit_batch, sync_publish_wait: sync_publish_wait(p, &raw.sync_publish_wait) }
+}
+
+/// `rooms.sync_publish_wait`: zero (never wait) up to [`MAX_SYNC_PUBLISH_WAIT`]; a negative
+/// duration is refused rather than read as zero.
+fn sync_publish_wait(p: &mut Problems, raw: &RawDuration) -> Duration {
+    const KEY: &str = "rooms.sync_publish_wait";
+    let fallback = Duration::from_secs(1);
+    match parse_duration(raw) {
+        Ok(Parsed::NonPositive) if raw.as_str().trim().starts_with('-') => {
+            p.add(KEY, "must not be negative (\"0s\": answer without waiting)");
+            fallback
+        }
+        Ok(Parsed::NonPositive) => Duration::ZERO,
+        Ok(Parsed::Positive(d)) if d > MAX_SYNC_PUBLISH_WAIT => {
+            let max = humantime::format_duration(MAX_SYNC_PUBLISH_WAIT);
+            p.add(KEY, format!("{} is above the maximum of {max}", raw.as_str().trim()));
+            fallback
+        }
+        Ok(Parsed::Positive(d)) => d,
+        Err(reason) => {
+            p.add(KEY, reason);
+            fallback
+        }
+    }
 }
 
 /// Durations must be positive when the worker runs; a disabled worker tolerates zero.
