@@ -170,7 +170,7 @@ async fn run_tool(path: &std::path::Path, tool: admin::Tool) -> anyhow::Result<(
 
 /// The one publish stack, shared by the command path and the outbox worker.
 fn publish_stack(settings: &Settings, redis: Option<&RedisConn>) -> anyhow::Result<Publisher> {
-    let leaf = app::im_leaf(settings.tencent_im.as_ref())?;
+    let leaf = app::im_leaf(&settings)?;
     Ok(into_publisher(
         ServiceBuilder::new()
             // Outermost: one span per publish covers everything below, including the filter.

@@ -41,7 +41,7 @@ mod tasks;
 mod wiring;
 
 use tasks::{join_cluster, run_metrics_upkeep, shutdown_signal, spawn_consumers, spawn_outbox_worker};
-pub use wiring::{im_leaf, im_stack, rate_limit, rate_limit_layer, wallet};
+pub use wiring::{im_leaf, im_stack, pack_limits, rate_limit, rate_limit_layer, wallet};
 
 /// Extra time granted to workers beyond one publish timeout when stopping.
 const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
@@ -115,6 +115,8 @@ pub async fn start_with_redis(
     let worker_wake = Arc::new(Notify::new());
     let room_options = RoomOptions {
         publish_timeout,
+        sync_publish_wait: settings.rooms.sync_publish_wait,
+        pack: pack_limits(&settings),
         max_commit_batch: settings.rooms.max_commit_batch,
         max_room_id_bytes: settings
             .tencent_im

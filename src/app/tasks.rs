@@ -56,6 +56,7 @@ pub(super) fn spawn_outbox_worker(
     let options = settings.outbox_worker.clone();
     let mut worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options)
         .with_per_room_rate(settings.im_rate_limit.per_group_per_sec)
+        .with_pack_limits(super::pack_limits(settings))
         .with_waker(wake);
     if settings.cluster.enabled {
         // A shard's rows are relayed by its owner; a dead owner's shards move within a TTL,

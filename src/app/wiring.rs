@@ -6,11 +6,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use tower::util::Either;
 
-use crate::config::{Settings, TencentImSettings, WalletSettings};
+use crate::config::{Settings, WalletSettings};
 use crate::domain::EventType;
 use crate::publish::filter::EventFilterLayer;
 use crate::publish::log_sink::LogSink;
 use crate::publish::metrics::MetricsLayer;
+use crate::publish::pack::PackLimits;
 use crate::publish::rate_limit::{ClusterQuota, RateLimitLayer, RateLimitOptions};
 use crate::publish::stack::into_publisher;
 use crate::publish::tencent::TencentImService;
@@ -47,11 +48,17 @@ pub fn rate_limit(settings: &Settings) -> RateLimitOptions {
     }
 }
 
-/// The leaf of the publish stack for `settings`: the Tencent IM client, or the log sink when
-/// IM is disabled (`None`; the same stack either way).
-pub fn im_leaf(settings: Option<&TencentImSettings>) -> anyhow::Result<Either<TencentImService, LogSink>> {
-    let Some(settings) = settings else { return Ok(Either::Right(LogSink::new())) };
-    Ok(Either::Left(TencentImService::new(settings).context("tencent_im")?))
+/// The leaf of the publish stack for `settings`: the Tencent IM client (refusing content over
+/// `im_batch.max_bytes`), or the log sink when IM is disabled (the same stack either way).
+pub fn im_leaf(settings: &Settings) -> anyhow::Result<Either<TencentImService, LogSink>> {
+    let Some(im) = settings.tencent_im.as_ref() else { return Ok(Either::Right(LogSink::new())) };
+    let client = TencentImService::new(im).context("tencent_im")?;
+    Ok(Either::Left(client.with_max_content_bytes(settings.im_batch.max_bytes)))
+}
+
+/// How many of a room's events one IM message carries (`im_batch.*`), on both paths.
+pub fn pack_limits(settings: &Settings) -> PackLimits {
+    PackLimits { max_events: settings.im_batch.max_events, max_bytes: settings.im_batch.max_bytes }
 }
 
 /// The wallet gifts are paid from: the HTTP client when `wallet.enabled`, else none (gifts

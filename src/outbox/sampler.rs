@@ -1,5 +1,6 @@
-//! The backlog sampler: refreshes `room_outbox_rows{status}` and
-//! `room_outbox_oldest_pending_age_seconds` from cheap indexed queries, so dashboards and
+//! The backlog sampler: refreshes `room_outbox_rows{status}`,
+//! `room_outbox_oldest_pending_age_seconds` and `room_outbox_hot_room_lag_seconds` from cheap
+//! indexed queries, so dashboards and
 //! alerts see the backlog even when no worker is publishing.
 
 use std::sync::Arc;
@@ -23,6 +24,9 @@ pub async fn sample_backlog(repo: &dyn OutboxAdmin) -> Result<OutboxStats, Store
     }
     let age_seconds = stats.oldest_pending_age_ms.unwrap_or(0).max(0) as f64 / 1000.0;
     metrics::gauge!(names::OUTBOX_OLDEST_PENDING_AGE_SECONDS).set(age_seconds);
+    // Every room's events go out in room order, so the oldest undelivered event is the head
+    // of the most lagging room: its age is that room's lag.
+    metrics::gauge!(names::OUTBOX_HOT_ROOM_LAG_SECONDS).set(age_seconds);
     Ok(stats)
 }
 

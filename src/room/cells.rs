@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Mutex as AsyncMutex;
-use tokio::sync::oneshot;
 
 use super::decide::Queued;
+use super::lane::Lane;
 use crate::domain::{RoomId, RoomState, RoomStatus, UserId};
 
 /// What a cell knows of its room.
@@ -48,14 +48,13 @@ pub(super) struct Cell {
     /// The room as committed; held by the drain task across a commit.
     pub(super) state: AsyncMutex<CellState>,
     queue: Mutex<Queue>,
-    /// Completes when the last batch handed to the publish lane has been published, so the
-    /// next batch publishes after it (room order).
-    lane_tail: Mutex<Option<oneshot::Receiver<()>>>,
+    /// The room's publish lane: its IM events in order, sent by one lane task at a time.
+    pub(super) lane: Lane,
     /// Last time (service clock, ms) a request used the cell.
     last_used_ms: AtomicI64,
-    /// Every event of the room published so far by the synchronous path went through, so the
-    /// next may go too. False until checked against the database (a fresh cell does not know
-    /// what earlier processes left undelivered) and after any event was left pending.
+    /// The room's lane may send: nothing of the room older than its next event is undelivered.
+    /// False until checked against the database (a fresh cell does not know what earlier
+    /// processes left undelivered) and after the lane gave events to the worker.
     pub(super) sync_clear: AtomicBool,
     /// The shard lease epoch the state was loaded under (0 without a cluster): under another
     /// epoch the room may have been changed by another owner in between, so it reloads.
@@ -130,18 +129,13 @@ impl Cell {
         }
     }
 
-    /// Puts `done` at the end of the publish lane; returns what the new batch waits for.
-    pub(super) fn lane_after(&self, done: oneshot::Receiver<()>) -> Option<oneshot::Receiver<()>> {
-        lock(&self.lane_tail).replace(done)
-    }
-
     fn queued(&self) -> usize {
         lock(&self.queue).items.len()
     }
 
     fn is_idle(&self) -> bool {
         let queue = lock(&self.queue);
-        queue.items.is_empty() && !queue.draining
+        queue.items.is_empty() && !queue.draining && self.lane.is_idle()
     }
 }
 

@@ -18,7 +18,9 @@ use crate::store::{
     SnapshotWrite, StoreError, StoredCommand,
 };
 
-/// Time after `publish_timeout` before a worker may claim the rows of a fresh command.
+/// Time after twice `publish_timeout` before a worker may claim the rows of a fresh command:
+/// its lane starts sending it within one `publish_timeout` of the commit, and the send ends
+/// within another.
 const SYNC_CLAIM_MARGIN: Duration = Duration::from_secs(1);
 
 /// What became of a batch's write.
@@ -60,7 +62,7 @@ impl Commit {
     pub(super) fn new(repo: SharedCommandStore, publish_timeout: Duration) -> Self {
         Self {
             repo,
-            claim_after: publish_timeout + SYNC_CLAIM_MARGIN,
+            claim_after: publish_timeout * 2 + SYNC_CLAIM_MARGIN,
             transactions: AtomicU64::new(0),
             commands: AtomicU64::new(0),
         }

@@ -31,7 +31,7 @@ impl RoomService {
             }
             let answers = self.run_batch(&room_id, &cell, &mut guard, batch).await;
             drop(guard);
-            self.inner.publish.in_lane(&cell, answers);
+            self.inner.publish.in_lane(&cell, answers).await;
         }
     }
 

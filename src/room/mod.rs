@@ -6,9 +6,10 @@
 //! steps, each a type of its own with its own data: `Decide` (pure: the domain applies them
 //! one after another), `Commit` (one transaction for the batch — group commit: each command's
 //! log and outbox rows, one snapshot write, the member and gift rows they changed — swapped
-//! into memory only after commit) and `SyncPublish` (in room order through the shared publish
-//! stack, marked delivered best-effort by the [`marker::DeliveryMarker`], which batches the
-//! marks of concurrent commands). A repeated command id is answered from the log (`Replay`).
+//! into memory only after commit) and `SyncPublish` (the room's IM events onto its lane, which
+//! sends them in room order through the shared publish stack, packed several to a message;
+//! marked delivered best-effort by the [`marker::DeliveryMarker`], which batches the marks of
+//! concurrent commands). A repeated command id is answered from the log (`Replay`).
 //! With a wallet configured, a gift is paid for before it is queued and its debit refunded
 //! when nothing was committed (`Payments`). [`RoomService`] orchestrates them.
 
@@ -17,6 +18,7 @@ mod commit;
 mod decide;
 mod drain;
 mod error;
+mod lane;
 pub mod marker;
 mod options;
 mod outcome;
@@ -28,7 +30,7 @@ mod service;
 mod sync_publish;
 
 pub use error::RoomError;
-pub use options::{CommitStats, DEFAULT_MAX_COMMIT_BATCH, RoomOptions, StillHolds};
+pub use options::{CommitStats, DEFAULT_MAX_COMMIT_BATCH, DEFAULT_SYNC_PUBLISH_WAIT, RoomOptions, StillHolds};
 pub use outcome::{CommandResponse, Delivery, EventReceipt};
 pub use request::CommandRequest;
 pub use service::RoomService;

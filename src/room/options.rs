@@ -7,6 +7,7 @@ use tokio::sync::Notify;
 
 use crate::cluster::Ownership;
 use crate::domain::RoomState;
+use crate::publish::pack::PackLimits;
 use crate::wallet::Wallet;
 
 /// A condition on the room, checked at the command's turn right before it applies.
@@ -15,12 +16,21 @@ pub type StillHolds = dyn Fn(&RoomState) -> bool + Send + Sync;
 /// Default `rooms.max_commit_batch`.
 pub const DEFAULT_MAX_COMMIT_BATCH: usize = 64;
 
+/// Default `rooms.sync_publish_wait`.
+pub const DEFAULT_SYNC_PUBLISH_WAIT: Duration = Duration::from_secs(1);
+
 /// Settings of the room service.
 #[derive(Debug, Clone)]
 pub struct RoomOptions {
     /// Bounds the synchronous publish of one command; outbox rows are not claimable by the
     /// worker before it has passed.
     pub publish_timeout: Duration,
+    /// Longest a command's answer waits for the first send of its own events
+    /// (`rooms.sync_publish_wait`); it answers `pending` at once when its room's lane is
+    /// behind.
+    pub sync_publish_wait: Duration,
+    /// How many of a room's events one IM message carries (`im_batch.*`).
+    pub pack: PackLimits,
     /// At most this many queued commands of one room are committed in one transaction
     /// (1: one command per transaction).
     pub max_commit_batch: usize,
@@ -37,10 +47,13 @@ pub struct RoomOptions {
 }
 
 impl RoomOptions {
-    /// Options with the default batch size, no room id limit, no worker to wake and no wallet.
+    /// Options with the default batch size, answer wait and packs, no room id limit, no worker
+    /// to wake and no wallet.
     pub fn new(publish_timeout: Duration) -> Self {
         Self {
             publish_timeout,
+            sync_publish_wait: DEFAULT_SYNC_PUBLISH_WAIT,
+            pack: PackLimits::default(),
             max_commit_batch: DEFAULT_MAX_COMMIT_BATCH,
             max_room_id_bytes: None,
             worker_wake: None,

@@ -18,7 +18,7 @@ use super::outcome::{CommandResponse, fingerprint, result_label};
 use super::pay::Payments;
 use super::replay::Replay;
 use super::request::CommandRequest;
-use super::sync_publish::SyncPublish;
+use super::sync_publish::{PublishSettings, SyncPublish};
 use crate::domain::{
     self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId,
 };
@@ -63,8 +63,12 @@ impl RoomService {
         clock: Clock,
     ) -> Self {
         options.max_commit_batch = options.max_commit_batch.max(1);
-        let publish =
-            SyncPublish::new(publisher, repo.clone(), options.publish_timeout, options.worker_wake.clone());
+        let settings = PublishSettings {
+            publish_timeout: options.publish_timeout,
+            sync_publish_wait: options.sync_publish_wait,
+            pack: options.pack,
+        };
+        let publish = SyncPublish::new(publisher, repo.clone(), settings, options.worker_wake.clone());
         let inner = Inner {
             cells: Cells::default(),
             payments: Arc::new(Payments::new(options.wallet.clone(), repo.clone())),

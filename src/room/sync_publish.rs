@@ -1,16 +1,13 @@
-//! The synchronous push: right after commit, a batch's events go through the shared publish
-//! stack (path `sync`) in room order — one batch after another, on the cell's publish lane —
-//! each command's publish ending at most `publish_timeout` after its commit; the successes are
-//! handed to the delivery marker.
+//! The publish step: right after commit, a batch's events go through the shared publish stack
+//! (path `sync`). Events the filter answers without a call (RoomCreated, RoomHeatChanged,
+//! RoomRankChanged: they never reach IM, so their order does not matter) are published at
+//! once; the others go onto the room's lane ([`super::lane`]), which sends them in room order,
+//! packed. The successes are handed to the delivery marker.
 //!
-//! An event is never sent while an earlier event of its room is undelivered: once one is left
-//! pending (IM failed, no rate-limit permit, deadline passed), every later event of the room is
-//! left pending too, made claimable at once, and the worker is woken to deliver them in order.
-//! The lane publishes again once the database shows the oldest undelivered event of the room
-//! is the next one it holds.
+//! A command is answered once each of its events is settled: delivered, skipped, or `pending`
+//! (its send could not happen at once, or failed; the lane or the worker sends it later).
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Notify, oneshot};
@@ -20,34 +17,51 @@ use tower::ServiceExt;
 use super::cells::Cell;
 use super::decide::Committed;
 use super::drain::Answer;
+use super::error::RoomError;
+use super::lane::LaneEvent;
 use super::marker::DeliveryMarker;
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
-use crate::domain::EventEnvelope;
-use crate::publish::{self, Event, Message, Outcome, Path, Publisher};
+use crate::publish::pack::PackLimits;
+use crate::publish::{Event, Message, Outcome, Path, Publisher};
 use crate::store::SharedCommandStore;
 
+/// How the publish step sends.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PublishSettings {
+    /// Bounds one send of a lane, its wait for a rate-limit permit included; an event not
+    /// sent within it after its commit goes to the worker.
+    pub(super) publish_timeout: Duration,
+    /// Longest a command's answer waits for its events' first send.
+    pub(super) sync_publish_wait: Duration,
+    /// How many events one message carries.
+    pub(super) pack: PackLimits,
+}
+
 /// The publish step: committed events through the shared stack in room order, their marks to
-/// the delivery marker, what is left pending to the worker.
+/// the delivery marker, what the lanes give up to the worker.
 pub(super) struct SyncPublish {
-    publisher: Publisher,
-    marker: DeliveryMarker,
-    repo: SharedCommandStore,
-    publish_timeout: Duration,
+    pub(super) publisher: Publisher,
+    pub(super) marker: DeliveryMarker,
+    pub(super) repo: SharedCommandStore,
+    pub(super) publish_timeout: Duration,
+    pub(super) sync_publish_wait: Duration,
+    pub(super) pack: PackLimits,
     worker_wake: Option<Arc<Notify>>,
 }
 
 impl SyncPublish {
     /// Publishes through `publisher`, marking through a marker task of its own over `repo`
-    /// (so it must be called inside a Tokio runtime); wakes `worker_wake` when it leaves events
-    /// pending.
+    /// (so it must be called inside a Tokio runtime); wakes `worker_wake` when a lane gives
+    /// events to the worker.
     pub(super) fn new(
         publisher: Publisher,
         repo: SharedCommandStore,
-        publish_timeout: Duration,
+        settings: PublishSettings,
         worker_wake: Option<Arc<Notify>>,
     ) -> Self {
         let marker = DeliveryMarker::spawn(repo.clone());
-        Self { publisher, marker, repo, publish_timeout, worker_wake }
+        let PublishSettings { publish_timeout, sync_publish_wait, pack } = settings;
+        Self { publisher, marker, repo, publish_timeout, sync_publish_wait, pack, worker_wake }
     }
 
     /// The delivery marker the successes are handed to.
@@ -55,64 +69,68 @@ impl SyncPublish {
         &self.marker
     }
 
-    /// Answers at once the commands with nothing to publish, and queues the others on the
-    /// cell's publish lane behind the previous batch.
-    pub(super) fn in_lane(self: &Arc<Self>, cell: &Arc<Cell>, answers: Vec<Answer>) {
-        // Each publish is bounded by the stack's own timeout, which is counted and traced; this
-        // deadline (a hair later, so the stack's timeout fires first) bounds the wait in the
-        // lane behind earlier commands.
-        let deadline = Instant::now() + self.publish_timeout + Duration::from_millis(10);
+    /// Answers at once the commands with nothing to publish, publishes the events that never
+    /// reach IM, and queues the others on the cell's lane behind what it already holds.
+    pub(super) async fn in_lane(self: &Arc<Self>, cell: &Arc<Cell>, answers: Vec<Answer>) {
+        let start_by = Instant::now() + self.publish_timeout;
         let mut lane = Vec::new();
+        let mut skipped = Vec::new();
+        let mut room = None;
         for (item, answer) in answers {
-            match answer {
-                Ok(committed) if !committed.envelopes.is_empty() => lane.push((item.reply, committed)),
-                Ok(committed) => {
-                    let _ = item.reply.send(Ok(committed.response));
+            let committed = match answer {
+                Ok(committed) if !committed.envelopes.is_empty() => committed,
+                other => {
+                    let _ = item.reply.send(other.map(|c| c.response));
+                    continue;
                 }
-                Err(e) => {
-                    let _ = item.reply.send(Err(e));
+            };
+            let Committed { response, envelopes } = committed;
+            let receipts = envelopes
+                .iter()
+                .map(|(envelope, _)| EventReceipt {
+                    event_id: envelope.event_id.clone(),
+                    event_type: envelope.event_type.as_str().into(),
+                    delivery: Delivery::Pending,
+                })
+                .collect();
+            let waiting = Waiting::new(response, receipts, item.reply);
+            for (index, (envelope, json)) in envelopes.into_iter().enumerate() {
+                room.get_or_insert_with(|| envelope.room_id.clone());
+                let event = Event::from_envelope(&envelope, json);
+                let waiting = Arc::clone(&waiting);
+                if envelope.event_type.reaches_im() {
+                    lane.push(LaneEvent { event, start_by, waiting, index });
+                } else {
+                    skipped.push((event, waiting, index));
                 }
             }
         }
-        let Some(first) = lane.first().and_then(|(_, c)| c.envelopes.first()).map(|(e, _)| e.clone()) else {
+        let Some(room) = room else { return };
+        self.push(cell, &room, lane);
+        let mut done = Vec::with_capacity(skipped.len());
+        for (event, waiting, index) in skipped {
+            let id = event.event_id.clone();
+            let message = Message::new(room.clone(), Path::Sync, vec![event]);
+            let delivery = match self.publisher.clone().oneshot(message).await {
+                Ok(Outcome::Skipped) => Delivery::Skipped,
+                Ok(Outcome::Delivered) => Delivery::Delivered,
+                // Stays pending: the worker publishes it after its guard.
+                Err(_) => Delivery::Pending,
+            };
+            if delivery != Delivery::Pending {
+                done.push(id);
+            }
+            waiting.settle(index, delivery);
+        }
+        self.marker.submit(done);
+    }
+
+    /// Events a lane gave up: claimable at once (after the marks of the earlier ones are
+    /// written, so the worker sees them delivered), and the worker woken.
+    pub(super) async fn hand_to_worker(&self, event_ids: Vec<String>) {
+        if event_ids.is_empty() {
             return;
-        };
-        let (done, next) = oneshot::channel();
-        let previous = cell.lane_after(next);
-        let (service, cell) = (Arc::clone(self), Arc::clone(cell));
-        tokio::spawn(async move {
-            if let Some(previous) = previous {
-                let _ = previous.await;
-            }
-            let mut clear = cell.sync_clear.load(Ordering::Acquire) || service.is_next(&first).await;
-            let mut left = Vec::new();
-            for (reply, committed) in lane {
-                let response = service.publish(committed, deadline, &mut clear, &mut left).await;
-                let _ = reply.send(Ok(response));
-            }
-            cell.sync_clear.store(clear, Ordering::Release);
-            // Before the next batch of the room runs: releases stay in room order.
-            if !left.is_empty() {
-                service.hand_to_worker(left).await;
-            }
-            let _ = done.send(());
-        });
-    }
-
-    /// True when nothing of the room older than `first` waits undelivered.
-    async fn is_next(&self, first: &EventEnvelope) -> bool {
-        match self.repo.has_earlier_undelivered(&first.room_id, &first.event_id).await {
-            Ok(earlier) => !earlier,
-            Err(error) => {
-                tracing::warn!(room_id = %first.room_id, %error, "Room order check failed; leaving events to the worker");
-                false
-            }
         }
-    }
-
-    /// Events the synchronous path left pending: claimable at once (after the marks of the
-    /// earlier ones are written, so the worker sees them delivered), and the worker woken.
-    async fn hand_to_worker(&self, event_ids: Vec<String>) {
         self.marker.flush().await;
         if let Err(error) = self.repo.release_pending(&event_ids).await {
             tracing::warn!(events = event_ids.len(), %error, "Could not release pending events; the worker takes them after their guard");
@@ -121,56 +139,63 @@ impl SyncPublish {
             wake.notify_one();
         }
     }
+}
 
-    /// Publishes a committed command's events in order through the shared stack while the room
-    /// is `clear` and `deadline` has not passed; the first event left pending clears `clear`,
-    /// and it and every later one go to `left`. Hands the successes to the delivery marker
-    /// (best effort, not awaited) and fills in the receipts.
-    async fn publish(
-        &self,
-        committed: Committed,
-        deadline: Instant,
-        clear: &mut bool,
-        left: &mut Vec<String>,
-    ) -> CommandResponse {
-        let Committed { mut response, envelopes } = committed;
-        let mut receipts = Vec::with_capacity(envelopes.len());
-        let mut done = Vec::new();
-        for (envelope, json) in &envelopes {
-            let delivery =
-                if *clear { self.publish_one(envelope, json, deadline).await } else { Delivery::Pending };
-            match delivery {
-                Delivery::Pending => {
-                    *clear = false;
-                    left.push(envelope.event_id.clone());
-                }
-                _ => done.push(envelope.event_id.clone()),
-            }
-            receipts.push(EventReceipt {
-                event_id: envelope.event_id.clone(),
-                event_type: envelope.event_type.as_str().into(),
-                delivery,
-            });
-        }
-        self.marker.submit(done);
-        response.events = receipts;
-        response
+/// A command's answer while its events are published: answered once every event is settled
+/// (or when dropped, with what is not settled yet `pending`).
+pub(super) struct Waiting {
+    state: Mutex<Option<WaitingState>>,
+}
+
+struct WaitingState {
+    response: CommandResponse,
+    receipts: Vec<EventReceipt>,
+    settled: Vec<bool>,
+    reply: oneshot::Sender<Result<CommandResponse, RoomError>>,
+}
+
+impl Waiting {
+    fn new(
+        response: CommandResponse,
+        receipts: Vec<EventReceipt>,
+        reply: oneshot::Sender<Result<CommandResponse, RoomError>>,
+    ) -> Arc<Self> {
+        let settled = vec![false; receipts.len()];
+        Arc::new(Self { state: Mutex::new(Some(WaitingState { response, receipts, settled, reply })) })
     }
 
-    async fn publish_one(&self, envelope: &EventEnvelope, json: &Arc<str>, deadline: Instant) -> Delivery {
-        let event = Event::from_envelope(envelope, Arc::clone(json));
-        let message = Message::new(envelope.room_id.clone(), Path::Sync, vec![event]);
-        match tokio::time::timeout_at(deadline, self.publisher.clone().oneshot(message)).await {
-            Ok(Ok(Outcome::Delivered)) => Delivery::Delivered,
-            Ok(Ok(Outcome::Skipped)) => Delivery::Skipped,
-            Ok(Err(error)) => {
-                let class = publish::classify(error.as_ref());
-                if class != publish::ErrorClass::Throttled {
-                    tracing::warn!(event_id = %envelope.event_id, class = class.as_str(), %error, "Synchronous publish failed; the outbox worker will retry");
-                }
-                Delivery::Pending
-            }
-            Err(_elapsed) => Delivery::Pending,
+    /// Settles the command's `index`-th event; the command is answered once all are. A
+    /// second settlement of an event, or one after the answer, changes nothing.
+    pub(super) fn settle(&self, index: usize, delivery: Delivery) {
+        let mut slot = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(state) = slot.as_mut() else { return };
+        if let (Some(receipt), Some(settled)) = (state.receipts.get_mut(index), state.settled.get_mut(index))
+            && !*settled
+        {
+            receipt.delivery = delivery;
+            *settled = true;
+        }
+        if state.settled.iter().all(|s| *s)
+            && let Some(state) = slot.take()
+        {
+            state.answer();
+        }
+    }
+}
+
+impl WaitingState {
+    fn answer(self) {
+        let WaitingState { mut response, receipts, reply, .. } = self;
+        response.events = receipts;
+        let _ = reply.send(Ok(response));
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let slot = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(state) = slot.take() {
+            state.answer();
         }
     }
 }

@@ -23,7 +23,8 @@ declare_metrics! {
     IM_CALLS_TOTAL: Counter(Count) = "room_im_calls_total";
     /// Events carried by one IM call, by `path`.
     IM_EVENTS_PER_CALL: Histogram(Count) = "room_im_events_per_call";
-    /// Age of the oldest undelivered event of the most lagging room (0: nothing undelivered).
+    /// Age of the oldest undelivered event of the most lagging room (0: nothing undelivered):
+    /// rooms deliver in order, so it is the head of the room furthest behind.
     OUTBOX_HOT_ROOM_LAG_SECONDS: Gauge(Seconds) = "room_outbox_hot_room_lag_seconds";
     /// Outbox rows by `status` (pending, delivering, retryable, failed; never delivered).
     OUTBOX_ROWS: Gauge(Count) = "room_outbox_rows";

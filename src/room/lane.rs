@@ -1,0 +1,249 @@
+//! A room's publish lane (SPEC §12.1): the one place on the room's owner that sends the room's
+//! IM events, in `room_version` order, packing whatever of the room is ready when it sends.
+//!
+//! The drain task pushes each committed batch's IM events onto its cell's lane and goes on
+//! committing. One lane task per room at a time takes the ready events from the front — up to
+//! `im_batch` — and sends them as one message through the shared stack (path `sync`), which
+//! waits for the rate-limit permits: the busier the room (or the app), the more each call
+//! carries; an idle room sends each event at once. Events the filter answers without a call
+//! never enter the lane (see [`super::sync_publish`]).
+//!
+//! A command waits for its own events only while their send can happen at once: when its
+//! events are in the pack being sent, until the stack says it must wait for a permit, and
+//! never longer than `rooms.sync_publish_wait`. Events queued behind a pack in flight answer
+//! `pending` at once; the lane sends them moments later.
+//!
+//! The lane gives the room to the outbox worker when it cannot keep its promises: a send failed
+//! (the worker retries by policy), or the oldest queued event has waited `publish_timeout`
+//! (the room is offered more than IM takes, or the app-wide quota is behind). Its queue is
+//! made claimable at once and the worker woken; the cell is no longer `sync_clear`, and the lane
+//! takes the room back once the database shows nothing of it older than its next event
+//! undelivered (checked at most every [`ORDER_CHECK_EVERY`]).
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+use super::cells::Cell;
+use super::outcome::Delivery;
+use super::sync_publish::{SyncPublish, Waiting};
+use crate::publish::{self, Event, Message, Path};
+
+/// How often, at most, a lane that gave its room to the worker asks the database whether it
+/// may take it back.
+pub(super) const ORDER_CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// One IM event waiting in a lane.
+pub(super) struct LaneEvent {
+    pub(super) event: Event,
+    /// When its send must have started by: `publish_timeout` after the commit.
+    pub(super) start_by: Instant,
+    /// The command answer it belongs to, and its place among the command's events.
+    pub(super) waiting: Arc<Waiting>,
+    pub(super) index: usize,
+}
+
+impl LaneEvent {
+    fn settle(&self, delivery: Delivery) {
+        self.waiting.settle(self.index, delivery);
+    }
+}
+
+/// The lane of one cell: its queue and whether a lane task runs.
+#[derive(Default)]
+pub(super) struct Lane {
+    state: Mutex<LaneState>,
+}
+
+#[derive(Default)]
+struct LaneState {
+    /// The room (the IM group) of every event queued.
+    room: String,
+    queue: VecDeque<LaneEvent>,
+    running: bool,
+    /// No order check before this (after one found the room still the worker's).
+    next_check: Option<Instant>,
+}
+
+impl std::fmt::Debug for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("Lane").field("queued", &state.queue.len()).field("running", &state.running).finish()
+    }
+}
+
+impl Lane {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LaneState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The room of its events.
+    fn room(&self) -> String {
+        self.lock().room.clone()
+    }
+
+    /// True when the lane neither holds nor sends anything.
+    pub(super) fn is_idle(&self) -> bool {
+        let state = self.lock();
+        !state.running && state.queue.is_empty()
+    }
+}
+
+impl SyncPublish {
+    /// Queues `events` (one batch's IM events, in order) on the cell's lane and starts its task
+    /// when none runs. Behind a lane already sending they are answered `pending` at once.
+    pub(super) fn push(self: &Arc<Self>, cell: &Arc<Cell>, room: &str, events: Vec<LaneEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        let start = {
+            let mut state = cell.lane.lock();
+            if state.room != room {
+                room.clone_into(&mut state.room);
+            }
+            if state.running {
+                for event in &events {
+                    event.settle(Delivery::Pending);
+                }
+            }
+            state.queue.extend(events);
+            !std::mem::replace(&mut state.running, true)
+        };
+        if start {
+            let (service, cell) = (Arc::clone(self), Arc::clone(cell));
+            tokio::spawn(async move { service.run_lane(cell).await });
+        }
+    }
+
+    /// The lane task: sends packs off the front of the queue until it is empty.
+    async fn run_lane(self: Arc<Self>, cell: Arc<Cell>) {
+        loop {
+            let Some(front) = cell.lane.lock().queue.front().map(|e| e.event.event_id.clone()) else {
+                let mut state = cell.lane.lock();
+                if state.queue.is_empty() {
+                    state.running = false;
+                    return;
+                }
+                continue;
+            };
+            if !cell.sync_clear.load(Ordering::Acquire) && !self.may_take_back(&cell, &front).await {
+                self.give_up(&cell, Vec::new()).await;
+                continue;
+            }
+            let Some(pack) = self.next_pack(&cell) else {
+                // Waited too long: the room is offered more than IM takes now.
+                tracing::info!(room_id = %cell.lane.room(), "Room lane behind; the outbox worker takes the room");
+                self.give_up(&cell, Vec::new()).await;
+                continue;
+            };
+            match self.send(&cell.lane.room(), &pack).await {
+                Ok(()) => {
+                    self.marker.submit(pack.iter().map(|e| e.event.event_id.clone()).collect());
+                    for event in &pack {
+                        event.settle(Delivery::Delivered);
+                    }
+                }
+                Err(()) => self.give_up(&cell, pack).await,
+            }
+        }
+    }
+
+    /// Takes the next pack off the front of the queue (answering what stays behind it
+    /// `pending`), or `None` when the front has waited past its start-by time.
+    fn next_pack(&self, cell: &Cell) -> Option<Vec<LaneEvent>> {
+        let mut state = cell.lane.lock();
+        if state.queue.front().is_some_and(|e| e.start_by < Instant::now()) {
+            return None;
+        }
+        let count = self.pack.take(state.queue.iter().map(|e| e.event.content_bytes()));
+        let pack: Vec<LaneEvent> = state.queue.drain(..count).collect();
+        for behind in &state.queue {
+            behind.settle(Delivery::Pending);
+        }
+        Some(pack)
+    }
+
+    /// Sends one pack through the shared stack. Its commands are answered `pending` as soon
+    /// as the stack must wait for a permit or `sync_publish_wait` has passed; the send itself
+    /// (permit wait included) is bounded by `publish_timeout`.
+    async fn send(&self, room: &str, pack: &[LaneEvent]) -> Result<(), ()> {
+        let Some(first) = pack.first() else { return Ok(()) };
+        let notice = Arc::new(Notify::new());
+        let mut message = Message::new(room.to_owned(), Path::Sync, pack.iter().map(|e| e.event.clone()).collect());
+        message.on_wait = Some(Arc::clone(&notice));
+        let call = tokio::time::timeout(self.publish_timeout, self.publisher.clone().oneshot(message));
+        tokio::pin!(call);
+        let answer_by = tokio::time::sleep(self.sync_publish_wait);
+        tokio::pin!(answer_by);
+        let mut answered = false;
+        let result = loop {
+            tokio::select! {
+                result = &mut call => break result,
+                () = notice.notified(), if !answered => answered = true,
+                () = &mut answer_by, if !answered => answered = true,
+            }
+            for event in pack {
+                event.settle(Delivery::Pending);
+            }
+        };
+        match result {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => {
+                let class = publish::classify(error.as_ref());
+                tracing::warn!(room_id = %room, event_id = %first.event.event_id, events = pack.len(), class = class.as_str(), %error, "Room lane publish failed; the outbox worker takes the room");
+                Err(())
+            }
+            Err(_elapsed) => {
+                tracing::warn!(room_id = %room, events = pack.len(), "Room lane publish not done within publish_timeout; the outbox worker takes the room");
+                Err(())
+            }
+        }
+    }
+
+    /// Whether the lane may send again after giving the room to the worker: the database shows
+    /// nothing of the room older than `front` undelivered. Asked at most every
+    /// [`ORDER_CHECK_EVERY`].
+    async fn may_take_back(&self, cell: &Cell, front: &str) -> bool {
+        {
+            let mut state = cell.lane.lock();
+            let now = Instant::now();
+            if state.next_check.is_some_and(|at| now < at) {
+                return false;
+            }
+            state.next_check = Some(now + ORDER_CHECK_EVERY);
+        }
+        let room = cell.lane.room();
+        let clear = match self.repo.has_earlier_undelivered(&room, front).await {
+            Ok(earlier) => !earlier,
+            Err(error) => {
+                tracing::warn!(room_id = %room, %error, "Room order check failed; leaving events to the worker");
+                false
+            }
+        };
+        if clear {
+            cell.sync_clear.store(true, Ordering::Release);
+            cell.lane.lock().next_check = None;
+        }
+        clear
+    }
+
+    /// Gives the room to the worker: `unsent` and everything queued are answered `pending`,
+    /// made claimable at once (after the marks of what went through are written, so the worker
+    /// sees those delivered), and the worker is woken.
+    async fn give_up(&self, cell: &Cell, unsent: Vec<LaneEvent>) {
+        cell.sync_clear.store(false, Ordering::Release);
+        let queued: Vec<LaneEvent> = cell.lane.lock().queue.drain(..).collect();
+        let events: Vec<LaneEvent> = unsent.into_iter().chain(queued).collect();
+        for event in &events {
+            event.settle(Delivery::Pending);
+        }
+        let ids: Vec<String> = events.iter().map(|e| e.event.event_id.clone()).collect();
+        self.hand_to_worker(ids).await;
+    }
+}
+
