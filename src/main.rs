@@ -170,7 +170,7 @@ async fn run_tool(path: &std::path::Path, tool: admin::Tool) -> anyhow::Result<(
 
 /// The one publish stack, shared by the command path and the outbox worker.
 fn publish_stack(settings: &Settings, redis: Option<&RedisConn>) -> anyhow::Result<Publisher> {
-    let leaf = app::im_leaf(&settings)?;
+    let leaf = app::im_leaf(settings)?;
     Ok(into_publisher(
         ServiceBuilder::new()
             // Outermost: one span per publish covers everything below, including the filter.
@@ -180,7 +180,8 @@ fn publish_stack(settings: &Settings, redis: Option<&RedisConn>) -> anyhow::Resu
             // RoomCreated/HeatChanged/RankChanged: no-op success, never reach IM nor the timeout.
             .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
             // Tencent's limits for both paths together, so only IM-bound events take a permit;
-            // the sync path never waits, the worker waits here (not inside the timeout below).
+            // one permit per message, however many events it carries; the room lanes and the
+            // worker wait here (not inside the timeout below).
             // The app-wide limit is the cluster's with Redis. None with the log sink.
             .option_layer(app::rate_limit_layer(settings, redis))
             // Bounds one IM call; the error is classified as a timeout above.

@@ -174,7 +174,8 @@ impl SyncPublish {
     async fn send(&self, room: &str, pack: &[LaneEvent]) -> Result<(), ()> {
         let Some(first) = pack.first() else { return Ok(()) };
         let notice = Arc::new(Notify::new());
-        let mut message = Message::new(room.to_owned(), Path::Sync, pack.iter().map(|e| e.event.clone()).collect());
+        let mut message =
+            Message::new(room.to_owned(), Path::Sync, pack.iter().map(|e| e.event.clone()).collect());
         message.on_wait = Some(Arc::clone(&notice));
         let call = tokio::time::timeout(self.publish_timeout, self.publisher.clone().oneshot(message));
         tokio::pin!(call);
@@ -246,4 +247,3 @@ impl SyncPublish {
         self.hand_to_worker(ids).await;
     }
 }
-

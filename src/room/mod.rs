@@ -30,7 +30,9 @@ mod service;
 mod sync_publish;
 
 pub use error::RoomError;
-pub use options::{CommitStats, DEFAULT_MAX_COMMIT_BATCH, DEFAULT_SYNC_PUBLISH_WAIT, RoomOptions, StillHolds};
+pub use options::{
+    CommitStats, DEFAULT_MAX_COMMIT_BATCH, DEFAULT_SYNC_PUBLISH_WAIT, RoomOptions, StillHolds,
+};
 pub use outcome::{CommandResponse, Delivery, EventReceipt};
 pub use request::CommandRequest;
 pub use service::RoomService;

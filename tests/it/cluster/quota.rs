@@ -80,6 +80,8 @@ async fn three_nodes_share_one_quota_and_each_falls_back_to_a_third_when_redis_d
                 ("ROOM_SERVICE__IM_RATE_LIMIT__GLOBAL_PER_SEC", GLOBAL.to_string()),
                 // Each node's worker alone would take the whole quota: three times it together.
                 ("ROOM_SERVICE__IM_RATE_LIMIT__WORKER_SHARE", "1".to_owned()),
+                // One event a call: the quota counts calls, and this test counts events as calls.
+                ("ROOM_SERVICE__IM_BATCH__MAX_EVENTS", "1".to_owned()),
             ]
             .map(|(k, v)| (k.to_owned(), v))
             .to_vec();

@@ -123,12 +123,9 @@ async fn a_command_waits_at_most_sync_publish_wait_for_its_send() {
     let db = TestDb::mysql().await;
     let im = fake_with_limits(None, None).await;
     im.set_latency(Duration::from_millis(1500));
-    let app = start(
-        &db,
-        &im,
-        &[("outbox_worker.publish_timeout", "3s"), ("rooms.sync_publish_wait", "200ms")],
-    )
-    .await;
+    let app =
+        start(&db, &im, &[("outbox_worker.publish_timeout", "3s"), ("rooms.sync_publish_wait", "200ms")])
+            .await;
     create(&app, "r").await;
     let body = json!({"command_id": "j-a", "user_id": "a"});
     let (status, answer) = app.post("/v1/rooms/r/join", body).await;

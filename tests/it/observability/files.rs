@@ -101,6 +101,10 @@ fn the_dashboard_draws_the_thresholds_the_alerts_fire_on() {
     assert_eq!(drawn_thresholds("Oldest pending age", "room_outbox_oldest_pending_age_seconds"), [age]);
     let ratio = alert_threshold("RoomOutboxPublishFailureRatioHigh");
     assert_eq!(drawn_thresholds("Publish failure ratio", "room_outbox_publish_failure_total"), [ratio]);
+    let hot = alert_threshold("RoomOutboxHotRoomLagging");
+    assert_eq!(hot, 20.0);
+    let panel = "Most lagging room: age of its oldest undelivered event";
+    assert_eq!(drawn_thresholds(panel, "room_outbox_hot_room_lag_seconds"), [hot]);
     let lag = alert_threshold("RoomConsumerLagging");
     assert_eq!(lag, 300.0);
     assert_eq!(drawn_thresholds("Consumers: lag by consumer", "room_consumer_lag_seconds"), [lag]);
@@ -114,6 +118,7 @@ fn the_alerts_hold_for_their_durations_with_a_severity_a_summary_and_a_descripti
         holds,
         [
             ("RoomOutboxOldestPendingTooOld", Some("5m")),
+            ("RoomOutboxHotRoomLagging", Some("2m")),
             ("RoomOutboxPublishFailureRatioHigh", Some("10m")),
             ("RoomOutboxLeaseLost", None),
             ("RoomOutboxStalled", Some("10m")),

@@ -76,7 +76,7 @@ pub fn router_state(db: &super::TestDb) -> room_service::http::AppState {
 
 /// The publish stack exactly as `main.rs` composes it.
 pub fn publisher(settings: &Settings) -> Publisher {
-    let leaf = app::im_leaf(&settings).expect("im client");
+    let leaf = app::im_leaf(settings).expect("im client");
     let redis =
         room_service::redis_conn::RedisConn::from_settings(settings.redis.as_ref()).expect("redis.url");
     im_stack(leaf, app::rate_limit_layer(settings, redis.as_ref()), settings.outbox_worker.publish_timeout)

@@ -221,7 +221,7 @@ pub fn publisher(settings: &Settings, probe: Option<Acceptances>) -> anyhow::Res
 
 /// [`publisher`] with every [`ProbeOptions`].
 pub fn publisher_with(settings: &Settings, probe: ProbeOptions) -> anyhow::Result<Publisher> {
-    let leaf = room_service::app::im_leaf(&settings)?;
+    let leaf = room_service::app::im_leaf(settings)?;
     let redis = room_service::redis_conn::RedisConn::from_settings(settings.redis.as_ref())?;
     Ok(im_stack(
         Probe { inner: leaf, seen: probe.seen, fail_sync_prefix: probe.fail_sync_prefix },
