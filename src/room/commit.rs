@@ -83,8 +83,9 @@ impl Commit {
         items: &[Queued],
         plan: &Plan,
         fence: Option<u64>,
+        claimable_now: bool,
     ) -> Written {
-        let commit = self.room_commit(room_id, items, plan, fence);
+        let commit = self.room_commit(room_id, items, plan, fence, claimable_now);
         let error = match self.repo.commit_room(&commit).await {
             Ok(()) => {
                 self.transactions.fetch_add(1, Ordering::Relaxed);
@@ -159,7 +160,14 @@ impl Commit {
     }
 
     /// The transaction of a plan: what its logged commands wrote, net.
-    fn room_commit(&self, room_id: &RoomId, items: &[Queued], plan: &Plan, fence: Option<u64>) -> RoomCommit {
+    fn room_commit(
+        &self,
+        room_id: &RoomId,
+        items: &[Queued],
+        plan: &Plan,
+        fence: Option<u64>,
+        claimable_now: bool,
+    ) -> RoomCommit {
         let mut commands = Vec::with_capacity(plan.logged.len());
         let mut outbox = Vec::new();
         for &index in &plan.logged {
@@ -196,7 +204,8 @@ impl Commit {
                     first_version: t.first_version,
                 })
                 .collect(),
-            publish_timeout: self.claim_after,
+            // The worker's at once when the room's lane has given the room to it.
+            publish_timeout: if claimable_now { Duration::ZERO } else { self.claim_after },
             shard: shard_of(room_id.as_str()),
             fence,
         }

@@ -29,21 +29,35 @@ impl RoomService {
             if batch.is_empty() {
                 continue;
             }
-            let answers = self.run_batch(&room_id, &cell, &mut guard, batch).await;
+            let (answers, lane_owned) = self.run_batch(&room_id, &cell, &mut guard, batch).await;
             drop(guard);
-            self.inner.publish.in_lane(&cell, answers).await;
+            self.inner.publish.in_lane(&cell, answers, lane_owned).await;
         }
     }
 
     /// Decides and commits `items` on the room; every item gets an answer. A version conflict
     /// (another node moved the room on) reloads and decides the batch again, once; commands
-    /// found already logged are answered from the log and the rest decided again.
+    /// found already logged are answered from the log and the rest decided again. Also says
+    /// whether the room's lane sends the batch's IM events (else they were committed
+    /// claimable at once, for the worker).
     async fn run_batch(
         &self,
         room_id: &RoomId,
         cell: &Cell,
         slot: &mut CellState,
+        items: Vec<Queued>,
+    ) -> (Vec<Answer>, bool) {
+        let lane_owned = self.inner.publish.lane_owns(room_id, cell).await;
+        (self.decide_and_commit(room_id, cell, slot, items, lane_owned).await, lane_owned)
+    }
+
+    async fn decide_and_commit(
+        &self,
+        room_id: &RoomId,
+        cell: &Cell,
+        slot: &mut CellState,
         mut items: Vec<Queued>,
+        lane_owned: bool,
     ) -> Vec<Answer> {
         let mut answers: Vec<Answer> = Vec::with_capacity(items.len());
         let mut reloaded = false;
@@ -74,7 +88,7 @@ impl RoomService {
                 }
                 return self.settle(answers, items, plan.decisions, state).await;
             }
-            match self.inner.commit.write(room_id, &items, &plan, fence).await {
+            match self.inner.commit.write(room_id, &items, &plan, fence, !lane_owned).await {
                 Written::Committed => {
                     *slot = CellState::loaded(plan.state.clone());
                     return self.settle(answers, items, plan.decisions, plan.state).await;

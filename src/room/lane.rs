@@ -16,9 +16,10 @@
 //! The lane gives the room to the outbox worker when it cannot keep its promises: a send failed
 //! (the worker retries by policy), or the oldest queued event has waited `publish_timeout`
 //! (the room is offered more than IM takes, or the app-wide quota is behind). Its queue is
-//! made claimable at once and the worker woken; the cell is no longer `sync_clear`, and the lane
-//! takes the room back once the database shows nothing of it older than its next event
-//! undelivered (checked at most every [`ORDER_CHECK_EVERY`]).
+//! made claimable at once and the worker woken; the cell is no longer `sync_clear`, so the
+//! room's next commits write their rows claimable at once (no hand-off statement per batch),
+//! and the lane takes the room back once the database shows nothing of it undelivered
+//! (checked before a commit, at most every [`ORDER_CHECK_EVERY`]).
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -32,6 +33,7 @@ use tower::ServiceExt;
 use super::cells::Cell;
 use super::outcome::Delivery;
 use super::sync_publish::{SyncPublish, Waiting};
+use crate::domain::RoomId;
 use crate::publish::{self, Event, Message, Path};
 
 /// How often, at most, a lane that gave its room to the worker asks the database whether it
@@ -123,15 +125,15 @@ impl SyncPublish {
     /// The lane task: sends packs off the front of the queue until it is empty.
     async fn run_lane(self: Arc<Self>, cell: Arc<Cell>) {
         loop {
-            let Some(front) = cell.lane.lock().queue.front().map(|e| e.event.event_id.clone()) else {
+            {
                 let mut state = cell.lane.lock();
                 if state.queue.is_empty() {
                     state.running = false;
                     return;
                 }
-                continue;
-            };
-            if !cell.sync_clear.load(Ordering::Acquire) && !self.may_take_back(&cell, &front).await {
+            }
+            if !cell.sync_clear.load(Ordering::Acquire) {
+                // The room went to the worker after these were committed for the lane.
                 self.give_up(&cell, Vec::new()).await;
                 continue;
             }
@@ -206,10 +208,16 @@ impl SyncPublish {
         }
     }
 
-    /// Whether the lane may send again after giving the room to the worker: the database shows
-    /// nothing of the room older than `front` undelivered. Asked at most every
-    /// [`ORDER_CHECK_EVERY`].
-    async fn may_take_back(&self, cell: &Cell, front: &str) -> bool {
+    /// Whether the lane sends the IM events of the batch about to commit on `room` (the drain
+    /// task asks before each commit, under the cell's lock): yes while the cell is
+    /// `sync_clear`; after the lane gave the room to the worker, once the database shows
+    /// nothing of the room undelivered (asked at most every [`ORDER_CHECK_EVERY`]; every
+    /// earlier commit is in the database, so the worker holds nothing of the room then).
+    /// Otherwise the batch's rows are committed claimable at once, for the worker.
+    pub(super) async fn lane_owns(&self, room: &RoomId, cell: &Cell) -> bool {
+        if cell.sync_clear.load(Ordering::Acquire) {
+            return true;
+        }
         {
             let mut state = cell.lane.lock();
             let now = Instant::now();
@@ -218,19 +226,18 @@ impl SyncPublish {
             }
             state.next_check = Some(now + ORDER_CHECK_EVERY);
         }
-        let room = cell.lane.room();
-        let clear = match self.repo.has_earlier_undelivered(&room, front).await {
-            Ok(earlier) => !earlier,
+        let caught_up = match self.repo.has_undelivered(room.as_str()).await {
+            Ok(undelivered) => !undelivered,
             Err(error) => {
                 tracing::warn!(room_id = %room, %error, "Room order check failed; leaving events to the worker");
                 false
             }
         };
-        if clear {
+        if caught_up {
             cell.sync_clear.store(true, Ordering::Release);
             cell.lane.lock().next_check = None;
         }
-        clear
+        caught_up
     }
 
     /// Gives the room to the worker: `unsent` and everything queued are answered `pending`,

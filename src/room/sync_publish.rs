@@ -70,8 +70,10 @@ impl SyncPublish {
     }
 
     /// Answers at once the commands with nothing to publish, publishes the events that never
-    /// reach IM, and queues the others on the cell's lane behind what it already holds.
-    pub(super) async fn in_lane(self: &Arc<Self>, cell: &Arc<Cell>, answers: Vec<Answer>) {
+    /// reach IM, and queues the others on the cell's lane behind what it already holds — or,
+    /// when the batch was committed for the worker (`lane_owned` false: its rows are claimable
+    /// already), answers them `pending` and wakes the worker.
+    pub(super) async fn in_lane(self: &Arc<Self>, cell: &Arc<Cell>, answers: Vec<Answer>, lane_owned: bool) {
         let start_by = Instant::now() + self.publish_timeout;
         let mut lane = Vec::new();
         let mut skipped = Vec::new();
@@ -106,7 +108,14 @@ impl SyncPublish {
             }
         }
         let Some(room) = room else { return };
-        self.push(cell, &room, lane);
+        if lane_owned {
+            self.push(cell, &room, lane);
+        } else if !lane.is_empty() {
+            for event in &lane {
+                event.waiting.settle(event.index, Delivery::Pending);
+            }
+            self.wake_worker();
+        }
         let mut done = Vec::with_capacity(skipped.len());
         for (event, waiting, index) in skipped {
             let id = event.event_id.clone();
@@ -135,6 +144,10 @@ impl SyncPublish {
         if let Err(error) = self.repo.release_pending(&event_ids).await {
             tracing::warn!(events = event_ids.len(), %error, "Could not release pending events; the worker takes them after their guard");
         }
+        self.wake_worker();
+    }
+
+    fn wake_worker(&self) {
         if let Some(wake) = &self.worker_wake {
             wake.notify_one();
         }

@@ -52,9 +52,9 @@ pub trait CommandStore: Send + Sync {
     /// the outbox worker. Returns how many rows changed.
     async fn release_pending(&self, event_ids: &[String]) -> Result<u64, StoreError>;
 
-    /// True when a row of `room_id` older than the row of `event_id` is not delivered yet
-    /// (pending, retryable or delivering).
-    async fn has_earlier_undelivered(&self, room_id: &str, event_id: &str) -> Result<bool, StoreError>;
+    /// True when a row of `room_id` is not delivered yet (pending, retryable or delivering;
+    /// parked rows do not count).
+    async fn has_undelivered(&self, room_id: &str) -> Result<bool, StoreError>;
 
     /// The current delivery status of these events (a replayed command answers with it).
     async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError>;
@@ -152,12 +152,8 @@ macro_rules! impl_command_store {
                 Ok(q.build().execute(&self.pool).await?.rows_affected())
             }
 
-            async fn has_earlier_undelivered(
-                &self,
-                room_id: &str,
-                event_id: &str,
-            ) -> Result<bool, $crate::store::StoreError> {
-                let mut q = $crate::store::sync_sql::earlier_undelivered::<$db>(room_id, event_id);
+            async fn has_undelivered(&self, room_id: &str) -> Result<bool, $crate::store::StoreError> {
+                let mut q = $crate::store::sync_sql::undelivered_in_room::<$db>(room_id);
                 Ok(q.build().fetch_optional(&self.pool).await?.is_some())
             }
 

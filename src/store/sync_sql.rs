@@ -1,6 +1,7 @@
 //! The command path's statements on the outbox rows it committed
 //! ([`CommandStore`](super::CommandStore)): the delivered mark of what it published, the
-//! release to the worker of what it gave up on, the room-order check before publishing, and
+//! release to the worker of what it gave up on, the room-order check before a lane takes its
+//! room back, and
 //! the statuses a replay answers with; built once for both backends over a [`Dialect`].
 
 use sqlx::QueryBuilder;
@@ -31,13 +32,12 @@ pub(super) fn release_pending<DB: Dialect>(event_ids: &[String]) -> QueryBuilder
     q
 }
 
-/// One undelivered row of `room_id` older than the row of `event_id`, if any.
-pub(super) fn earlier_undelivered<DB: Dialect>(room_id: &str, event_id: &str) -> QueryBuilder<DB> {
+/// One undelivered row of `room_id`, if any (only undelivered rows have a `lock_until_ms`:
+/// `idx_room_outbox_room_undelivered`).
+pub(super) fn undelivered_in_room<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("SELECT id FROM room_outbox WHERE room_id = ");
     DB::bind_str(&mut q, room_id);
-    q.push(" AND lock_until_ms IS NOT NULL AND id < (SELECT id FROM room_outbox WHERE event_id = ");
-    DB::bind_str(&mut q, event_id);
-    q.push(") LIMIT 1");
+    q.push(" AND lock_until_ms IS NOT NULL LIMIT 1");
     q
 }
 
