@@ -141,3 +141,55 @@ async fn a_command_waits_at_most_sync_publish_wait_for_its_send() {
     assert_eq!(im.sends_by_event()[&id].calls, 1, "sent once");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn quiet_rooms_take_turns_with_a_hot_room_under_the_app_wide_quota() {
+    let db = TestDb::mysql().await;
+    let im = fake_with_limits(Some(25), Some(25)).await;
+    let app =
+        start(&db, &im, &[("im_rate_limit.global_per_sec", "20"), ("im_rate_limit.per_group_per_sec", "20")])
+            .await;
+    create(&app, "hot").await;
+    let quiet: Vec<String> = (0..10).map(|i| format!("q{i}")).collect();
+    for room in &quiet {
+        create(&app, room).await;
+    }
+    let senders: Vec<String> = (0..8).map(|i| format!("u{i}")).collect();
+    for user in &senders {
+        let body = json!({"command_id": format!("j-{user}"), "user_id": user});
+        assert_eq!(app.post("/v1/rooms/hot/join", body).await.0, 200);
+    }
+    // The hot room alone would take every permit of the app for the whole run.
+    let load_ends = tokio::time::Instant::now() + Duration::from_secs(4);
+    let hot = senders.iter().map(|sender| {
+        let app = &app;
+        async move {
+            let mut n = 0;
+            while tokio::time::Instant::now() < load_ends {
+                gift(app, "hot", sender, n).await;
+                n += 1;
+            }
+        }
+    });
+    let quiet_joins = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let mut ids = Vec::new();
+        for room in &quiet {
+            let body = json!({"command_id": format!("j-{room}"), "user_id": "viewer"});
+            let (status, answer) = app.post(&format!("/v1/rooms/{room}/join"), body).await;
+            assert_eq!(status, 200, "{answer}");
+            ids.push(answer["events"][0]["event_id"].as_str().unwrap().to_owned());
+        }
+        ids
+    };
+    let (_, ids) = tokio::join!(join_all(hot), quiet_joins);
+    // Each quiet room's one event went out while the hot room still had the quota busy.
+    let at_im: HashSet<String> = im.all_messages().into_iter().filter_map(|m| m.event_id).collect();
+    let starved: Vec<&String> = ids.iter().filter(|id| !at_im.contains(*id)).collect();
+    assert!(starved.is_empty(), "quiet rooms waited out the hot room's load: {starved:?}");
+    eventually("every event delivered", Duration::from_secs(60), || async { undelivered(&db).await == 0 })
+        .await;
+    let stats = im.stats();
+    assert_eq!((stats.rate_limited, stats.dropped), (0, 0), "{stats:?}");
+    app.stop().await;
+}
