@@ -25,6 +25,10 @@ pub(super) struct Limits {
     pause: Duration,
     paused: Mutex<Pauses>,
     calls: AtomicU64,
+    /// Waiters for the local app-wide permit queue here, first come first served (tokio's
+    /// mutex is fair): each room's lane waits once, so under a busy quota rooms take turns and
+    /// a hot room cannot starve quiet ones. The cluster's quota queues its own waiters.
+    turn: tokio::sync::Mutex<()>,
 }
 
 /// Where the app-wide permits come from.
@@ -91,6 +95,7 @@ impl Limits {
             pause: options.pause,
             paused: Mutex::new(Pauses::default()),
             calls: AtomicU64::new(0),
+            turn: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -149,7 +154,10 @@ impl Limits {
             }
             self.groups.until_key_ready(&group).await;
             match &self.global {
-                Global::Local(global) => global.until_ready().await,
+                Global::Local(global) => {
+                    let _turn = self.turn.lock().await;
+                    global.until_ready().await;
+                }
                 Global::Cluster(shared) => shared.until_ready().await,
             }
             if self.pauses().until(&group, Instant::now()).is_none() {

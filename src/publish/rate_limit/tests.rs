@@ -196,3 +196,56 @@ async fn with_the_cluster_quota_a_permit_one_node_took_is_gone_for_the_other() {
     assert_eq!(b.clone().oneshot(msg("r2", Path::Worker)).await.unwrap(), Outcome::Delivered);
     assert_eq!(calls.lock().unwrap().len(), 2);
 }
+
+/// A lane's sync message: it waits for its permit after telling its notice.
+fn waiting_msg(group: &str, notice: &Arc<tokio::sync::Notify>) -> Message {
+    let mut m = msg(group, Path::Sync);
+    m.on_wait = Some(Arc::clone(notice));
+    m
+}
+
+#[tokio::test]
+async fn a_sync_message_with_a_notice_is_told_then_waits_for_its_permit() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let svc = RateLimitLayer::new(options(2, 1000)).layer(recording(calls.clone(), ok));
+    let notice = Arc::new(tokio::sync::Notify::new());
+    // The burst of one goes at once, untold.
+    assert_eq!(svc.clone().oneshot(waiting_msg("r1", &notice)).await.unwrap(), Outcome::Delivered);
+    let told = tokio::time::timeout(Duration::from_millis(1), notice.notified()).await;
+    assert!(told.is_err(), "a message with a permit now is not told to wait");
+    // The next has none now: it is told, then delivered once one comes (not throttled).
+    let next = tokio::spawn(svc.clone().oneshot(waiting_msg("r1", &notice)));
+    tokio::time::timeout(Duration::from_secs(1), notice.notified()).await.expect("told it must wait");
+    assert_eq!(next.await.unwrap().unwrap(), Outcome::Delivered);
+    assert_eq!(calls.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn rooms_waiting_for_the_app_wide_quota_take_turns() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let svc = RateLimitLayer::new(options(20, 1000)).layer(recording(calls.clone(), ok));
+    let notice = Arc::new(tokio::sync::Notify::new());
+    // A hot room sends one message after another; four quiet rooms each send one a moment
+    // later, while the hot room keeps the quota busy.
+    let hot = {
+        let (svc, notice) = (svc.clone(), notice.clone());
+        tokio::spawn(async move {
+            for _ in 0..20 {
+                svc.clone().oneshot(waiting_msg("hot", &notice)).await.unwrap();
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let quiet: Vec<_> =
+        (0..4).map(|n| tokio::spawn(svc.clone().oneshot(waiting_msg(&format!("q{n}"), &notice)))).collect();
+    for task in quiet {
+        task.await.unwrap().unwrap();
+    }
+    hot.await.unwrap();
+    let calls = calls.lock().unwrap();
+    let last_quiet = calls.iter().rposition(|(g, _)| g.starts_with('q')).unwrap();
+    let hot_before: usize = calls[..last_quiet].iter().filter(|(g, _)| g == "hot").count();
+    // First come, first served: each quiet room waits behind at most one more hot message
+    // than it found queued (a few went out before they came), never the hot room's whole run.
+    assert!(hot_before <= 10, "the quiet rooms waited behind {hot_before} of the hot room's 20: {calls:?}");
+}
