@@ -32,7 +32,9 @@ cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 # The API docs: a broken intra-doc link fails the run.
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --locked
-# The benchmark harness in smoke mode (tiny sizes): proves it works, measures nothing.
+# The benchmark harness in smoke mode (tiny sizes): proves it works, measures nothing. B10
+# spawns the room-service binary next to it, so both are built first.
+cargo build --locked --bin room-service --bin room-service-bench
 cargo run --locked --bin room-service-bench -- --smoke
 # Every test; a hung test must fail the run well inside CI's limit, not eat it.
 timeout 1200 cargo test --lib --bins --tests --locked

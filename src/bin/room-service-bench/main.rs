@@ -13,7 +13,9 @@
 //! nothing else counts) · B7 hot rooms: latency and bytes per command by room size, one hot
 //! room vs the same load spread · B8 many nodes: 3 cluster nodes vs 1 node under the same
 //! load sent to random nodes, and what a forward hop adds · B9 consumers: webhook events/s vs a
-//! raw sqlx + reqwest loop, and the webhook and audit consumers' lag under B1's load.
+//! raw sqlx + reqwest loop, and the webhook and audit consumers' lag under B1's load · B10 live
+//! room: the real binary and fake IM as child processes, gifts/s into one hot room and spread
+//! over many with IM on vs off, and what IM saw (events/s and per call, commit → IM, backlog).
 
 mod backlog;
 mod claim;
@@ -27,6 +29,7 @@ mod fill;
 mod hot;
 mod hot_load;
 mod latency;
+mod live;
 mod many;
 mod many_hop;
 mod many_nodes;
@@ -52,7 +55,7 @@ pub struct Args {
     /// MariaDB server (no database path); each benchmark creates and drops its own database.
     #[arg(long, env = "ROOM_SERVICE_BENCH_MYSQL_URL", default_value = "mysql://root@127.0.0.1:3306")]
     pub mysql_url: String,
-    /// Benchmarks to run, comma-separated (b1..b9); all when absent.
+    /// Benchmarks to run, comma-separated (b1..b10); all when absent.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// B1, B8: concurrent clients.
@@ -125,6 +128,24 @@ pub struct Args {
     /// B9: committed events the webhook consumer (and the raw loop) delivers.
     #[arg(long, default_value_t = 20_000)]
     pub consumer_events: usize,
+    /// B10: concurrent HTTP clients (each sends its next gift when the previous answered).
+    #[arg(long, default_value_t = 16)]
+    pub live_clients: usize,
+    /// B10: how long each load runs.
+    #[arg(long, default_value_t = 15)]
+    pub live_seconds: u64,
+    /// B10: latencies of the fake IM per call (ms), one IM-on run each.
+    #[arg(long, value_delimiter = ',', default_values_t = [20, 100])]
+    pub live_latencies: Vec<u64>,
+    /// B10: rooms of the spread load.
+    #[arg(long, default_value_t = 256)]
+    pub live_rooms: usize,
+    /// B10: gifts/s offered into the hot room by the paced load.
+    #[arg(long, default_value_t = 570.0)]
+    pub paced_rate: f64,
+    /// B10: longest wait for the backlog after a load.
+    #[arg(long, default_value_t = 120)]
+    pub live_drain_secs: u64,
 }
 
 impl Args {
@@ -154,6 +175,10 @@ impl Args {
             self.spread_rooms = self.spread_rooms.min(8);
             self.hop_samples = self.hop_samples.min(20);
             self.consumer_events = self.consumer_events.min(300);
+            self.live_clients = self.live_clients.min(2);
+            self.live_seconds = self.live_seconds.min(1);
+            self.live_latencies = vec![20];
+            self.live_rooms = self.live_rooms.min(8);
         }
         // Sizes smallest first (the smallest is the baseline), none empty (a sender must exist).
         self.hot_sizes.retain(|&n| n > 0);
@@ -170,6 +195,9 @@ impl Args {
         self.spread_members = self.spread_members.max(1);
         self.hop_samples = self.hop_samples.max(1);
         self.consumer_events = self.consumer_events.max(1);
+        (self.live_clients, self.live_rooms) = (self.live_clients.max(1), self.live_rooms.max(1));
+        self.live_seconds = self.live_seconds.max(1);
+        self.paced_rate = self.paced_rate.clamp(1.0, 100_000.0);
         self
     }
 }
@@ -191,7 +219,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 9] = [
+    let benches: [(&str, &str, Bench); 10] = [
         ("b1", "command path", |a| Box::pin(on_fresh_db(a, "b1", command::run))),
         ("b2", "worker drain", |a| Box::pin(on_fresh_db(a, "b2", drain::run))),
         ("b3", "claim scaling", |a| Box::pin(on_fresh_db(a, "b3", claim::run))),
@@ -201,6 +229,7 @@ async fn main() -> anyhow::Result<()> {
         ("b7", "hot rooms", |a| Box::pin(on_fresh_db(a, "b7", hot::run))),
         ("b8", "many nodes", |a| Box::pin(on_fresh_db(a, "b8", many::run))),
         ("b9", "consumers", |a| Box::pin(consumers::run(a))),
+        ("b10", "live room", |a| Box::pin(live::run(a))),
     ];
     for (id, what, bench) in benches {
         if !args.wants(id) {

@@ -113,7 +113,7 @@ fn server_cpu(names: &[&str]) -> Duration {
 }
 
 /// utime + stime of a `/proc/<pid>/stat` file (clock ticks of 10 ms).
-pub(super) fn cpu_of(stat: &Path) -> Duration {
+pub fn cpu_of(stat: &Path) -> Duration {
     let text = std::fs::read_to_string(stat).unwrap_or_default();
     // Fields after the command name (which is in parentheses and may hold spaces).
     let fields: Vec<&str> =

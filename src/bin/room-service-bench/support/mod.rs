@@ -22,8 +22,7 @@ use tower::Service;
 
 mod measure;
 
-use measure::cpu_of;
-pub use measure::{CpuTimes, Samples, global_status, ms, session_status};
+pub use measure::{CpuTimes, Samples, cpu_of, global_status, ms, session_status};
 
 /// SDKAppID shared by the service and the fake IM.
 pub const SDK_APP_ID: u64 = 1_400_000_000;
