@@ -3,13 +3,13 @@
 //! Where it sits: a command commits its events as `room_outbox` rows ([`crate::store`]) and
 //! the command path publishes them right away; whatever is still `pending` (or `retryable`)
 //! once its claim-after time has passed is claimed here under a lease, published through the
-//! very same [`Publisher`] stack (with [`Path::Worker`], which
+//! very same [`Publisher`] stack (with [`Path::Worker`](crate::publish::Path::Worker), which
 //! waits for rate-limit permits), and marked in buffered, fenced writes.
 //!
 //! ```text
 //! claim_outbox (worker_id unique per claim; lease renewed while the claim holds rows)
 //!   └▶ head check: rows wait behind earlier undelivered rows of their room
-//!   └▶ room queues ─▶ publisher.oneshot per row, each room in order, rooms in parallel
+//!   └▶ room queues ─▶ publisher.oneshot per pack of a room's rows, each room in order, rooms in parallel
 //!   └▶ policy by error class ─▶ delivered | retryable (backoff) | failed (parked) | deferred
 //!   └▶ finish_claimed every 250 ms (fenced on worker_id); the next claim overlaps the tail
 //! ```
