@@ -354,3 +354,83 @@ async fn a_heartbeat_loads_the_room_and_answers_like_before() {
         ));
     }
 }
+
+/// POSTs `body` to the in-process public router; status and JSON answer.
+async fn post(app: &axum::Router, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    use tower::ServiceExt;
+    let request = axum::http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_string()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}
+
+#[tokio::test]
+async fn http_heartbeats_refresh_members_and_list_the_unknown() {
+    use room_service::http::{PublicOptions, public_router};
+    use serde_json::json;
+    for db in backends().await {
+        let state = crate::support::app::router_state(&db);
+        let app = public_router(state.clone(), PublicOptions::default());
+        let create = json!({"command_id": "c1", "room_id": "r1", "owner_id": "alice", "title": "Live"});
+        assert_eq!(post(&app, "/v1/rooms", create).await.0, 200, "{db}");
+        for (i, user) in ["bob", "carol"].iter().enumerate() {
+            let join = json!({"command_id": format!("j{i}"), "user_id": user});
+            assert_eq!(post(&app, "/v1/rooms/r1/join", join).await.0, 200, "{db}");
+        }
+
+        let ids = json!({"user_ids": ["bob", "dave", "carol", "bob", "erin", "dave"]});
+        let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", ids).await;
+        assert_eq!((status, body), (200, json!({"alive": 2, "unknown": ["dave", "erin"]})), "{db}");
+        let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", json!({"user_ids": ["zed"]})).await;
+        assert_eq!((status, body), (200, json!({"alive": 0, "unknown": ["zed"]})), "{db}");
+
+        // 1–1000 valid ids, else 400 naming user_ids.
+        let too_many: Vec<String> = (0..1001).map(|i| format!("u{i}")).collect();
+        for bad in [
+            json!({"user_ids": []}),
+            json!({"user_ids": too_many}),
+            json!({"user_ids": ["ok", "no way"]}),
+            json!({}),
+        ] {
+            let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", bad.clone()).await;
+            assert_eq!(
+                (status, body["error"]["code"].as_str()),
+                (400, Some("invalid_argument")),
+                "{db}: {bad}"
+            );
+            assert!(body["error"]["message"].as_str().unwrap().contains("user_ids"), "{db}: {body}");
+        }
+        let thousand: Vec<String> = (0..1000).map(|i| format!("u{i}")).collect();
+        let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", json!({"user_ids": thousand})).await;
+        assert_eq!((status, body["alive"].clone()), (200, json!(0)), "{db}: {body}");
+
+        // Missing and closed rooms answer like the single heartbeat.
+        for path in ["/v1/rooms/nope/heartbeat", "/v1/rooms/nope/heartbeats"] {
+            let body =
+                if path.ends_with('s') { json!({"user_ids": ["bob"]}) } else { json!({"user_id": "bob"}) };
+            let (status, body) = post(&app, path, body).await;
+            assert_eq!(
+                (status, body["error"]["code"].as_str()),
+                (404, Some("room_not_found")),
+                "{db}: {path}"
+            );
+        }
+        assert_eq!(post(&app, "/v1/rooms/r1/close", json!({"command_id": "close"})).await.0, 200, "{db}");
+        for (path, body) in [
+            ("/v1/rooms/r1/heartbeat", json!({"user_id": "bob"})),
+            ("/v1/rooms/r1/heartbeats", json!({"user_ids": ["bob"]})),
+        ] {
+            let (status, body) = post(&app, path, body).await;
+            assert_eq!((status, body["error"]["code"].as_str()), (409, Some("room_closed")), "{db}: {path}");
+        }
+        state.lifecycle.start_draining();
+        let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", json!({"user_ids": ["bob"]})).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (503, Some("draining")), "{db}");
+    }
+}
