@@ -68,7 +68,7 @@ pub struct HeartbeatsBody {
 pub const MAX_HEARTBEAT_IDS: usize = 1_000;
 
 /// What `POST /v1/rooms/{id}/heartbeats` answers.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct HeartbeatsAnswer {
     /// How many distinct ids are members (their presence refreshed).
     pub alive: usize,
@@ -201,14 +201,20 @@ pub async fn run_heartbeats(
     room_id: &RoomId,
     user_ids: &[UserId],
 ) -> Result<HeartbeatsAnswer, ApiError> {
-    if user_ids.is_empty() || user_ids.len() > MAX_HEARTBEAT_IDS {
-        return Err(ApiError::invalid("user_ids", format!("must hold 1–{MAX_HEARTBEAT_IDS} user ids")));
-    }
+    check_heartbeat_ids(user_ids)?;
     if state.lifecycle.is_draining() {
         return Err(ApiError::draining());
     }
     let beats = state.rooms.heartbeats(room_id, user_ids).await?;
     Ok(HeartbeatsAnswer { alive: beats.alive, unknown: beats.unknown })
+}
+
+/// 1–[`MAX_HEARTBEAT_IDS`] ids, else 400 naming `user_ids`.
+pub fn check_heartbeat_ids(user_ids: &[UserId]) -> Result<(), ApiError> {
+    if user_ids.is_empty() || user_ids.len() > MAX_HEARTBEAT_IDS {
+        return Err(ApiError::invalid("user_ids", format!("must hold 1–{MAX_HEARTBEAT_IDS} user ids")));
+    }
+    Ok(())
 }
 
 /// The room snapshot, unwrapped.
