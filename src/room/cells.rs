@@ -193,6 +193,11 @@ impl Cells {
         cell.clone()
     }
 
+    /// The room's cell, if it has one (not created, not marked used).
+    pub(super) fn find(&self, room_id: &RoomId) -> Option<Arc<Cell>> {
+        self.map().get(room_id).cloned()
+    }
+
     /// Commands queued on a room's cell (0 when it has none).
     pub(super) fn queued(&self, room_id: &RoomId) -> usize {
         self.map().get(room_id).map_or(0, |cell| cell.queued())

@@ -198,7 +198,7 @@ impl RoomService {
     /// When a member was last seen (its last heartbeat, ms), if the room is loaded here and has
     /// them.
     pub fn last_seen(&self, room_id: &RoomId, user_id: &UserId) -> Option<i64> {
-        self.cell(room_id).presence.last_seen(user_id)
+        self.inner.cells.find(room_id)?.presence.last_seen(user_id)
     }
 
     /// The room as committed (without its member list).
