@@ -85,7 +85,7 @@ pub fn apply(
             if next.members.contains_key(user_id) {
                 return Ok(Applied::noop(state));
             }
-            let member = Member { joined_at_ms: ctx.now_ms, last_heartbeat_ms: ctx.now_ms };
+            let member = Member { joined_at_ms: ctx.now_ms };
             next.members.insert(user_id.clone(), member);
             changes.push(Change::MemberJoined { user_id: user_id.clone(), joined_at_ms: ctx.now_ms });
             vec![event(
@@ -140,19 +140,6 @@ pub fn apply(
         }
     };
     Ok(Applied { state: next, events, changes, applied: true })
-}
-
-/// Refreshes a member's presence clock. Not a command: no version, no events.
-pub fn heartbeat(state: &mut RoomState, user_id: &UserId, now_ms: i64) -> Result<(), DomainError> {
-    if state.status == RoomStatus::Closed {
-        return Err(DomainError::RoomClosed);
-    }
-    let member = state
-        .members
-        .get_mut(user_id)
-        .ok_or_else(|| DomainError::NotMember { user_id: user_id.to_string() })?;
-    member.last_heartbeat_ms = member.last_heartbeat_ms.max(now_ms);
-    Ok(())
 }
 
 fn create(owner_id: &UserId, title: &str, ctx: &CommandContext) -> Result<Applied, DomainError> {

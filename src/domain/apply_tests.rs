@@ -188,22 +188,11 @@ fn close_removes_members_and_refuses_everything_after() {
 }
 
 #[test]
-fn heartbeat_refreshes_members_only() {
-    let mut room = join(&open_room(), "u1");
-    heartbeat(&mut room, &user("u1"), 500).unwrap();
-    assert_eq!(room.members[&user("u1")].last_heartbeat_ms, 500);
-    assert_eq!(room.version, 2, "heartbeat is not a command");
-    assert!(matches!(heartbeat(&mut room, &user("u2"), 600), Err(DomainError::NotMember { .. })));
-}
-
-#[test]
-fn stale_members_are_those_at_or_before_the_cutoff() {
-    let mut room = join(&join(&open_room(), "a"), "b");
-    heartbeat(&mut room, &user("b"), 1_000).unwrap();
-    assert_eq!(room.stale_members(999), vec![(user("a"), 100)]);
+fn a_restored_room_keeps_its_members_and_when_they_joined() {
+    let room = join(&join(&open_room(), "a"), "b");
     let members = room.members.iter().map(|(id, m)| (id.clone(), m.joined_at_ms));
-    let restored = RoomState::restore(room.snapshot(), members, room.senders.clone(), 5_000);
-    assert!(restored.stale_members(4_999).is_empty(), "a loaded cell starts every clock at load time");
+    let restored = RoomState::restore(room.snapshot(), members, room.senders.clone());
+    assert_eq!(restored, room, "presence is not part of the room: nothing is lost on a reload");
 }
 
 #[test]

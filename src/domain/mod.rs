@@ -13,7 +13,7 @@ mod ids;
 mod proptests;
 mod state;
 
-pub use apply::{Applied, Change, MAX_GIFT_COUNT, MAX_UNIT_VALUE, apply, heartbeat};
+pub use apply::{Applied, Change, MAX_GIFT_COUNT, MAX_UNIT_VALUE, apply};
 pub use command::{Command, CommandContext, LeaveReason};
 pub use error::DomainError;
 pub use event::{Event, EventEnvelope, EventType};

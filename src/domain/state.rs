@@ -38,10 +38,9 @@ impl RoomStatus {
 /// A member of a room.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
-    /// When the member joined (ms since the epoch).
+    /// When the member joined (ms since the epoch). Presence (the last heartbeat) is not part
+    /// of the room: the room's cell keeps it beside the state, outside the commit lock.
     pub joined_at_ms: i64,
-    /// Last heartbeat (ms); presence only, reset to the load time when a cell loads.
-    pub last_heartbeat_ms: i64,
 }
 
 /// Running gift total of one sender.
@@ -118,23 +117,18 @@ pub struct RoomSnapshot {
 }
 
 impl RoomState {
-    /// Rebuilds a room from its persisted parts; every member's heartbeat clock starts at
-    /// `now_ms` (a cell was just loaded, so a restart never evicts everyone at once).
+    /// Rebuilds a room from its persisted parts.
     pub fn restore(
         snapshot: RoomSnapshot,
         members: impl IntoIterator<Item = (UserId, i64)>,
         senders: impl IntoIterator<Item = (UserId, SenderTotal)>,
-        now_ms: i64,
     ) -> RoomState {
         RoomState {
             room_id: snapshot.room_id,
             owner_id: snapshot.owner_id,
             title: snapshot.title,
             status: snapshot.status,
-            members: members
-                .into_iter()
-                .map(|(id, joined_at_ms)| (id, Member { joined_at_ms, last_heartbeat_ms: now_ms }))
-                .collect(),
+            members: members.into_iter().map(|(id, joined_at_ms)| (id, Member { joined_at_ms })).collect(),
             heat: snapshot.heat,
             senders: senders.into_iter().collect(),
             gift_rank: snapshot.gift_rank,
@@ -179,15 +173,6 @@ impl RoomState {
                 .collect(),
             None => self.members.iter().take(limit).map(view).collect(),
         }
-    }
-
-    /// Members whose last heartbeat is at or before `cutoff_ms`, with when they joined.
-    pub fn stale_members(&self, cutoff_ms: i64) -> Vec<(UserId, i64)> {
-        self.members
-            .iter()
-            .filter(|(_, m)| m.last_heartbeat_ms <= cutoff_ms)
-            .map(|(id, m)| (id.clone(), m.joined_at_ms))
-            .collect()
     }
 
     /// The gift rank after `sender`'s total grew. Totals only ever grow, so the new top

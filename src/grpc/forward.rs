@@ -56,6 +56,12 @@ impl Call {
         Self { method: Method::POST, path: format!("/v1/rooms/{room_id}/heartbeat"), body }
     }
 
+    /// `POST /v1/rooms/{room_id}/heartbeats`.
+    pub(super) fn heartbeats(room_id: &RoomId, user_ids: &[UserId]) -> Self {
+        let body = Some(json!({"user_ids": user_ids}));
+        Self { method: Method::POST, path: format!("/v1/rooms/{room_id}/heartbeats"), body }
+    }
+
     /// `GET /v1/rooms/{room_id}`.
     pub(super) fn snapshot(room_id: &RoomId) -> Self {
         Self { method: Method::GET, path: format!("/v1/rooms/{room_id}"), body: None }
@@ -187,6 +193,9 @@ mod tests {
         assert_eq!(Call::members(&room, Some(&user), 5).path, "/v1/rooms/r-1/members?limit=5&after=u");
         let heartbeat = Call::heartbeat(&room, &user);
         assert_eq!((heartbeat.method, heartbeat.body), (Method::POST, Some(json!({"user_id": "u"}))));
+        let heartbeats = Call::heartbeats(&room, std::slice::from_ref(&user));
+        assert_eq!(heartbeats.path, "/v1/rooms/r-1/heartbeats");
+        assert_eq!((heartbeats.method, heartbeats.body), (Method::POST, Some(json!({"user_ids": ["u"]}))));
     }
 
     #[test]

@@ -145,6 +145,22 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         Ok(Response::new(pb::HeartbeatResponse {}))
     }
 
+    async fn heartbeats(&self, request: Request<pb::HeartbeatsRequest>) -> Rpc<pb::HeartbeatsResponse> {
+        let id = request_id(&request);
+        let m = request.into_inner();
+        let room = room_id(m.room_id)?;
+        let users = m.user_ids.into_iter().map(|u| user_id("user_ids", u)).collect::<Result<Vec<_>, _>>()?;
+        rooms::check_heartbeat_ids(&users).map_err(from_api)?;
+        let answer: rooms::HeartbeatsAnswer = match self.elsewhere(&room) {
+            Some(forwarder) => Call::heartbeats(&room, &users).send(forwarder, &room, &id).await?,
+            None => rooms::run_heartbeats(&self.state, &room, &users).await.map_err(from_api)?,
+        };
+        Ok(Response::new(pb::HeartbeatsResponse {
+            alive: answer.alive as u64,
+            unknown: answer.unknown.into_iter().map(|u| u.as_str().to_owned()).collect(),
+        }))
+    }
+
     async fn get_room(&self, request: Request<pb::GetRoomRequest>) -> Rpc<pb::Room> {
         let id = request_id(&request);
         let room = room_id(request.into_inner().room_id)?;

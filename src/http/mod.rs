@@ -135,6 +135,7 @@ pub fn public_router(state: AppState, options: PublicOptions) -> Router {
         .route("/v1/rooms/{room_id}/gifts", post(rooms::gift))
         .route("/v1/rooms/{room_id}/close", post(rooms::close))
         .route("/v1/rooms/{room_id}/heartbeat", post(rooms::heartbeat))
+        .route("/v1/rooms/{room_id}/heartbeats", post(rooms::heartbeats))
         .route("/v1/rooms/{room_id}/members", get(rooms::members))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), forward::route))
         .route_layer(edge::layer(options.request_timeout, options.max_in_flight));

@@ -57,6 +57,25 @@ pub struct HeartbeatBody {
     user_id: UserId,
 }
 
+/// `POST /v1/rooms/{id}/heartbeats`: a gateway's heartbeats for the viewers it aggregates.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatsBody {
+    user_ids: Vec<UserId>,
+}
+
+/// At most this many user ids in one `heartbeats` call.
+pub const MAX_HEARTBEAT_IDS: usize = 1_000;
+
+/// What `POST /v1/rooms/{id}/heartbeats` answers.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct HeartbeatsAnswer {
+    /// How many distinct ids are members (their presence refreshed).
+    pub alive: usize,
+    /// The ids that are not members, in request order (each once).
+    pub unknown: Vec<UserId>,
+}
+
 /// What a command route answers.
 type CommandAnswer = Result<axum::Json<CommandResponse>, ApiError>;
 
@@ -164,6 +183,38 @@ pub async fn run_heartbeat(state: &AppState, room_id: &RoomId, user_id: &UserId)
         return Err(ApiError::draining());
     }
     Ok(state.rooms.heartbeat(room_id, user_id).await?)
+}
+
+/// Presence heartbeats of many members: 200 `{"alive", "unknown"}`, memory only.
+pub async fn heartbeats(
+    State(state): State<AppState>,
+    RoomPath(room_id): RoomPath,
+    Json(b): Json<HeartbeatsBody>,
+) -> Result<axum::Json<HeartbeatsAnswer>, ApiError> {
+    Ok(axum::Json(run_heartbeats(&state, &room_id, &b.user_ids).await?))
+}
+
+/// Presence heartbeats of many members, of either API: 1–[`MAX_HEARTBEAT_IDS`] ids (a
+/// repeated one counts once), refused while draining like a single heartbeat.
+pub async fn run_heartbeats(
+    state: &AppState,
+    room_id: &RoomId,
+    user_ids: &[UserId],
+) -> Result<HeartbeatsAnswer, ApiError> {
+    check_heartbeat_ids(user_ids)?;
+    if state.lifecycle.is_draining() {
+        return Err(ApiError::draining());
+    }
+    let beats = state.rooms.heartbeats(room_id, user_ids).await?;
+    Ok(HeartbeatsAnswer { alive: beats.alive, unknown: beats.unknown })
+}
+
+/// 1–[`MAX_HEARTBEAT_IDS`] ids, else 400 naming `user_ids`.
+pub fn check_heartbeat_ids(user_ids: &[UserId]) -> Result<(), ApiError> {
+    if user_ids.is_empty() || user_ids.len() > MAX_HEARTBEAT_IDS {
+        return Err(ApiError::invalid("user_ids", format!("must hold 1–{MAX_HEARTBEAT_IDS} user ids")));
+    }
+    Ok(())
 }
 
 /// The room snapshot, unwrapped.

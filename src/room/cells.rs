@@ -13,7 +13,8 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::decide::Queued;
 use super::lane::Lane;
-use crate::domain::{RoomId, RoomState, RoomStatus, UserId};
+use super::last_seen::LastSeen;
+use crate::domain::{Change, RoomId, RoomState, RoomStatus, UserId};
 
 /// What a cell knows of its room.
 #[derive(Debug, Default)]
@@ -47,6 +48,10 @@ impl CellState {
 pub(super) struct Cell {
     /// The room as committed; held by the drain task across a commit.
     pub(super) state: AsyncMutex<CellState>,
+    /// When each member was last seen: outside `state`, so a heartbeat never waits for a
+    /// commit. Follows the state: seeded when it loads, changed after a commit, cleared when
+    /// it unloads (see [`LastSeen`]).
+    pub(super) presence: LastSeen,
     queue: Mutex<Queue>,
     /// The room's publish lane: its IM events in order, sent by one lane task at a time.
     pub(super) lane: Lane,
@@ -118,7 +123,37 @@ impl Cell {
     /// commit that may have landed must not be overtaken).
     pub(super) fn unload(&self, state: &mut CellState) {
         *state = CellState::Unloaded;
+        self.presence.clear();
         self.sync_clear.store(false, Ordering::Release);
+    }
+
+    /// Sets `state` to the room just loaded (`None`: it does not exist); every member is seen
+    /// at `now_ms`, so a restart never evicts everyone at once.
+    pub(super) fn load(&self, state: &mut CellState, room: Option<RoomState>, now_ms: i64) {
+        self.presence.seed(self.epoch(), room.as_ref(), now_ms);
+        *state = CellState::loaded(room);
+    }
+
+    /// Swaps a commit into memory: `state` becomes `room`, and presence follows the
+    /// membership `changes` of the commit.
+    pub(super) fn committed(
+        &self,
+        state: &mut CellState,
+        room: Option<RoomState>,
+        changes: &[Change],
+        now_ms: i64,
+    ) {
+        *state = CellState::loaded(room);
+        let room = match &*state {
+            CellState::Room(room) => Some(room),
+            CellState::NoRoom | CellState::Unloaded => None,
+        };
+        self.presence.committed(self.epoch(), room, changes, now_ms);
+    }
+
+    /// The shard lease epoch of the cell's state (0 without a cluster).
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
     }
 
     /// Records that the room is served under the shard lease `epoch`; a state loaded under
@@ -158,6 +193,11 @@ impl Cells {
         cell.clone()
     }
 
+    /// The room's cell, if it has one (not created, not marked used).
+    pub(super) fn find(&self, room_id: &RoomId) -> Option<Arc<Cell>> {
+        self.map().get(room_id).cloned()
+    }
+
     /// Commands queued on a room's cell (0 when it has none).
     pub(super) fn queued(&self, room_id: &RoomId) -> usize {
         self.map().get(room_id).map_or(0, |cell| cell.queued())
@@ -168,19 +208,26 @@ impl Cells {
         self.map().len()
     }
 
-    /// Open rooms loaded in memory and their members (with `joined_at_ms`) whose last
-    /// heartbeat is at or before `cutoff_ms`. Each room is copied under its lock (O(1): the
-    /// maps are persistent) and scanned outside it, so a large room never stalls its commands.
+    /// Open rooms loaded in memory and their members (with `joined_at_ms`) last seen at or
+    /// before `cutoff_ms`. Presence is scanned without the rooms' locks; only a room with stale
+    /// members is copied under its lock (O(1): the maps are persistent) for their join times.
     pub(super) async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<(UserId, i64)>)> {
         let cells: Vec<(RoomId, Arc<Cell>)> =
             self.map().iter().map(|(id, c)| (id.clone(), c.clone())).collect();
         let mut stale = Vec::new();
         for (room_id, cell) in cells {
+            let ids = cell.presence.stale(cutoff_ms);
+            if ids.is_empty() {
+                continue;
+            }
             let room = match &*cell.state.lock().await {
                 CellState::Room(room) if room.status == RoomStatus::Open => room.clone(),
                 _ => continue,
             };
-            let members = room.stale_members(cutoff_ms);
+            let members: Vec<(UserId, i64)> = ids
+                .into_iter()
+                .filter_map(|id| room.members.get(&id).map(|m| m.joined_at_ms).map(|at| (id, at)))
+                .collect();
             if !members.is_empty() {
                 stale.push((room_id, members));
             }

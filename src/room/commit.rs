@@ -131,8 +131,8 @@ impl Commit {
         Ok(self.repo.room_version(room_id.as_str()).await? != cell_version)
     }
 
-    /// The room as committed (`None`: it does not exist), its presence starting at `now_ms`.
-    pub(super) async fn load(&self, room_id: &RoomId, now_ms: i64) -> Result<Option<RoomState>, RoomError> {
+    /// The room as committed (`None`: it does not exist).
+    pub(super) async fn load(&self, room_id: &RoomId) -> Result<Option<RoomState>, RoomError> {
         let Some(stored) = self.repo.load_room(room_id.as_str()).await? else {
             return Ok(None);
         };
@@ -156,7 +156,7 @@ impl Commit {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| corrupt("a gift total", &e))?;
-        Ok(Some(RoomState::restore(snapshot, members, senders, now_ms)))
+        Ok(Some(RoomState::restore(snapshot, members, senders)))
     }
 
     /// The transaction of a plan: what its logged commands wrote, net.

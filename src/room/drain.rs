@@ -66,7 +66,7 @@ impl RoomService {
                 Ok(fence) => fence,
                 Err(e) => return fail_all(answers, items, e),
             };
-            let state = match self.loaded(room_id, slot).await {
+            let state = match self.loaded(room_id, cell, slot).await {
                 Ok(state) => state.cloned(),
                 Err(e) => return fail_all(answers, items, e),
             };
@@ -90,7 +90,7 @@ impl RoomService {
             }
             match self.inner.commit.write(room_id, &items, &plan, fence, !lane_owned).await {
                 Written::Committed => {
-                    *slot = CellState::loaded(plan.state.clone());
+                    cell.committed(slot, plan.state.clone(), &plan.changes, (self.inner.clock)());
                     return self.settle(answers, items, plan.decisions, plan.state).await;
                 }
                 Written::Repeats(logged) => {

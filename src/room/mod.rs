@@ -19,6 +19,7 @@ mod decide;
 mod drain;
 mod error;
 mod lane;
+mod last_seen;
 pub mod marker;
 mod options;
 mod outcome;
@@ -30,6 +31,7 @@ mod service;
 mod sync_publish;
 
 pub use error::RoomError;
+pub use last_seen::Heartbeats;
 pub use options::{
     CommitStats, DEFAULT_MAX_COMMIT_BATCH, DEFAULT_SYNC_PUBLISH_WAIT, RoomOptions, StillHolds,
 };

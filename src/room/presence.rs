@@ -55,10 +55,12 @@ async fn remove_stale(
     let command_id = stale_command_id(room_id, &user_id, joined_at_ms);
     let command = Command::LeaveRoom { user_id: user_id.clone(), reason: LeaveReason::Stale };
     let member = user_id.clone();
-    let still_stale = Arc::new(move |room: &RoomState| {
-        room.members
-            .get(&member)
-            .is_some_and(|m| m.joined_at_ms == joined_at_ms && m.last_heartbeat_ms <= cutoff)
+    // Read at the command's turn, from the room's presence: a heartbeat since the scan wins.
+    // (Holding the cell also keeps the janitor from dropping it until the removal is done.)
+    let cell = rooms.cell(room_id);
+    let still_stale = Arc::new(move |state: &RoomState| {
+        state.members.get(&member).is_some_and(|m| m.joined_at_ms == joined_at_ms)
+            && cell.presence.last_seen(&member).is_some_and(|seen| seen <= cutoff)
     });
     let request = CommandRequest::new(room_id.clone(), command_id, "presence", command).only_if(still_stale);
     match rooms.submit(request).await {

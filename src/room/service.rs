@@ -12,6 +12,7 @@ use super::cells::{Cell, CellState, Cells};
 use super::commit::Commit;
 use super::decide::Queued;
 use super::error::RoomError;
+use super::last_seen::Heartbeats;
 use super::marker::MarkerStats;
 use super::options::{CommitStats, RoomOptions};
 use super::outcome::{CommandResponse, fingerprint, result_label};
@@ -19,9 +20,7 @@ use super::pay::Payments;
 use super::replay::Replay;
 use super::request::CommandRequest;
 use super::sync_publish::{PublishSettings, SyncPublish};
-use crate::domain::{
-    self, Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId,
-};
+use crate::domain::{Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId};
 use crate::publish::Publisher;
 use crate::store::SharedCommandStore;
 use crate::telemetry::names;
@@ -169,15 +168,37 @@ impl RoomService {
         answer.await.unwrap_or_else(|_| Err(RoomError::unknown_outcome()))
     }
 
-    /// Refreshes a member's presence (memory only).
+    /// Refreshes a member's presence (memory only): [`Self::heartbeats`] of one member, a
+    /// non-member refused with `not_member`.
     pub async fn heartbeat(&self, room_id: &RoomId, user_id: &UserId) -> Result<(), RoomError> {
-        let cell = self.cell(room_id);
-        let mut guard = cell.state.lock().await;
-        self.fence(room_id, &cell, &mut guard)?;
-        let state = self.loaded(room_id, &mut guard).await?;
-        let room = state.ok_or(DomainError::RoomNotFound)?;
-        domain::heartbeat(room, user_id, (self.inner.clock)())?;
+        let beats = self.heartbeats(room_id, std::slice::from_ref(user_id)).await?;
+        if beats.alive == 0 {
+            return Err(DomainError::NotMember { user_id: user_id.to_string() }.into());
+        }
         Ok(())
+    }
+
+    /// Refreshes the presence of members of a room (memory only; a repeated id counts once)
+    /// and says which ids are not members. Never waits for a commit: presence lives outside
+    /// the lock the room's drain holds while it commits. Only a cell not loaded yet (or loaded
+    /// under another shard lease epoch) takes the lock, to load the room.
+    pub async fn heartbeats(&self, room_id: &RoomId, user_ids: &[UserId]) -> Result<Heartbeats, RoomError> {
+        let fence = self.inner.options.ownership.fence(room_id.as_str()).map_err(|_| RoomError::NotOwner)?;
+        let cell = self.cell(room_id);
+        if let Some(beats) = cell.presence.touch(fence.unwrap_or(0), user_ids, (self.inner.clock)()) {
+            return Ok(beats?);
+        }
+        let mut guard = cell.state.lock().await;
+        let fence = self.fence(room_id, &cell, &mut guard)?;
+        self.loaded(room_id, &cell, &mut guard).await?;
+        let beats = cell.presence.touch(fence.unwrap_or(0), user_ids, (self.inner.clock)());
+        Ok(beats.ok_or(RoomError::NotOwner)??)
+    }
+
+    /// When a member was last seen (its last heartbeat, ms), if the room is loaded here and has
+    /// them.
+    pub fn last_seen(&self, room_id: &RoomId, user_id: &UserId) -> Option<i64> {
+        self.inner.cells.find(room_id)?.presence.last_seen(user_id)
     }
 
     /// The room as committed (without its member list).
@@ -200,12 +221,12 @@ impl RoomService {
         let cell = self.cell(room_id);
         let mut guard = cell.state.lock().await;
         self.fence(room_id, &cell, &mut guard)?;
-        let state = self.loaded(room_id, &mut guard).await?;
+        let state = self.loaded(room_id, &cell, &mut guard).await?;
         Ok(state.ok_or(DomainError::RoomNotFound)?.clone())
     }
 
-    /// Open rooms loaded in memory and their members (with `joined_at_ms`) whose last
-    /// heartbeat is at or before `cutoff_ms` (for the presence worker).
+    /// Open rooms loaded in memory and their members (with `joined_at_ms`) last seen at or
+    /// before `cutoff_ms` (for the presence worker).
     /// Only rooms this node owns: a room's presence lives at its owner.
     pub async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<(UserId, i64)>)> {
         let mut stale = self.inner.cells.stale_members(cutoff_ms).await;
@@ -268,14 +289,17 @@ impl RoomService {
         self.inner.options.ownership.owns(room_id.as_str())
     }
 
-    /// Loads the cell's state from the database if it is not loaded yet; the room, if any.
+    /// Loads the cell's state from the database if it is not loaded yet (its presence seeded
+    /// at load time); the room, if any.
     pub(super) async fn loaded<'a>(
         &self,
         room_id: &RoomId,
+        cell: &Cell,
         slot: &'a mut CellState,
     ) -> Result<Option<&'a mut RoomState>, RoomError> {
         if let CellState::Unloaded = slot {
-            *slot = CellState::loaded(self.inner.commit.load(room_id, (self.inner.clock)()).await?);
+            let room = self.inner.commit.load(room_id).await?;
+            cell.load(slot, room, (self.inner.clock)());
         }
         Ok(slot.room_mut())
     }

@@ -99,6 +99,8 @@ async fn a_restart_never_mass_evicts_members() {
     now.fetch_add(3_600_000, Ordering::SeqCst);
     let rooms = service(&db, &now);
     rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap();
+    let seen = |id: &str| rooms.last_seen(&RoomId::parse("r1").unwrap(), &user(id));
+    assert_eq!((seen("a"), seen("b")), (Some(4_600_000), Some(4_600_000)), "seeded at load time");
     assert_eq!(sweep(&rooms).await, 0);
     now.fetch_add(61_000, Ordering::SeqCst);
     assert_eq!(sweep(&rooms).await, 2);
@@ -152,8 +154,10 @@ async fn a_removal_whose_member_is_no_longer_stale_changes_nothing() {
     let cutoff = now.load(Ordering::SeqCst);
     now.fetch_add(5_000, Ordering::SeqCst);
     rooms.heartbeat(&RoomId::parse("r1").unwrap(), &user("a")).await.unwrap();
+    let (presence, r1) = (rooms.clone(), RoomId::parse("r1").unwrap());
     let still_stale = Arc::new(move |room: &room_service::domain::RoomState| {
-        room.members.get(&user("a")).is_some_and(|m| m.last_heartbeat_ms <= cutoff)
+        room.members.contains_key(&user("a"))
+            && presence.last_seen(&r1, &user("a")).is_some_and(|t| t <= cutoff)
     });
     let leave = Command::LeaveRoom { user_id: user("a"), reason: room_service::domain::LeaveReason::Stale };
     let room = RoomId::parse("r1").unwrap();
@@ -214,5 +218,219 @@ async fn a_large_room_of_stale_members_clears_in_group_commits() {
         let members = rooms.members(&room, None, 10).await.unwrap();
         assert_eq!(members.iter().map(|m| m.user_id.as_str()).collect::<Vec<_>>(), ["v00007"], "{db}");
         assert_eq!(db.count("room_member").await, 1, "{db}");
+    }
+}
+
+/// Holds the room's snapshot row locked from another connection: the room's next commit waits
+/// on it, so its drain holds the cell's lock mid-commit. Returns once a commit is waiting.
+async fn hold_snapshot_row(db: &TestDb) -> sqlx::Transaction<'static, sqlx::MySql> {
+    let mut tx = db.mysql_pool().begin().await.expect("begin");
+    sqlx::query("SELECT version FROM room_snapshot WHERE room_id = 'r1' FOR UPDATE")
+        .execute(&mut *tx)
+        .await
+        .expect("lock the snapshot row");
+    tx
+}
+
+async fn wait_for_a_blocked_commit(db: &TestDb) {
+    // A transaction of this test's database waiting for a row lock: the room's commit.
+    let waiting = "SELECT COUNT(*) FROM information_schema.innodb_trx t \
+                   JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
+                   WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()";
+    for _ in 0..600 {
+        if db.scalar(waiting).await.unwrap_or(0) > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no commit waited on the snapshot row");
+}
+
+fn gift(sender: &str) -> Command {
+    Command::SendGift {
+        sender_id: user(sender),
+        receiver_id: user("owner"),
+        gift_id: room_service::domain::GiftId::parse("rose").unwrap(),
+        count: 1,
+        unit_value: 10,
+    }
+}
+
+#[tokio::test]
+async fn heartbeats_answer_while_the_rooms_drain_is_blocked_mid_commit() {
+    let db = TestDb::mysql().await;
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let rooms = service(&db, &now);
+    room_with(&rooms, &["a", "b"]).await;
+    let r1 = RoomId::parse("r1").unwrap();
+
+    let lock = hold_snapshot_row(&db).await;
+    let blocked = tokio::spawn({
+        let rooms = rooms.clone();
+        async move { run(&rooms, "gift-1", gift("a")).await }
+    });
+    let join = tokio::spawn({
+        let rooms = rooms.clone();
+        async move { run(&rooms, "join-c", Command::JoinRoom { user_id: user("c") }).await }
+    });
+    wait_for_a_blocked_commit(&db).await;
+
+    now.fetch_add(10_000, Ordering::SeqCst);
+    rooms.heartbeat(&r1, &user("a")).await.expect("a member's heartbeat");
+    let beats = rooms.heartbeats(&r1, &[user("b"), user("c"), user("b"), user("x")]).await.unwrap();
+    assert_eq!(beats.alive, 1);
+    assert_eq!(beats.unknown, [user("c"), user("x")], "c's join is not committed yet");
+    let refused = rooms.heartbeat(&r1, &user("c")).await.expect_err("not a member yet");
+    assert!(refused.to_string().contains("not a member"), "{refused}");
+    assert!(!blocked.is_finished() && !join.is_finished(), "the heartbeats answered before the gift");
+    assert_eq!(rooms.last_seen(&r1, &user("a")), Some(1_010_000));
+
+    lock.rollback().await.unwrap();
+    blocked.await.unwrap();
+    join.await.unwrap();
+    assert_eq!(rooms.last_seen(&r1, &user("c")), Some(1_000_000), "seen at its join time (decided before)");
+    rooms.heartbeat(&r1, &user("c")).await.expect("c is a member now");
+}
+
+#[tokio::test]
+async fn a_heartbeat_after_the_scan_wins_even_while_the_room_commits() {
+    let db = TestDb::mysql().await;
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let rooms = service(&db, &now);
+    room_with(&rooms, &["a", "b"]).await;
+    let r1 = RoomId::parse("r1").unwrap();
+    now.fetch_add(70_000, Ordering::SeqCst); // both stale
+
+    let lock = hold_snapshot_row(&db).await;
+    let blocked = tokio::spawn({
+        let rooms = rooms.clone();
+        async move { run(&rooms, "gift-1", gift("a")).await }
+    });
+    wait_for_a_blocked_commit(&db).await;
+    // The sweep scans presence (a and b are stale), then waits for the room behind the commit.
+    let sweep = tokio::spawn({
+        let rooms = rooms.clone();
+        async move { sweep(&rooms).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    rooms.heartbeat(&r1, &user("a")).await.expect("a heartbeat during the commit and the sweep");
+    assert!(!blocked.is_finished() && !sweep.is_finished());
+
+    lock.rollback().await.unwrap();
+    blocked.await.unwrap();
+    assert_eq!(sweep.await.unwrap(), 1, "only b was still stale at its removal's turn");
+    let members = rooms.members(&r1, None, 10).await.unwrap();
+    assert_eq!(members.iter().map(|m| m.user_id.as_str()).collect::<Vec<_>>(), ["a"]);
+    assert_eq!(rooms.last_seen(&r1, &user("b")), None, "a leave removes the member's presence");
+}
+
+#[tokio::test]
+async fn a_heartbeat_loads_the_room_and_answers_like_before() {
+    for db in backends().await {
+        let now = Arc::new(AtomicI64::new(1_000_000));
+        room_with(&service(&db, &now), &["a"]).await;
+        now.fetch_add(3_600_000, Ordering::SeqCst);
+        // A new process: the first use of the room is a heartbeat.
+        let rooms = service(&db, &now);
+        let r1 = RoomId::parse("r1").unwrap();
+        assert_eq!(rooms.last_seen(&r1, &user("a")), None, "{db}: not loaded");
+        rooms.heartbeat(&r1, &user("a")).await.expect("loads the room");
+        assert_eq!(rooms.last_seen(&r1, &user("a")), Some(4_600_000), "{db}");
+        let not_member = rooms.heartbeat(&r1, &user("x")).await.unwrap_err();
+        assert!(matches!(
+            not_member,
+            room_service::room::RoomError::Domain(room_service::domain::DomainError::NotMember { .. })
+        ));
+        let missing = rooms.heartbeat(&RoomId::parse("nope").unwrap(), &user("a")).await.unwrap_err();
+        assert!(matches!(
+            missing,
+            room_service::room::RoomError::Domain(room_service::domain::DomainError::RoomNotFound)
+        ));
+        run(&rooms, "close", Command::CloseRoom).await;
+        let closed = rooms.heartbeats(&r1, &[user("a")]).await.unwrap_err();
+        assert!(matches!(
+            closed,
+            room_service::room::RoomError::Domain(room_service::domain::DomainError::RoomClosed)
+        ));
+    }
+}
+
+/// POSTs `body` to the in-process public router; status and JSON answer.
+async fn post(app: &axum::Router, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    use tower::ServiceExt;
+    let request = axum::http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_string()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}
+
+#[tokio::test]
+async fn http_heartbeats_refresh_members_and_list_the_unknown() {
+    use room_service::http::{PublicOptions, public_router};
+    use serde_json::json;
+    for db in backends().await {
+        let state = crate::support::app::router_state(&db);
+        let app = public_router(state.clone(), PublicOptions::default());
+        let create = json!({"command_id": "c1", "room_id": "r1", "owner_id": "alice", "title": "Live"});
+        assert_eq!(post(&app, "/v1/rooms", create).await.0, 200, "{db}");
+        for (i, user) in ["bob", "carol"].iter().enumerate() {
+            let join = json!({"command_id": format!("j{i}"), "user_id": user});
+            assert_eq!(post(&app, "/v1/rooms/r1/join", join).await.0, 200, "{db}");
+        }
+
+        let ids = json!({"user_ids": ["bob", "dave", "carol", "bob", "erin", "dave"]});
+        let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", ids).await;
+        assert_eq!((status, body), (200, json!({"alive": 2, "unknown": ["dave", "erin"]})), "{db}");
+        let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", json!({"user_ids": ["zed"]})).await;
+        assert_eq!((status, body), (200, json!({"alive": 0, "unknown": ["zed"]})), "{db}");
+
+        // 1–1000 valid ids, else 400 naming user_ids.
+        let too_many: Vec<String> = (0..1001).map(|i| format!("u{i}")).collect();
+        for bad in [
+            json!({"user_ids": []}),
+            json!({"user_ids": too_many}),
+            json!({"user_ids": ["ok", "no way"]}),
+            json!({}),
+        ] {
+            let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", bad.clone()).await;
+            assert_eq!(
+                (status, body["error"]["code"].as_str()),
+                (400, Some("invalid_argument")),
+                "{db}: {bad}"
+            );
+            assert!(body["error"]["message"].as_str().unwrap().contains("user_ids"), "{db}: {body}");
+        }
+        let thousand: Vec<String> = (0..1000).map(|i| format!("u{i}")).collect();
+        let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", json!({"user_ids": thousand})).await;
+        assert_eq!((status, body["alive"].clone()), (200, json!(0)), "{db}: {body}");
+
+        // Missing and closed rooms answer like the single heartbeat.
+        for path in ["/v1/rooms/nope/heartbeat", "/v1/rooms/nope/heartbeats"] {
+            let body =
+                if path.ends_with('s') { json!({"user_ids": ["bob"]}) } else { json!({"user_id": "bob"}) };
+            let (status, body) = post(&app, path, body).await;
+            assert_eq!(
+                (status, body["error"]["code"].as_str()),
+                (404, Some("room_not_found")),
+                "{db}: {path}"
+            );
+        }
+        assert_eq!(post(&app, "/v1/rooms/r1/close", json!({"command_id": "close"})).await.0, 200, "{db}");
+        for (path, body) in [
+            ("/v1/rooms/r1/heartbeat", json!({"user_id": "bob"})),
+            ("/v1/rooms/r1/heartbeats", json!({"user_ids": ["bob"]})),
+        ] {
+            let (status, body) = post(&app, path, body).await;
+            assert_eq!((status, body["error"]["code"].as_str()), (409, Some("room_closed")), "{db}: {path}");
+        }
+        state.lifecycle.start_draining();
+        let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", json!({"user_ids": ["bob"]})).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (503, Some("draining")), "{db}");
     }
 }

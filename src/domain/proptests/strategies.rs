@@ -77,7 +77,7 @@ pub(super) fn any_state() -> impl Strategy<Value = RoomState> {
             let mut state = start_state(&Start::Fresh).unwrap();
             state.status = if closed { RoomStatus::Closed } else { RoomStatus::Open };
             for (id, at) in members {
-                let member = crate::domain::Member { joined_at_ms: at, last_heartbeat_ms: at };
+                let member = crate::domain::Member { joined_at_ms: at };
                 state.members.insert(id, member);
             }
             state.heat = heat;

@@ -41,6 +41,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("gifts", &["command_id", "sender_id", "receiver_id", "gift_id", "count", "unit_value"]),
     ("close", &["command_id"]),
     ("heartbeat", &["user_id"]),
+    ("heartbeats", &["user_ids"]),
 ];
 /// The body fields of `POST /v1/rooms`.
 const CREATE: &[&str] = &["command_id", "room_id", "owner_id", "title"];

@@ -72,12 +72,25 @@ async fn heartbeats_at_any_node_keep_a_member_and_a_silent_one_is_evicted_once()
         let (status, body) = nodes.post(i, "/v1/rooms/hb/join", join(&format!("j-{user}"), user)).await;
         assert_eq!(status, 200, "{body}");
     }
-    // The live member heartbeats to each node in turn for three stale periods.
+    // The live member heartbeats to each node in turn for three stale periods, alone or in a
+    // gateway's batch (forwarded to the owner alike).
     let until = Instant::now() + Duration::from_secs(9);
     let mut i = 0;
     while Instant::now() < until {
-        let (status, body) = nodes.post(i % 3, "/v1/rooms/hb/heartbeat", json!({"user_id": "alive"})).await;
-        assert_eq!(status, 204, "heartbeat via node {}: {body}", i % 3);
+        if i % 2 == 0 {
+            let (status, body) =
+                nodes.post(i % 3, "/v1/rooms/hb/heartbeat", json!({"user_id": "alive"})).await;
+            assert_eq!(status, 204, "heartbeat via node {}: {body}", i % 3);
+        } else {
+            let batch = json!({"user_ids": ["alive", "nobody"]});
+            let (status, body) = nodes.post(i % 3, "/v1/rooms/hb/heartbeats", batch).await;
+            assert_eq!(
+                (status, &body),
+                (200, &json!({"alive": 1, "unknown": ["nobody"]})),
+                "via node {}",
+                i % 3
+            );
+        }
         i += 1;
         tokio::time::sleep(Duration::from_millis(400)).await;
     }

@@ -29,6 +29,25 @@ async fn every_rpc_answers_like_its_http_route() {
         .heartbeat(pb::HeartbeatRequest { room_id: "r1".into(), user_id: "bob".into() })
         .await
         .expect("heartbeat");
+    let beats = |ids: &[&str]| pb::HeartbeatsRequest {
+        room_id: "r1".into(),
+        user_ids: ids.iter().map(|u| u.to_string()).collect(),
+    };
+    let answer =
+        rooms.heartbeats(beats(&["bob", "dave", "carol", "bob"])).await.expect("heartbeats").into_inner();
+    assert_eq!((answer.alive, answer.unknown), (2, vec!["dave".to_owned()]));
+    let too_many: Vec<String> = (0..1001).map(|i| format!("u{i}")).collect();
+    for bad in [
+        beats(&[]),
+        beats(&["bob", "no way"]),
+        pb::HeartbeatsRequest { room_id: "r1".into(), user_ids: too_many },
+    ] {
+        let status = rooms.heartbeats(bad).await.expect_err("invalid");
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains("user_ids"), "{status:?}");
+    }
+    let missing = pb::HeartbeatsRequest { room_id: "nope".into(), user_ids: vec!["bob".into()] };
+    assert_eq!(rooms.heartbeats(missing).await.expect_err("no room").code(), Code::NotFound);
 
     let got = rooms.get_room(pb::GetRoomRequest { room_id: "r1".into() }).await.expect("get").into_inner();
     assert_eq!((got.version, got.member_count, got.heat), (4, 2, 1000));

@@ -43,6 +43,9 @@ async fn a_call_for_a_room_owned_elsewhere_is_answered_by_its_owner() {
         .heartbeat(pb::HeartbeatRequest { room_id: "g-r1".into(), user_id: "u".into() })
         .await
         .expect("forwarded heartbeat");
+    let beats = pb::HeartbeatsRequest { room_id: "g-r1".into(), user_ids: vec!["u".into(), "nobody".into()] };
+    let answer = elsewhere.heartbeats(beats).await.expect("forwarded heartbeats").into_inner();
+    assert_eq!((answer.alive, answer.unknown), (1, vec!["nobody".to_owned()]));
     let members = elsewhere
         .list_members(pb::ListMembersRequest { room_id: "g-r1".into(), limit: 10, after: String::new() })
         .await
