@@ -3,7 +3,7 @@
 //! Where it sits: a command commits its events as `room_outbox` rows ([`crate::store`]) and
 //! the command path publishes them right away; whatever is still `pending` (or `retryable`)
 //! once its claim-after time has passed is claimed here under a lease, published through the
-//! very same [`Publisher`] stack (with [`Path::Worker`], which
+//! very same [`Publisher`] stack (with [`Path::Worker`](crate::publish::Path::Worker), which
 //! waits for rate-limit permits), and marked in buffered, fenced writes.
 //!
 //! ```text
