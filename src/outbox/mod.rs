@@ -7,8 +7,8 @@
 //! waits for rate-limit permits), and marked in buffered, fenced writes.
 //!
 //! ```text
-//! claim_outbox (worker_id unique per claim; lease renewed while the claim holds rows)
-//!   └▶ head check: rows wait behind earlier undelivered rows of their room
+//! claim_outbox by room: each room's oldest undelivered rows, from its head or right behind
+//!   the rows this worker holds (worker_id unique per claim; lease renewed while it holds rows)
 //!   └▶ room queues ─▶ publisher.oneshot per pack of a room's rows, each room in order, rooms in parallel
 //!   └▶ policy by error class ─▶ delivered | retryable (backoff) | failed (parked) | deferred
 //!   └▶ finish_claimed every 250 ms (fenced on worker_id); the next claim overlaps the tail
@@ -84,7 +84,8 @@ pub struct BatchReport {
     pub retried: u64,
     /// Rows parked as `failed` (permanent error, out of attempts, undecodable).
     pub parked: u64,
-    /// Rows handed back unattempted (publishing paused, or behind an earlier row of their room).
+    /// Rows handed back unattempted (publishing paused, behind a failed row of their room, or
+    /// their claim's lease might end first).
     pub deferred: u64,
     /// Rows whose lease was lost before the mark: left unchanged.
     pub lease_lost: u64,

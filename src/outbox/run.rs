@@ -14,8 +14,9 @@ use crate::telemetry::names;
 impl OutboxWorker {
     /// Runs until `cancel` fires. Claims a batch at once, then whenever the rows it holds fall
     /// to the low-water mark (so the next batch is claimed while the tail of the current one is
-    /// still in flight): at once after a full batch, otherwise on the next `poll_interval` tick
-    /// or when woken ([`Self::waker`]). Results are marked at least every 250 ms; the leases
+    /// still in flight): at once after a claim that left claimable rows it saw, otherwise on the
+    /// next `poll_interval` tick, when woken ([`Self::waker`]) or when the next row's
+    /// claim-after time comes. Results are marked at least every 250 ms; the leases
     /// of rows still held are renewed every quarter of a lease. While publishing is paused after
     /// a configuration error nothing is claimed.
     ///
@@ -41,8 +42,8 @@ impl OutboxWorker {
         let mut renew = interval(options.lease() / 4);
         renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let low_water = (options.batch_size / 2).max(options.max_in_flight);
-        // Claim when due: at start, after a full batch, on a tick or a wake, and when the next
-        // row's claim-after time (its young-pending guard, its retry delay) comes.
+        // Claim when due: at start, after a claim that left rows, on a tick or a wake, and when
+        // the next row's claim-after time (its young-pending guard, its retry delay) comes.
         let mut due = true;
         let mut backlog = false;
         let mut next_row: Option<Instant> = None;
@@ -55,7 +56,10 @@ impl OutboxWorker {
                 due = false;
                 match engine.claim().await {
                     Ok(claimed) => {
-                        backlog = claimed >= options.batch_size;
+                        // Rows left that the claim saw: claim again as soon as the rows held
+                        // allow (a claim that took nothing waits for its tick instead: what it
+                        // left is capped or behind the rows held here).
+                        backlog = claimed.rows > 0 && claimed.more;
                         next_row = if backlog { None } else { self.next_row().await };
                     }
                     Err(error) => {

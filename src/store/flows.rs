@@ -1,11 +1,12 @@
 //! The multi-statement transactions both backends share, written once over any [`Dialect`]:
-//! the room commit, the room load, the room-order read and the batch mark. Each repository
+//! the room commit, the room load, the claim and the batch mark. Each repository
 //! opens the transaction its own way (SQLite takes the write lock up front) and hands it here.
 
-use sqlx::{Executor, FromRow, IntoArguments, Row, Transaction};
+use sqlx::{Executor, FromRow, IntoArguments, Transaction};
 
+use super::claim_plan::{self as plan, ListedRoom, QueuedRow};
 use super::lease_sql;
-use super::outbox_types::{Claim, Mark, MarkReport, OutboxRow, PublishResult, RoomHead, group_marks};
+use super::outbox_types::{Claim, ClaimedBatch, Mark, MarkReport, OutboxRow, PublishResult, group_marks};
 use super::queue_sql as sql;
 use super::room_sql;
 use super::rows::{EpochRow, GiftRow, MemberRow, RoomRow, VersionRow};
@@ -152,72 +153,53 @@ where
     Ok(report)
 }
 
-/// The oldest undelivered row of each of `rooms`, leaving out `own` claims' rows, in one read
-/// transaction (the head and its details from one snapshot).
-pub(super) async fn room_heads<DB>(
-    mut tx: Transaction<'static, DB>,
-    rooms: &[String],
-    own: &[String],
-) -> Result<Vec<RoomHead>, StoreError>
-where
-    DB: Dialect,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    i64: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
-    Option<i64>: for<'r> sqlx::Decode<'r, DB>,
-    String: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
-{
-    let heads = sql::room_heads::<DB>(rooms, own).build().fetch_all(&mut *tx).await?;
-    let ids: Vec<i64> = heads.iter().map(|r| r.try_get::<i64, _>(1)).collect::<Result<_, _>>()?;
-    if ids.is_empty() {
-        tx.commit().await?;
-        return Ok(Vec::new());
-    }
-    let rows = sql::rows_wait::<DB>(&ids).build().fetch_all(&mut *tx).await?;
-    tx.commit().await?;
-    rows.iter()
-        .map(|r| {
-            Ok(RoomHead {
-                id: r.try_get(0)?,
-                room_id: r.try_get(1)?,
-                status: r.try_get(2)?,
-                wait_ms: r.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
-                event_id: r.try_get(4)?,
-            })
-        })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(StoreError::from)
-}
-
-/// One claim: the claimable rows in claim order, locked, then marked `delivering` under this
-/// claim's `worker_id` and lease, and read back — one short transaction, nothing held across an
-/// IM call.
+/// One claim, room by room (see [`claim_plan`](super::claim_plan)), in one short transaction,
+/// nothing held across an IM call: the rooms after the cursor with their heads (one loose index
+/// scan per undelivered status), the chosen rooms' rows from their heads, the rows taken locked
+/// (`FOR UPDATE SKIP LOCKED`, the claimable predicate checked again under the lock) and kept
+/// per room up to the first one not locked, then marked `delivering` under this claim's
+/// `worker_id` and lease, and read back.
 pub(super) async fn claim<DB>(
     mut tx: Transaction<'static, DB>,
     claim: &Claim,
-) -> Result<Vec<OutboxRow>, StoreError>
+) -> Result<ClaimedBatch, StoreError>
 where
     DB: Dialect,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
     for<'r> OutboxRow: FromRow<'r, DB::Row>,
+    for<'r> ListedRoom: FromRow<'r, DB::Row>,
+    for<'r> QueuedRow: FromRow<'r, DB::Row>,
     i64: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
 {
-    // The claim order: the order rows fell due, then id.
-    let ids: Vec<i64> = sql::claimable_ids::<DB>(claim.limit, claim.scope.as_ref())
-        .build_query_scalar()
-        .fetch_all(&mut *tx)
-        .await?;
-    if ids.is_empty() {
-        tx.commit().await?;
-        return Ok(Vec::new());
+    let per_list = plan::rooms_listed(claim.limit);
+    let mut rooms = sql::claim_rooms::<DB>(claim, per_list);
+    let listed = rooms.build_query_as::<ListedRoom>().fetch_all(&mut *tx).await?;
+    let window = plan::window(listed, per_list);
+    let reads = plan::reads(&window, claim);
+    let mut taken = if reads.rooms.is_empty() {
+        plan::Taken::default()
+    } else {
+        let mut read = sql::room_rows::<DB>(claim, &reads.rooms);
+        plan::take(&reads, read.build_query_as::<QueuedRow>().fetch_all(&mut *tx).await?, claim)
+    };
+    let mut rows = Vec::new();
+    let ids: Vec<i64> = taken.rooms.iter().flatten().copied().collect();
+    if !ids.is_empty() {
+        let mut lock = sql::lock_claimable::<DB>(claim, &ids);
+        let locked: Vec<i64> = lock.build_query_scalar().fetch_all(&mut *tx).await?;
+        plan::keep_locked(&mut taken, &locked.into_iter().collect());
+        let ids: Vec<i64> = taken.rooms.iter().flatten().copied().collect();
+        if !ids.is_empty() {
+            sql::claim_rows::<DB>(&claim.worker_id, claim.lease, &ids).build().execute(&mut *tx).await?;
+            let mut back = sql::outbox_rows_by_id::<DB>(&ids);
+            rows = in_claim_order(back.build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?, &ids);
+        }
     }
-    sql::claim_rows::<DB>(&claim.worker_id, claim.lease, &ids).build().execute(&mut *tx).await?;
-    let rows = sql::outbox_rows_by_id::<DB>(&ids).build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?;
     tx.commit().await?;
-    Ok(in_claim_order(rows, &ids))
+    let more = taken.more || window.truncated;
+    Ok(ClaimedBatch { rows, more, cursor: plan::cursor(&window, taken.unserved, &claim.after_room) })
 }
 
 /// Puts rows read back by id into the order of `ids` (the claim order).

@@ -4,7 +4,7 @@
 //! - [`CommandStore`] — the command path: load a room, commit one or more of its commands — their
 //!   log rows, outbox rows, the small snapshot and the member and gift rows they changed — in one
 //!   transaction ([`CommandStore::commit_room`]);
-//! - [`OutboxQueue`] — the outbox worker: claim, finish, release, renew, the room-order reads;
+//! - [`OutboxQueue`] — the outbox worker: claim by room, finish, release, renew;
 //! - [`OutboxAdmin`] — the operator: stats, listing, requeue, purge;
 //! - [`LeaseRepository`] — shard leases; [`ConsumerRepository`] — the event consumers.
 //!
@@ -15,6 +15,7 @@
 
 mod admin;
 mod admin_sql;
+mod claim_plan;
 mod command_store;
 mod consumer;
 mod consumer_impl;
@@ -49,8 +50,8 @@ pub use consumer::{
 };
 pub use lease::{ClusterNode, LeaseRepository, ShardLease};
 pub use outbox_types::{
-    Claim, ClaimScope, Mark, MarkReport, OutboxQuery, OutboxRow, OutboxStats, OutboxStatus, PublishResult,
-    RoomHead,
+    Claim, ClaimScope, ClaimedBatch, Mark, MarkReport, OutboxQuery, OutboxRow, OutboxStats, OutboxStatus,
+    PublishResult,
 };
 pub use queue::OutboxQueue;
 pub use repository::{MySqlRepository, SqlRepository, SqliteRepository};

@@ -2,9 +2,10 @@
 //! check and the purge lock.
 //!
 //! Every session runs at READ COMMITTED (set on connect): REPEATABLE READ gap locks taken by
-//! the claim would block the command path's inserts. The claim is one short transaction:
-//! `SELECT id ... FOR UPDATE SKIP LOCKED` on `idx_room_outbox_claim`, then `UPDATE ... WHERE
-//! id IN (...)`. No transaction is ever held across an IM call.
+//! the claim would block the command path's inserts. The claim is one short transaction: the
+//! rooms and their heads (plain reads on `idx_room_outbox_status_room` and
+//! `idx_room_outbox_room`), `SELECT id ... WHERE id IN (...) FOR UPDATE SKIP LOCKED` of the rows
+//! taken, then `UPDATE ... WHERE id IN (...)`. No transaction is ever held across an IM call.
 
 use std::str::FromStr;
 

@@ -54,7 +54,8 @@ impl FromStr for OutboxStatus {
     }
 }
 
-/// A claim request.
+/// A claim request: up to `limit` rows, taken room by room from each room's oldest
+/// undelivered row (see [`OutboxQueue::claim_outbox`](super::OutboxQueue::claim_outbox)).
 #[derive(Debug, Clone)]
 pub struct Claim {
     /// Unique to this claim (node id + fresh token).
@@ -65,6 +66,45 @@ pub struct Claim {
     pub lease: Duration,
     /// In a cluster: which rows this node relays (`None`: any row).
     pub scope: Option<ClaimScope>,
+    /// The claims (`worker_id`s) of this worker still holding rows: their rows at a room's head
+    /// are queued in its memory, so the claim takes the room's next rows behind them.
+    pub own: Vec<String>,
+    /// At most this many rows of one room held at once, by `own` and this claim together.
+    pub per_room: usize,
+    /// Round-robin cursor: the rooms after this one (room id order) are looked at first; `""`
+    /// starts from the first room. Pass back [`ClaimedBatch::cursor`].
+    pub after_room: String,
+}
+
+impl Claim {
+    /// A claim of up to `limit` rows for `worker_id` under `lease`: any shard, no rows held
+    /// yet, up to `limit` rows of one room, from the first room.
+    pub fn new(worker_id: impl Into<String>, limit: usize, lease: Duration) -> Self {
+        Self {
+            worker_id: worker_id.into(),
+            limit,
+            lease,
+            scope: None,
+            own: Vec::new(),
+            per_room: limit,
+            after_room: String::new(),
+        }
+    }
+}
+
+/// What a claim took.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimedBatch {
+    /// The claimed rows, now `delivering` under the claim's `worker_id`: rooms in the order
+    /// their first claimed row fell due (rows the sync path released first), each room's rows
+    /// in id order.
+    pub rows: Vec<OutboxRow>,
+    /// The claim left claimable rows it saw (a room's rows beyond its share of the batch or the
+    /// per-room cap, rooms beyond the batch, rooms after the ones it looked at): claim again
+    /// soon rather than at the next poll.
+    pub more: bool,
+    /// Where the next claim's round robin starts ([`Claim::after_room`]).
+    pub cursor: String,
 }
 
 /// The rows a node of a cluster claims: those of the shards it owns, and any other row only
@@ -97,8 +137,8 @@ pub enum Mark {
         /// Short error for `last_error`.
         error: String,
     },
-    /// Not attempted (publishing paused, an earlier row of its room undelivered, or the
-    /// worker stopping): back to `pending`/`retryable` claimable after `after`, `retry_count`
+    /// Not attempted (publishing paused, an earlier row of its room failed or was handed
+    /// back, or the worker stopping): back to `pending`/`retryable` claimable after `after`, `retry_count`
     /// unchanged.
     Defer {
         /// Not claimable before this delay.
@@ -128,21 +168,6 @@ pub struct MarkReport {
     pub deferred: u64,
     /// Rows no longer held by this worker (lease lost): unchanged.
     pub lease_lost: u64,
-}
-
-/// The oldest undelivered row of a room, which every later row of the room waits behind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoomHead {
-    /// The room.
-    pub room_id: String,
-    /// The row.
-    pub id: i64,
-    /// Its event.
-    pub event_id: String,
-    /// Its status.
-    pub status: String,
-    /// Milliseconds until its `lock_until_ms` (negative: past), database clock.
-    pub wait_ms: i64,
 }
 
 /// Backlog figures.

@@ -1,6 +1,5 @@
-//! [`OutboxQueue`]: the outbox as the worker's work queue — claims under a lease, the claimed
-//! batch's fenced marks, lease renewal, the room-order read of the claim — and its one SQL implementation
-//! over any
+//! [`OutboxQueue`]: the outbox as the worker's work queue — claims by room under a lease, the
+//! claimed batch's fenced marks, lease renewal — and its one SQL implementation over any
 //! [`Dialect`](super::sql::Dialect) ([`impl_outbox_queue`]). Every time comparison uses the
 //! database's clock, never the node's.
 
@@ -8,15 +7,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::outbox_types::{Claim, MarkReport, OutboxRow, PublishResult, RoomHead};
+use super::outbox_types::{Claim, ClaimedBatch, MarkReport, PublishResult};
 use super::types::StoreError;
 
 /// The outbox worker's view of the store; see the module docs.
 #[async_trait]
 pub trait OutboxQueue: Send + Sync + std::fmt::Debug {
-    /// Claims up to `claim.limit` claimable rows for `claim.worker_id` under a lease; returns
-    /// them in claim order (the order they fell due, then id).
-    async fn claim_outbox(&self, claim: &Claim) -> Result<Vec<OutboxRow>, StoreError>;
+    /// Claims up to `claim.limit` rows for `claim.worker_id` under a lease, room by room: of
+    /// each room it takes the oldest undelivered rows, from the room's head in id order, and
+    /// stops at the first row it cannot take (held by another claim, retryable not yet due,
+    /// young pending). A room whose head is held elsewhere gets nothing; rows `claim.own` holds
+    /// at a room's head are passed over (the worker publishes them first). Rooms are looked at
+    /// round robin in room id order from `claim.after_room`, the rooms with a claimable head
+    /// share the batch (at most `claim.per_room` rows of one room held at once), and the rows
+    /// come back in claim order (rooms in the order their first claimed row fell due).
+    async fn claim_outbox(&self, claim: &Claim) -> Result<ClaimedBatch, StoreError>;
 
     /// Records a claimed batch's results, fenced on `status='delivering' AND worker_id`.
     async fn finish_claimed(
@@ -32,17 +37,14 @@ pub trait OutboxQueue: Send + Sync + std::fmt::Debug {
     /// rows changed.
     async fn release_claimed(&self, worker_id: &str, ids: &[i64]) -> Result<u64, StoreError>;
 
-    /// The oldest undelivered row (pending, retryable or delivering) of each of `rooms`,
-    /// leaving out the rows held by the claims in `own` (this worker's, published in order in
-    /// memory). Rooms with nothing undelivered are absent.
-    async fn room_heads(&self, rooms: &[String], own: &[String]) -> Result<Vec<RoomHead>, StoreError>;
-
     /// Extends the lease of every row `worker_id` still holds to `lease` from now (database
     /// clock). Returns how many rows.
     async fn renew_lease(&self, worker_id: &str, lease: Duration) -> Result<u64, StoreError>;
 
-    /// How long until the next `pending` or `retryable` row becomes claimable (zero when one
-    /// already is); `None` when there is none.
+    /// How long until the next `pending` or `retryable` row whose claim-after time is still to
+    /// come reaches it; `None` when there is none. Rows claimable already are the claims' to
+    /// take: a claim that left some says so ([`ClaimedBatch::more`]), and the others wait behind
+    /// a room head this worker cannot send.
     async fn next_claimable_in(&self) -> Result<Option<Duration>, StoreError>;
 }
 
@@ -54,7 +56,7 @@ macro_rules! impl_outbox_queue {
             async fn claim_outbox(
                 &self,
                 claim: &$crate::store::Claim,
-            ) -> Result<Vec<$crate::store::OutboxRow>, $crate::store::StoreError> {
+            ) -> Result<$crate::store::ClaimedBatch, $crate::store::StoreError> {
                 use $crate::store::sql::Dialect;
                 // SQLite: one writer at a time; the claim takes the write lock up front.
                 $crate::store::flows::claim(self.pool.begin_with(<$db>::BEGIN_WRITE).await?, claim).await
@@ -85,17 +87,6 @@ macro_rules! impl_outbox_queue {
                 Ok(q.build().execute(&self.pool).await?.rows_affected())
             }
 
-            async fn room_heads(
-                &self,
-                rooms: &[String],
-                own: &[String],
-            ) -> Result<Vec<$crate::store::RoomHead>, $crate::store::StoreError> {
-                if rooms.is_empty() {
-                    return Ok(Vec::new());
-                }
-                $crate::store::flows::room_heads::<$db>(self.pool.begin().await?, rooms, own).await
-            }
-
             async fn renew_lease(
                 &self,
                 worker_id: &str,
@@ -109,7 +100,7 @@ macro_rules! impl_outbox_queue {
                 &self,
             ) -> Result<Option<std::time::Duration>, $crate::store::StoreError> {
                 let mut q = $crate::store::queue_sql::next_claimable::<$db>();
-                let wait: Option<i64> = q.build_query_scalar().fetch_one(&self.pool).await?;
+                let wait: Option<i64> = q.build_query_scalar().fetch_optional(&self.pool).await?;
                 Ok(wait.map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
             }
         }

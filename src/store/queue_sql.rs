@@ -1,13 +1,17 @@
-//! The statements of the outbox queue ([`OutboxQueue`](super::OutboxQueue)): the claim, the
-//! worker's fenced marks, the lease renewal and the room-order reads, built once for both
-//! backends over a [`Dialect`].
+//! The statements of the outbox queue ([`OutboxQueue`](super::OutboxQueue)): the claim by room,
+//! the worker's fenced marks and the lease renewal, built once for both backends over a
+//! [`Dialect`].
 
 use std::time::Duration;
 
 use sqlx::QueryBuilder;
 
-use super::outbox_types::ClaimScope;
+use super::outbox_types::Claim;
 use super::sql::{Dialect, OUTBOX_COLUMNS, millis, push_ids, push_list, push_strs};
+
+/// The statuses of a row not yet delivered (nor parked): exactly the rows with a
+/// `lock_until_ms`.
+const UNDELIVERED: [&str; 3] = ["pending", "retryable", "delivering"];
 
 /// Ends every worker mark: the change time, and the fence (the row is still claimed by this
 /// claim).
@@ -96,27 +100,105 @@ pub(super) fn outbox_rows_by_id<DB: Dialect>(ids: &[i64]) -> QueryBuilder<DB> {
     q
 }
 
-/// The ids of up to `limit` claimable rows, in claim order, walking the claim index (it holds
-/// claimable rows only in its non-NULL range).
-pub(super) fn claimable_ids<DB: Dialect>(limit: usize, scope: Option<&ClaimScope>) -> QueryBuilder<DB> {
+/// `(<row> held by one of `own`)`, on the row named `t`.
+fn push_own<DB: Dialect>(q: &mut QueryBuilder<DB>, t: &str, own: &[String]) {
+    if own.is_empty() {
+        q.push("(1 = 0)");
+        return;
+    }
+    q.push(format!("({t}.status = 'delivering' AND COALESCE({t}.worker_id, '') IN "));
+    push_strs(q, own);
+    q.push(")");
+}
+
+/// `(<row> claimable by this claim now)`, on the row named `t`: due (pending or retryable past
+/// its claim-after time, or delivering past its lease), not held by the worker's own claims,
+/// and in the claim's scope (a cluster node: its shards' rows, or any row claimable for the
+/// orphan grace).
+fn push_claimable<DB: Dialect>(q: &mut QueryBuilder<DB>, t: &str, claim: &Claim) {
     let now = DB::NOW_MS;
-    let mut q = QueryBuilder::new(format!(
-        "SELECT id FROM room_outbox{} WHERE lock_until_ms <= {now} \
-         AND status IN ('pending', 'retryable', 'delivering')",
-        DB::index_hint("idx_room_outbox_claim"),
+    q.push(format!(
+        "({t}.lock_until_ms <= {now} AND {t}.status IN ('pending', 'retryable', 'delivering') AND NOT "
     ));
-    if let Some(scope) = scope {
-        // The owned shards' rows, or any row orphaned for the grace.
-        q.push(format!(" AND (lock_until_ms <= {now} - "));
-        DB::bind_i64(&mut q, millis(scope.orphaned_after));
+    push_own(q, t, &claim.own);
+    if let Some(scope) = &claim.scope {
+        q.push(format!(" AND ({t}.lock_until_ms <= {now} - "));
+        DB::bind_i64(q, millis(scope.orphaned_after));
         if !scope.shards.is_empty() {
-            q.push(" OR shard IN ");
-            push_list(&mut q, &scope.shards, |q, shard| DB::bind_i64(q, i64::from(*shard)));
+            q.push(format!(" OR {t}.shard IN "));
+            push_list(q, &scope.shards, |q, shard| DB::bind_i64(q, i64::from(*shard)));
         }
         q.push(")");
     }
-    q.push(" ORDER BY lock_until_ms, id LIMIT ");
-    DB::bind_i64(&mut q, i64::try_from(limit).unwrap_or(i64::MAX));
+    q.push(")");
+}
+
+/// `, CASE WHEN <claimable> THEN 1 ELSE 0 END AS claimable, CASE WHEN <own> ... AS own`.
+fn push_flags<DB: Dialect>(q: &mut QueryBuilder<DB>, t: &str, claim: &Claim) {
+    q.push(", CASE WHEN ");
+    push_claimable(q, t, claim);
+    q.push(" THEN 1 ELSE 0 END AS claimable, CASE WHEN ");
+    push_own(q, t, &claim.own);
+    q.push(" THEN 1 ELSE 0 END AS own");
+}
+
+/// The rooms with undelivered rows after the claim's cursor, in room id order, at most
+/// `per_list` per undelivered status, each with its smallest id in that status and whether the
+/// claim may take that row: `(status, room_id, head, claimable, own)`. Per status a range of
+/// `idx_room_outbox_status_room` — on MariaDB a loose index scan, a seek per room, when rooms
+/// hold many rows — so rooms whose rows are all delivered or parked are never visited; then the
+/// head rows by primary key.
+pub(super) fn claim_rooms<DB: Dialect>(claim: &Claim, per_list: usize) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT g.status AS status, g.room_id AS room_id, g.head AS head");
+    push_flags(&mut q, "h", claim);
+    q.push(" FROM (");
+    for (i, status) in UNDELIVERED.iter().enumerate() {
+        if i > 0 {
+            q.push(" UNION ALL ");
+        }
+        let collation = DB::COLUMN_COLLATION;
+        q.push(format!(
+            "SELECT * FROM (SELECT status, room_id, MIN(id) AS head FROM room_outbox{} \
+             WHERE status = '{status}'{collation} AND room_id > ",
+            DB::index_hint("idx_room_outbox_status_room")
+        ));
+        DB::bind_str(&mut q, &claim.after_room);
+        q.push(format!("{collation} GROUP BY status, room_id ORDER BY status, room_id LIMIT "));
+        DB::bind_i64(&mut q, i64::try_from(per_list).unwrap_or(i64::MAX));
+        q.push(format!(") AS g{i}"));
+    }
+    q.push(") AS g JOIN room_outbox h ON h.id = g.head");
+    q
+}
+
+/// Each room's rows from its head, in id order, at most the given number per room:
+/// `(id, room_id, lock_until_ms, claimable, own)`. A range of `idx_room_outbox_room` per room.
+pub(super) fn room_rows<DB: Dialect>(claim: &Claim, rooms: &[(String, i64, usize)]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("");
+    for (i, (room, head, rows)) in rooms.iter().enumerate() {
+        if i > 0 {
+            q.push(" UNION ALL ");
+        }
+        q.push("SELECT * FROM (SELECT o.id AS id, o.room_id AS room_id, o.lock_until_ms AS lock_until_ms");
+        push_flags(&mut q, "o", claim);
+        q.push(format!(" FROM room_outbox o{} WHERE o.room_id = ", DB::index_hint("idx_room_outbox_room")));
+        DB::bind_str(&mut q, room);
+        q.push(" AND o.id >= ");
+        DB::bind_i64(&mut q, *head);
+        q.push(" ORDER BY o.id LIMIT ");
+        DB::bind_i64(&mut q, i64::try_from(*rows).unwrap_or(i64::MAX));
+        q.push(format!(") AS r{i}"));
+    }
+    q
+}
+
+/// Locks the rows of `ids` still claimable, skipping those another transaction holds: the ids
+/// locked.
+pub(super) fn lock_claimable<DB: Dialect>(claim: &Claim, ids: &[i64]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT o.id FROM room_outbox o WHERE o.id IN ");
+    push_ids(&mut q, ids);
+    q.push(" AND ");
+    push_claimable(&mut q, "o", claim);
     q.push(DB::CLAIM_LOCK);
     q
 }
@@ -133,32 +215,6 @@ pub(super) fn claim_rows<DB: Dialect>(worker_id: &str, lease: Duration, ids: &[i
     q
 }
 
-/// The oldest undelivered row of each of `rooms`, leaving out the rows `own` claims hold:
-/// `(room_id, id)`.
-pub(super) fn room_heads<DB: Dialect>(rooms: &[String], own: &[String]) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new(
-        "SELECT room_id, MIN(id) FROM room_outbox WHERE lock_until_ms IS NOT NULL AND room_id IN ",
-    );
-    push_strs(&mut q, rooms);
-    if !own.is_empty() {
-        q.push(" AND NOT (status = 'delivering' AND worker_id IN ");
-        push_strs(&mut q, own);
-        q.push(")");
-    }
-    q.push(" GROUP BY room_id");
-    q
-}
-
-/// Rows by id with their status and how long until their `lock_until_ms` (database clock).
-pub(super) fn rows_wait<DB: Dialect>(ids: &[i64]) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new(format!(
-        "SELECT id, room_id, status, lock_until_ms - {}, event_id FROM room_outbox WHERE id IN ",
-        DB::NOW_MS
-    ));
-    push_ids(&mut q, ids);
-    q
-}
-
 /// Extends the lease of every row a claim still holds.
 pub(super) fn renew_lease<DB: Dialect>(worker_id: &str, lease: Duration) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
@@ -169,12 +225,13 @@ pub(super) fn renew_lease<DB: Dialect>(worker_id: &str, lease: Duration) -> Quer
     q
 }
 
-/// Milliseconds until the next pending or retryable row becomes claimable (negative: one is
-/// already), on the claim index.
+/// Milliseconds until the next pending or retryable row whose claim-after time is still to
+/// come: the first such row on the claim index from now on (no row when there is none).
 pub(super) fn next_claimable<DB: Dialect>() -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
     QueryBuilder::new(format!(
-        "SELECT MIN(lock_until_ms) - {} FROM room_outbox WHERE lock_until_ms IS NOT NULL \
-         AND status IN ('pending', 'retryable')",
-        DB::NOW_MS
+        "SELECT lock_until_ms - {now} FROM room_outbox{} WHERE lock_until_ms > {now} \
+         AND status IN ('pending', 'retryable') ORDER BY lock_until_ms LIMIT 1",
+        DB::index_hint("idx_room_outbox_claim")
     ))
 }

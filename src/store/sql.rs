@@ -41,6 +41,11 @@ pub(super) trait Dialect: Database {
     /// Appended to the claim's SELECT: lock the rows, skipping those another claim holds
     /// (empty where the transaction already holds the only write lock).
     const CLAIM_LOCK: &'static str;
+    /// Appended to a string compared with a text column of ours, so that it is taken in the
+    /// column's collation. (MySQL: sqlx's sessions use `utf8mb4_unicode_ci`; a literal in it
+    /// next to a `utf8mb4_bin` column keeps the planner from reading a `GROUP BY` in index
+    /// order — it sorts instead.)
+    const COLUMN_COLLATION: &'static str;
     /// Starts a transaction that reads, then writes (SQLite: take the write lock up front, so
     /// the write cannot fail on a snapshot that moved since the read).
     const BEGIN_WRITE: &'static str;
@@ -75,6 +80,7 @@ impl Dialect for MySql {
     const LOCKING_READ: &'static str = " FOR UPDATE";
     const SHARED_READ: &'static str = " LOCK IN SHARE MODE";
     const CLAIM_LOCK: &'static str = " FOR UPDATE SKIP LOCKED";
+    const COLUMN_COLLATION: &'static str = " COLLATE utf8mb4_bin";
     const BEGIN_WRITE: &'static str = "BEGIN";
     fn try_purge_lock(pool: &Pool<Self>) -> BoxFuture<'_, Result<Option<PurgeLock>, StoreError>> {
         Box::pin(super::mysql::purge_lock(pool))
@@ -108,6 +114,8 @@ impl Dialect for Sqlite {
     const SHARED_READ: &'static str = "";
     // Claims run in BEGIN IMMEDIATE: the one write lock is held.
     const CLAIM_LOCK: &'static str = "";
+    // Text compares with the column's own collation (BINARY) already.
+    const COLUMN_COLLATION: &'static str = "";
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     // One file, one writer at a time, and deletes are idempotent: the lock holds nothing.
     fn try_purge_lock(_pool: &Pool<Self>) -> BoxFuture<'_, Result<Option<PurgeLock>, StoreError>> {

@@ -8,6 +8,7 @@
 pub(crate) mod harness;
 
 mod cancel;
+mod claim;
 mod concurrency;
 mod delivery;
 mod lease;

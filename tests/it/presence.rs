@@ -257,6 +257,7 @@ fn gift(sender: &str) -> Command {
 }
 
 #[tokio::test]
+#[ignore = "issue 26, open: the room's commit never reaches the locked snapshot row in this harness (no LOCK WAIT shows); the heartbeat path is untested under a blocked commit until this is fixed"]
 async fn heartbeats_answer_while_the_rooms_drain_is_blocked_mid_commit() {
     let db = TestDb::mysql().await;
     let now = Arc::new(AtomicI64::new(1_000_000));
@@ -293,6 +294,7 @@ async fn heartbeats_answer_while_the_rooms_drain_is_blocked_mid_commit() {
 }
 
 #[tokio::test]
+#[ignore = "issue 26, open: the room's commit never reaches the locked snapshot row in this harness (no LOCK WAIT shows); the heartbeat path is untested under a blocked commit until this is fixed"]
 async fn a_heartbeat_after_the_scan_wins_even_while_the_room_commits() {
     let db = TestDb::mysql().await;
     let now = Arc::new(AtomicI64::new(1_000_000));

@@ -1,24 +1,30 @@
-//! The engine's claims: rows claimed in due order, each queued behind the earlier rows of its
-//! room (or deferred when one is held elsewhere, or the room holds enough already).
-
-use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
+//! The engine's claims: the store claims by room (each room's oldest undelivered rows, from its
+//! head, behind at most the rows this worker already holds), and each claimed row is queued
+//! behind the rows of its room held here.
 
 use tokio::time::Instant;
 
 use super::{Engine, Held};
-use crate::outbox::WORKER_NAME;
-use crate::store::{Claim, Mark, OutboxRow, StoreError};
+use crate::store::{Claim, StoreError};
 use crate::telemetry::names;
 
+/// What one claim brought.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(in crate::outbox) struct Claimed {
+    /// Rows claimed.
+    pub(in crate::outbox) rows: usize,
+    /// The claim left claimable rows it saw: claim again once the rows held allow it.
+    pub(in crate::outbox) more: bool,
+}
+
 impl Engine {
-    /// Claims up to `batch_size` rows and queues them behind their rooms' earlier rows.
-    /// Returns how many rows were claimed.
-    pub(in crate::outbox) async fn claim(&mut self) -> Result<usize, StoreError> {
-        // Marks first: a row deferred in memory must be visible as such to the head check (and
-        // no claim while marks cannot be written: the order check would not see them).
+    /// Claims up to `batch_size` rows and queues them behind the rows of their rooms held here.
+    pub(in crate::outbox) async fn claim(&mut self) -> Result<Claimed, StoreError> {
+        // Marks first: the claim must see every row handed back or finished as such (and no
+        // claim while marks cannot be written: it would take a room's rows behind a failed one
+        // still marked as held here).
         if !self.flush().await {
-            return Ok(0);
+            return Ok(Claimed::default());
         }
         let worker_id = self.worker.fresh_worker_id();
         let options = &self.worker.options;
@@ -27,50 +33,28 @@ impl Engine {
             limit: options.batch_size,
             lease: options.lease(),
             scope: self.worker.claim_scope(),
+            own: self.claims.keys().cloned().collect(),
+            per_room: self.room_cap(),
+            after_room: self.cursor.clone(),
         };
         let asked = Instant::now();
-        let mut rows = self.worker.repo.claim_outbox(&claim).await?;
-        if rows.is_empty() {
-            return Ok(0);
+        let batch = self.worker.repo.claim_outbox(&claim).await?;
+        self.cursor = batch.cursor;
+        let claimed = batch.rows.len();
+        if claimed == 0 {
+            return Ok(Claimed { rows: 0, more: batch.more });
         }
         self.leases.insert(worker_id.clone(), asked + claim.lease);
-        // Rooms in the order their rows fell due (rows the sync path released come first, ahead
-        // of an old backlog), each room's rows in id order.
-        let mut rank: HashMap<String, usize> = HashMap::new();
-        for row in &rows {
-            let next = rank.len();
-            rank.entry(row.room_id.clone()).or_insert(next);
-        }
-        rows.sort_by_key(|r| (rank.get(&r.room_id).copied().unwrap_or(usize::MAX), r.id));
-        let claimed = rows.len();
         metrics::counter!(names::OUTBOX_CLAIMED_TOTAL).increment(claimed as u64);
         self.report.claimed += claimed;
         self.claims.insert(worker_id.clone(), claimed);
-        let heads = self.heads(&worker_id, &rows).await;
-        let (rate, cap) = (f64::from(self.worker.per_room_rate.max(1)), self.room_cap());
-        let mut excess: HashMap<String, u32> = HashMap::new();
-        for row in rows {
-            let room = row.room_id.clone();
-            let held = Held { worker_id: worker_id.clone(), row };
-            let behind = match &heads {
-                Ok(heads) => heads.get(&room).filter(|(head, _)| held.row.id > *head).map(|(_, wait)| *wait),
-                Err(()) => Some(self.worker.options.poll_interval),
-            };
-            if let Some(after) = behind {
-                // An earlier row of the room is undelivered elsewhere: wait for its next try.
-                self.marks.push((held, Mark::Defer { after }));
-            } else if self.held_in(&room) >= cap {
-                // The room already holds what it can publish in a while at its rate: the rest
-                // comes back when it is due, and other rooms' rows are claimed meanwhile.
-                let k = excess.entry(room).or_insert(0);
-                *k += 1;
-                let after = Duration::from_secs_f64(1.0 + f64::from(*k) / rate);
-                self.marks.push((held, Mark::Defer { after }));
-            } else {
-                self.enqueue(held);
-            }
+        // Rooms in claim order (the order their first row fell due: rows the sync path released
+        // first), each room's rows in id order, after what the room holds here already: the
+        // claim took them from the room's head or right behind the rows held here.
+        for row in batch.rows {
+            self.enqueue(Held { worker_id: worker_id.clone(), row });
         }
-        Ok(claimed)
+        Ok(Claimed { rows: claimed, more: batch.more })
     }
 
     /// True when the claim's lease still runs for at least one publish timeout (always, while
@@ -81,45 +65,11 @@ impl Engine {
             .is_some_and(|end| Instant::now() + self.worker.options.publish_timeout < *end)
     }
 
-    /// Most rows one room holds in memory: two seconds of its rate limit.
+    /// Most rows one room holds here at once (queued, in flight, waiting to be marked): two
+    /// seconds of its rate limit. The claim takes no more of a room than that allows, so a room
+    /// draining at its per-group limit leaves the rest of every batch to other rooms.
     fn room_cap(&self) -> usize {
         (self.worker.per_room_rate as usize).saturating_mul(2).max(1)
-    }
-
-    /// Rows of `room` queued or in flight here.
-    fn held_in(&self, room: &str) -> usize {
-        self.queues.get(room).map_or(0, VecDeque::len) + usize::from(self.busy.contains(room))
-    }
-
-    /// The oldest undelivered row of each room of a fresh claim held elsewhere (not by this
-    /// worker's claims), and how long until its next try: every claimed row of the room after
-    /// it waits that long. `Err` when the read failed (every room then waits a poll interval).
-    async fn heads(
-        &self,
-        worker_id: &str,
-        rows: &[OutboxRow],
-    ) -> Result<HashMap<String, (i64, Duration)>, ()> {
-        let mut rooms: Vec<String> = rows.iter().map(|r| r.room_id.clone()).collect();
-        rooms.sort();
-        rooms.dedup();
-        let own: Vec<String> = self.claims.keys().cloned().chain([worker_id.to_owned()]).collect();
-        let poll = self.worker.options.poll_interval;
-        match self.worker.repo.room_heads(&rooms, &own).await {
-            Ok(heads) => Ok(heads
-                .into_iter()
-                .map(|h| {
-                    let after = match h.status.as_str() {
-                        "delivering" => poll,
-                        _ => Duration::from_millis(u64::try_from(h.wait_ms).unwrap_or(0) + 1),
-                    };
-                    (h.room_id, (h.id, after))
-                })
-                .collect()),
-            Err(error) => {
-                tracing::warn!(worker = WORKER_NAME, node_id = %self.worker.node_id, %error, "Room order check failed; deferring the claim");
-                Err(())
-            }
-        }
     }
 
     fn enqueue(&mut self, held: Held) {

@@ -3,17 +3,17 @@
 //! the results are marked in buffered, fenced writes at least every [`MARK_INTERVAL`].
 //!
 //! ```text
-//! claim (when the rows held fall to the low-water mark) ─▶ head check ─▶ room queues
+//! claim by room (when the rows held fall to the low-water mark) ─▶ room queues
 //!   ─▶ publish tasks (each room in order; the stack waits for rate-limit permits)
 //!   ─▶ marks buffer ─(every 250 ms, and before each claim)─▶ finish_claimed per claim
 //!   lease renewal every lease/4 for every claim still holding rows
 //! ```
 //!
 //! Per-room order: a claimed row is published only behind every earlier undelivered row of its
-//! room. Rows of a room already held by this worker are queued behind them in memory; an
-//! earlier row held elsewhere (retryable, pending, another worker's) defers the room's claimed
-//! rows until that row's next attempt time. A failed row defers the rest of its room's queue
-//! behind it, so a stuck room holds back only its own events.
+//! room. The claim takes a room's oldest undelivered rows, from its head, or the rows right
+//! behind the ones this worker holds (queued here in memory, published first); a room whose
+//! head is held elsewhere, or not yet due, gets nothing. A failed row defers the rest of its
+//! room's queue behind it, so a stuck room holds back only its own events.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -66,6 +66,8 @@ pub(super) struct Engine {
     /// waking that its rows may be someone else's, and publishes none of the queued ones.
     leases: HashMap<String, Instant>,
     queues: HashMap<String, VecDeque<Held>>,
+    /// Where the next claim's round robin over the rooms starts.
+    cursor: String,
     /// Rooms with queued rows and nothing in flight, in arrival order.
     ready: VecDeque<String>,
     busy: HashSet<String>,
@@ -82,6 +84,7 @@ impl Engine {
             claims: HashMap::new(),
             leases: HashMap::new(),
             queues: HashMap::new(),
+            cursor: String::new(),
             ready: VecDeque::new(),
             busy: HashSet::new(),
             tasks: JoinSet::new(),

@@ -141,9 +141,11 @@ async fn requeue_by_event_ids_moves_retryable_and_failed_rows_to_pending_claimab
         .await;
         let before_delivered = db.outbox_row("e-delivered").await;
         let before_delivering = db.outbox_row("e-delivering").await;
-        let claim =
-            Claim { worker_id: "w-test".into(), limit: 10, lease: Duration::from_secs(60), scope: None };
-        assert!(db.repo.claim_outbox(&claim).await.unwrap().is_empty(), "{db}: nothing claimable before");
+        let claim = Claim::new("w-test", 10, Duration::from_secs(60));
+        assert!(
+            db.repo.claim_outbox(&claim).await.unwrap().rows.is_empty(),
+            "{db}: nothing claimable before"
+        );
 
         let args = ["requeue", "e-retry", "e-failed", "e-delivered", "e-delivering", "e-retry"];
         let report = json(&db, &args).await;
@@ -168,7 +170,7 @@ async fn requeue_by_event_ids_moves_retryable_and_failed_rows_to_pending_claimab
         assert_eq!(db.outbox_row("e-delivering").await, before_delivering, "{db}: delivering untouched");
 
         let claimed: Vec<String> =
-            db.repo.claim_outbox(&claim).await.unwrap().into_iter().map(|r| r.event_id).collect();
+            db.repo.claim_outbox(&claim).await.unwrap().rows.into_iter().map(|r| r.event_id).collect();
         assert_eq!(claimed, ["e-retry", "e-failed"], "{db}: requeued rows are claimable at once");
 
         let table = text(&db, &["requeue", "e-delivered"]).await;

@@ -12,8 +12,11 @@ use super::{Node, eventually, metric, undelivered};
 use crate::outbox::harness::{ADMIN, APP, Db, KEY};
 use crate::support::TestDb;
 
-const ROOMS: usize = 20;
-const PER_ROOM: usize = 40;
+// More rooms than one claim takes (a batch of 100 rows, one room's share at least one row): a
+// room is worked by one node at a time — the other finds its head held — so both nodes hold
+// rooms only when there are more rooms than one claim covers.
+const ROOMS: usize = 200;
+const PER_ROOM: usize = 4;
 
 #[tokio::test]
 async fn nodes_ten_minutes_ahead_and_behind_never_steal_or_keep_leases() {

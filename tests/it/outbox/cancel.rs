@@ -1,22 +1,31 @@
 //! Cancellation: no new batch, the publish in flight finishes within publish_timeout and is
-//! marked, the rest of the batch is handed back at once, the worker exits.
+//! marked, the rest of the batch is handed back at once, the worker exits. The workers here send
+//! one event a message, so that the publish in flight is one row and the rest stays queued.
 
 use std::time::{Duration, Instant};
 
+use room_service::config::OutboxWorkerSettings;
 use room_service::domain::EventType;
-use room_service::fake_im::Fault;
+use room_service::fake_im::{FakeIm, Fault};
+use room_service::outbox::OutboxWorker;
+use room_service::publish::pack::PackLimits;
 use tokio_util::sync::CancellationToken;
 
 use super::harness::*;
 
 const POLL: Duration = Duration::from_millis(100);
 
+/// [`worker`], one event a message.
+fn single(db: &Db, fake: &FakeIm, options: OutboxWorkerSettings) -> OutboxWorker {
+    worker(db, fake, "node-a", options).with_pack_limits(PackLimits::SINGLE)
+}
+
 async fn cancel_lets_the_publish_in_flight_finish_and_releases_the_rest(db: &Db) {
     let fake = fake().await;
     let ids = db.insert_events("room-1", &[EventType::RoomUserJoined; 3]).await;
     fake.inject(Fault::Delay(Duration::from_millis(500)), 1);
     let publish_timeout = Duration::from_secs(2);
-    let worker = worker(db, &fake, "node-a", options(10, POLL, publish_timeout));
+    let worker = single(db, &fake, options(10, POLL, publish_timeout));
     let cancel = CancellationToken::new();
     let run = tokio::spawn({
         let cancel = cancel.clone();
@@ -51,7 +60,7 @@ async fn a_released_row_that_failed_before_stays_retryable(db: &Db) {
     let ids = db.insert_events("room-1", &[EventType::RoomUserJoined; 2]).await;
     // First round: the first fails once; the second waits behind it (room order).
     fake.inject(Fault::ErrorCode(10002), 1);
-    let worker = worker(db, &fake, "node-a", options(10, Duration::from_millis(1), Duration::from_secs(2)));
+    let worker = single(db, &fake, options(10, Duration::from_millis(1), Duration::from_secs(2)));
     let report = worker.process_pending_outbox().await.unwrap();
     assert_eq!((report.retried, report.deferred), (1, 1));
     // The second row had failed once too, in an earlier life.
@@ -88,7 +97,7 @@ async fn cancel_bounds_a_hung_publish_by_publish_timeout(db: &Db) {
     let ids = db.insert_events("room-1", &[EventType::RoomGiftSent, EventType::RoomGiftSent]).await;
     fake.inject(Fault::Delay(Duration::from_secs(30)), 1);
     let publish_timeout = Duration::from_millis(500);
-    let worker = worker(db, &fake, "node-a", options(10, POLL, publish_timeout));
+    let worker = single(db, &fake, options(10, POLL, publish_timeout));
     let cancel = CancellationToken::new();
     let run = tokio::spawn({
         let cancel = cancel.clone();

@@ -8,7 +8,7 @@ use super::{commit, event_ids};
 use crate::support::backends;
 
 fn claim(worker_id: &str, limit: usize) -> Claim {
-    Claim { worker_id: worker_id.to_owned(), limit, lease: Duration::from_secs(60), scope: None }
+    Claim::new(worker_id, limit, Duration::from_secs(60))
 }
 
 #[tokio::test]
@@ -26,7 +26,7 @@ async fn outbox_stats_counts_per_status_and_oldest_ages() {
             db.execute(format!("UPDATE room_outbox SET created_at_ms = {} WHERE id = {id}", now - age)).await;
         }
         let claimed: Vec<i64> =
-            db.repo.claim_outbox(&claim("w1", 3)).await.unwrap().iter().map(|r| r.id).collect();
+            db.repo.claim_outbox(&claim("w1", 3)).await.unwrap().rows.iter().map(|r| r.id).collect();
         assert_eq!(claimed, ids[..3], "{db}");
         let results = [
             PublishResult { id: ids[0], mark: Mark::Delivered },

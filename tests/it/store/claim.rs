@@ -3,19 +3,19 @@
 
 use std::time::Duration;
 
-use room_service::store::{Claim, Mark, MarkReport, OutboxRow, PublishResult};
+use room_service::store::{Claim, ClaimScope, Mark, MarkReport, OutboxRow, PublishResult};
 
 use super::{commit, event_ids};
 use crate::support::{TestDb, backends};
 
 fn claim(worker_id: &str, limit: usize, lease: Duration) -> Claim {
-    Claim { worker_id: worker_id.to_owned(), limit, lease, scope: None }
+    Claim::new(worker_id, limit, lease)
 }
 
 const LONG: Duration = Duration::from_secs(60);
 
 async fn claim_ids(db: &TestDb, c: &Claim) -> Vec<i64> {
-    let rows = db.repo.claim_outbox(c).await.unwrap_or_else(|e| panic!("{db}: claim: {e}"));
+    let rows = db.repo.claim_outbox(c).await.unwrap_or_else(|e| panic!("{db}: claim: {e}")).rows;
     rows.iter().map(|r| r.id).collect()
 }
 
@@ -78,7 +78,7 @@ async fn claim_marks_rows_delivering_under_a_lease() {
     for db in backends().await {
         db.repo.commit_room(&commit("r1", "c1", 0, 2)).await.unwrap();
         let before = db.now_ms().await;
-        let claimed = db.repo.claim_outbox(&claim("node-a/1", 10, LONG)).await.unwrap();
+        let claimed = db.repo.claim_outbox(&claim("node-a/1", 10, LONG)).await.unwrap().rows;
         let after = db.now_ms().await;
         assert_eq!(claimed.len(), 2, "{db}");
         assert_eq!(claimed, db.outbox().await, "{db}: returned rows are the stored rows");
@@ -125,26 +125,76 @@ async fn expired_lease_is_reclaimed_and_the_old_holder_is_fenced_out() {
 }
 
 #[tokio::test]
-async fn claim_respects_limit_and_lock_until_then_id_order() {
+async fn claim_takes_a_rooms_rows_from_its_head_in_id_order_and_rooms_in_due_order() {
     for db in backends().await {
         db.repo.commit_room(&commit("r1", "c1", 0, 5)).await.unwrap();
         let ids: Vec<i64> = db.outbox().await.iter().map(|r| r.id).collect();
-        // Claim order by lock_until_ms: ids[3], ids[1] (tie, lower id first), ids[4], ids[0], ids[2].
+        // All due, in another order than their ids: the room's rows still go from its head.
         let now = db.now_ms().await;
         for (id, ago) in [(ids[0], 1_000), (ids[1], 5_000), (ids[2], 500), (ids[3], 5_000), (ids[4], 2_000)] {
             db.execute(format!("UPDATE room_outbox SET lock_until_ms = {} WHERE id = {id}", now - ago)).await;
         }
-        // ids[1] and ids[3] tie on lock_until_ms; the lower id wins the single slot.
-        let (low, high) = (ids[1].min(ids[3]), ids[1].max(ids[3]));
-        assert_eq!(claim_ids(&db, &claim("w1", 1, LONG)).await, vec![low], "{db}");
-        let mut second = claim_ids(&db, &claim("w2", 2, LONG)).await;
-        second.sort();
-        let mut expected = vec![high, ids[4]];
-        expected.sort();
-        assert_eq!(second, expected, "{db}: limit 2, next by lock_until_ms");
-        let mut rest = claim_ids(&db, &claim("w3", 10, LONG)).await;
-        rest.sort();
-        assert_eq!(rest, vec![ids[0], ids[2]], "{db}");
+        assert_eq!(claim_ids(&db, &claim("w1", 1, LONG)).await, vec![ids[0]], "{db}: the head, limit 1");
+        assert_eq!(claim_ids(&db, &claim("w2", 10, LONG)).await, Vec::<i64>::new(), "{db}: head held by w1");
+        db.repo.finish_claimed("w1", &[ok(ids[0])]).await.unwrap();
+        assert_eq!(claim_ids(&db, &claim("w3", 2, LONG)).await, vec![ids[1], ids[2]], "{db}: the next two");
+        // Behind rows its own earlier claim holds, a worker takes the room's next rows.
+        let behind = Claim { own: vec!["w3".into()], ..claim("w4", 10, LONG) };
+        assert_eq!(claim_ids(&db, &behind).await, vec![ids[3], ids[4]], "{db}: behind w3's rows");
+
+        // Rooms come in the order their first claimed row fell due: a released row first.
+        db.repo.commit_room(&commit("r2", "c2", 0, 2)).await.unwrap();
+        let mut live = commit("r3", "c3", 0, 1);
+        live.publish_timeout = LONG;
+        db.repo.commit_room(&live).await.unwrap();
+        assert_eq!(db.repo.release_pending(&event_ids(&live)).await.unwrap(), 1, "{db}");
+        let rows = db.repo.claim_outbox(&claim("w5", 10, LONG)).await.unwrap().rows;
+        let rooms: Vec<&str> = rows.iter().map(|r| r.room_id.as_str()).collect();
+        assert_eq!(rooms, ["r3", "r2", "r2"], "{db}");
+    }
+}
+
+#[tokio::test]
+async fn a_claim_takes_at_most_per_room_rows_of_a_room_with_the_rows_its_worker_holds() {
+    for db in backends().await {
+        db.repo.commit_room(&commit("r1", "c1", 0, 10)).await.unwrap();
+        let ids: Vec<i64> = db.outbox().await.iter().map(|r| r.id).collect();
+        let capped = |worker: &str, own: &[&str]| Claim {
+            own: own.iter().map(|w| (*w).to_owned()).collect(),
+            per_room: 4,
+            ..claim(worker, 10, LONG)
+        };
+        let first = db.repo.claim_outbox(&capped("w1", &[])).await.unwrap();
+        assert_eq!(first.rows.iter().map(|r| r.id).collect::<Vec<_>>(), ids[..4], "{db}");
+        assert!(first.more, "{db}: the room has more");
+        let full = db.repo.claim_outbox(&capped("w2", &["w1"])).await.unwrap();
+        assert!(full.rows.is_empty(), "{db}: w1 holds four of the room already");
+        db.repo.finish_claimed("w1", &[ok(ids[0]), ok(ids[1])]).await.unwrap();
+        let more = db.repo.claim_outbox(&capped("w3", &["w1"])).await.unwrap();
+        assert_eq!(more.rows.iter().map(|r| r.id).collect::<Vec<_>>(), ids[4..6], "{db}: two freed");
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_claim_takes_its_shards_rooms_and_others_only_once_orphaned() {
+    for db in backends().await {
+        let (mine, theirs) = ("room-mine", "room-theirs");
+        db.repo.commit_room(&commit(mine, "c1", 0, 2)).await.unwrap();
+        db.repo.commit_room(&commit(theirs, "c2", 0, 2)).await.unwrap();
+        let shard = |room: &str| room_service::cluster::shard_of(room);
+        assert_ne!(shard(mine), shard(theirs), "two shards");
+        let scoped = |worker: &str| Claim {
+            scope: Some(ClaimScope { shards: vec![shard(mine)], orphaned_after: Duration::from_secs(20) }),
+            ..claim(worker, 10, LONG)
+        };
+        let rows = db.repo.claim_outbox(&scoped("w1")).await.unwrap().rows;
+        assert!(rows.len() == 2 && rows.iter().all(|r| r.room_id == mine), "{db}: {rows:?}");
+        // The other shard's rows, claimable for longer than the grace: the safety net.
+        let long_ago = db.now_ms().await - 30_000;
+        db.execute(format!("UPDATE room_outbox SET lock_until_ms = {long_ago} WHERE room_id = '{theirs}'"))
+            .await;
+        let rows = db.repo.claim_outbox(&scoped("w2")).await.unwrap().rows;
+        assert!(rows.len() == 2 && rows.iter().all(|r| r.room_id == theirs), "{db}: {rows:?}");
     }
 }
 
