@@ -123,18 +123,21 @@ pub async fn frozen_worker(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
         row.failures.push(format!("{stale} rows a held were changed after its lease was lost"));
     }
     // On waking, a knows its leases may be gone and publishes none of its queued rows: only the
-    // publishes already in flight when it froze (at most outbox_worker.max_in_flight) go out.
-    if resent_after_thaw > MAX_IN_FLIGHT {
+    // publishes already in flight when it froze (at most outbox_worker.max_in_flight packs of
+    // up to im_batch.max_events rows each) go out.
+    if resent_after_thaw > MAX_IN_FLIGHT_ROWS {
         row.failures.push(format!(
-            "a sent {resent_after_thaw} rows again after the thaw, more than the {MAX_IN_FLIGHT} it could have had in flight"
+            "a sent {resent_after_thaw} rows again after the thaw, more than the {MAX_IN_FLIGHT_ROWS} it could have had in flight"
         ));
     }
     rig.finish(&mut row, report).await?;
     Ok(row)
 }
 
-/// `outbox_worker.max_in_flight` of the services (the default).
-const MAX_IN_FLIGHT: usize = room_service::config::DEFAULT_MAX_IN_FLIGHT;
+/// Rows the services can have in flight: `outbox_worker.max_in_flight` packs (the default) of
+/// at most `im_batch.max_events` rows each (the default).
+const MAX_IN_FLIGHT_ROWS: usize =
+    room_service::config::DEFAULT_MAX_IN_FLIGHT * room_service::publish::pack::DEFAULT_MAX_EVENTS;
 
 /// `(sends, rows)` pairs, fewest sends first.
 fn sorted(by: HashMap<u32, usize>) -> Vec<(u32, usize)> {
