@@ -179,7 +179,10 @@ impl SyncPublish {
         let mut message =
             Message::new(room.to_owned(), Path::Sync, pack.iter().map(|e| e.event.clone()).collect());
         message.on_wait = Some(Arc::clone(&notice));
-        let call = tokio::time::timeout(self.publish_timeout, self.publisher.clone().oneshot(message));
+        // A hair past the stack's own timeout, so a call that took it all is cut off (and
+        // counted) there.
+        let bound = self.publish_timeout + Duration::from_millis(10);
+        let call = tokio::time::timeout(bound, self.publisher.clone().oneshot(message));
         tokio::pin!(call);
         let answer_by = tokio::time::sleep(self.sync_publish_wait);
         tokio::pin!(answer_by);

@@ -82,6 +82,9 @@ async fn three_nodes_share_one_quota_and_each_falls_back_to_a_third_when_redis_d
                 ("ROOM_SERVICE__IM_RATE_LIMIT__WORKER_SHARE", "1".to_owned()),
                 // One event a call: the quota counts calls, and this test counts events as calls.
                 ("ROOM_SERVICE__IM_BATCH__MAX_EVENTS", "1".to_owned()),
+                // Claims by room keep a room at the node holding it: small claims spread the
+                // 40 rooms over the three nodes, so each keeps publishing (and finds Redis back).
+                ("ROOM_SERVICE__OUTBOX_WORKER__BATCH_SIZE", "8".to_owned()),
             ]
             .map(|(k, v)| (k.to_owned(), v))
             .to_vec();
