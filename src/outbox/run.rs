@@ -52,7 +52,7 @@ impl OutboxWorker {
                 break;
             }
             let paused = engine.paused();
-            if paused.is_none() && (due || backlog) && engine.held() <= low_water {
+            if paused.is_none() && (due || backlog) && engine.unfinished() <= low_water {
                 due = false;
                 match engine.claim().await {
                     Ok(claimed) => {

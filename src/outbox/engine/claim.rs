@@ -66,10 +66,12 @@ impl Engine {
     }
 
     /// Most rows one room holds here at once (queued, in flight, waiting to be marked): two
-    /// seconds of its rate limit. The claim takes no more of a room than that allows, so a room
+    /// seconds of its rate limit, in messages of up to `im_batch.max_events` events each. The
+    /// claim takes no more of a room than that allows (and its share of the batch), so a room
     /// draining at its per-group limit leaves the rest of every batch to other rooms.
     fn room_cap(&self) -> usize {
-        (self.worker.per_room_rate as usize).saturating_mul(2).max(1)
+        let messages = (self.worker.per_room_rate as usize).saturating_mul(2);
+        messages.saturating_mul(self.worker.pack.max_events.max(1)).max(1)
     }
 
     fn enqueue(&mut self, held: Held) {

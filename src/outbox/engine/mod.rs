@@ -99,6 +99,12 @@ impl Engine {
         self.claims.values().sum()
     }
 
+    /// Rows held that are not done yet: queued or in flight (a claim writes the marks of the
+    /// done ones first).
+    pub(super) fn unfinished(&self) -> usize {
+        self.held().saturating_sub(self.marks.len())
+    }
+
     /// True while publishing is paused after a configuration error.
     pub(super) fn paused(&mut self) -> Option<Instant> {
         if let Some(until) = self.paused_until
