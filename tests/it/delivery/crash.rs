@@ -1,5 +1,6 @@
 //! SIGKILL in the middle of a drain: the rows a killed worker had sent but not yet marked are
-//! sent again after its lease — no more than IM accepted in its last mark interval.
+//! sent again after its lease — no more than IM accepted in its last mark interval (a repeat
+//! may travel in a pack cut differently, so it is counted per event).
 
 use std::process::Child;
 use std::time::Duration;
@@ -52,16 +53,21 @@ async fn sigkill_mid_drain_resends_at_most_what_im_accepted_in_the_last_mark_int
     second.kill().unwrap();
     second.wait().unwrap();
     let stats = im.stats();
+    // Every event IM took, and how often: a repeat is recorded again when the restarted
+    // worker packed it differently, or dropped by Tencent's Random dedup when it sent the
+    // identical pack.
+    let sends = im.sends_by_event();
+    let reached = sends.values().filter(|s| s.received > 0).count();
+    let repeats: u64 = sends.values().map(|s| u64::from(s.received.saturating_sub(1))).sum();
     // The figures, for `cargo test --test it delivery::crash -- --nocapture`.
     eprintln!(
-        "sent twice: {}; accepted in the last {MARK_WINDOW:?} before the kill: {recent}",
+        "sent again: {repeats} ({} by an identical pack); accepted in the last {MARK_WINDOW:?} before the kill: {recent}",
         stats.duplicates
     );
-    assert_eq!(stats.accepted, (ROOMS * PER_ROOM) as u64, "every event reached IM once: {stats:?}");
+    assert_eq!(reached, ROOMS * PER_ROOM, "every event reached IM: {stats:?}");
     assert!(
-        stats.duplicates <= recent,
-        "{} events sent twice, more than the {recent} IM accepted in the last {MARK_WINDOW:?} before the kill",
-        stats.duplicates
+        repeats <= recent,
+        "{repeats} events sent again, more than the {recent} IM accepted in the last {MARK_WINDOW:?} before the kill"
     );
 }
 
