@@ -65,8 +65,7 @@ async fn nodes_ten_minutes_ahead_and_behind_never_steal_or_keep_leases() {
         skew.push((envelope["occurred_at_ms"].as_i64().unwrap() - row.created_at_ms) as f64 / 1000.0);
     }
     for child in &mut children {
-        child.kill().unwrap();
-        child.wait().unwrap();
+        Node::stop(child);
     }
 
     // The clocks really were skewed.

@@ -63,6 +63,8 @@ impl Node {
             Some((program, args)) => {
                 let mut c = std::process::Command::new(program);
                 c.args(args).arg(binary);
+                // Its own process group, so `stop` ends the service under the wrapper too.
+                std::os::unix::process::CommandExt::process_group(&mut c, 0);
                 c
             }
             None => std::process::Command::new(binary),
@@ -97,6 +99,15 @@ impl Node {
             })
             .spawn()
             .expect("spawn room-service")
+    }
+
+    /// SIGKILLs `child` (spawned by [`Node::spawn`]) and its whole process group — the service
+    /// a wrapper such as `faketime` runs as its child included — and reaps it.
+    pub(crate) fn stop(child: &mut std::process::Child) {
+        let group = format!("-{}", child.id());
+        let _ = std::process::Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     /// The node's `/metrics` text (empty while it does not answer).
