@@ -98,6 +98,9 @@ fn find_leaf<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a dyn Classify> {
         if let Some(throttled) = err.downcast_ref::<crate::publish::rate_limit::Throttled>() {
             return Some(throttled);
         }
+        if let Some(late) = err.downcast_ref::<crate::publish::rate_limit::TooLate>() {
+            return Some(late);
+        }
         if let Some(sink) = err.downcast_ref::<SinkError>() {
             return Some(sink);
         }
@@ -127,7 +130,7 @@ fn leaf_class(err: &(dyn Error + 'static)) -> Option<ErrorClass> {
     if let Some(im) = err.downcast_ref::<crate::publish::tencent::ImError>() {
         return Some(im.class());
     }
-    if err.is::<crate::publish::rate_limit::Throttled>() {
+    if err.is::<crate::publish::rate_limit::Throttled>() || err.is::<crate::publish::rate_limit::TooLate>() {
         return Some(ErrorClass::Throttled);
     }
     if let Some(sink) = err.downcast_ref::<SinkError>() {

@@ -27,6 +27,7 @@ pub use error::{ErrorClass, classify};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// The error type between layers.
 pub type BoxError = tower::BoxError;
@@ -50,6 +51,10 @@ pub struct Message {
     /// Notified when the message has to wait for a rate-limit permit (the room lane then
     /// answers the commands waiting on it `pending` instead of holding them).
     pub on_wait: Option<Arc<Notify>>,
+    /// The latest instant the sink may be called: a message whose rate-limit permit comes
+    /// later is answered [`rate_limit::TooLate`] without a call (a room lane's rows go to the
+    /// worker after a guard; a send started past it could race the worker's).
+    pub call_by: Option<Instant>,
 }
 
 /// One event of a [`Message`].
@@ -76,7 +81,7 @@ impl Event {
 impl Message {
     /// A message of `events` (one or more, of `group`, in order) published by `path`.
     pub fn new(group: String, path: Path, events: Vec<Event>) -> Self {
-        Self { group, path, events, on_wait: None }
+        Self { group, path, events, on_wait: None, call_by: None }
     }
 
     /// The first event; every message built by [`Message::new`] has one.

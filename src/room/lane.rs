@@ -179,6 +179,9 @@ impl SyncPublish {
         let mut message =
             Message::new(room.to_owned(), Path::Sync, pack.iter().map(|e| e.event.clone()).collect());
         message.on_wait = Some(Arc::clone(&notice));
+        // Its rows are guarded for the worker from their commit; a call that has not started
+        // within publish_timeout (a frozen process) is not made.
+        message.call_by = Some(Instant::now() + self.publish_timeout);
         // A hair past the stack's own timeout, so a call that took it all is cut off (and
         // counted) there.
         let bound = self.publish_timeout + Duration::from_millis(10);

@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use pin_project_lite::pin_project;
 use tower::Service;
 
-use super::Throttled;
 use super::limits::Limits;
+use super::{Throttled, TooLate};
 use crate::publish::error::{ErrorClass, classify, is_app_wide};
 use crate::publish::{BoxError, Message, Outcome};
 
@@ -110,6 +110,9 @@ where
                     let Some((mut service, message)) = ready.take() else {
                         return Poll::Ready(Err("rate limit future polled after completion".into()));
                     };
+                    if message.call_by.is_some_and(|by| tokio::time::Instant::now() > by) {
+                        return Poll::Ready(Err(TooLate.into()));
+                    }
                     let group = message.group.clone();
                     State::Called { fut: service.call(message), limits: Arc::clone(limits), group }
                 }

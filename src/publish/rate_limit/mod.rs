@@ -11,6 +11,10 @@
 //! - path `worker` waits for its permits, and first for a permit of its own limiter at
 //!   `worker_share` of the app-wide rate, so live events keep headroom during a backlog drain.
 //!
+//! A message with a [`Message::call_by`] whose permit comes after it is answered [`TooLate`]
+//! without a call: a process frozen while a lane waited (SIGSTOP, a VM pause) must not send
+//! rows the worker of another node may have taken and delivered meanwhile.
+//!
 //! When the receiver answers rate-limited anyway (60007 and kin, `MsgDropReason`), the group —
 //! or the whole app, for app-wide codes — is paused for `pause`: the sync path is throttled and
 //! the worker waits until it ends.
@@ -50,6 +54,25 @@ use crate::publish::{BoxError, Message, Outcome, Path};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("no IM rate-limit permit right now; left pending for the outbox worker")]
 pub struct Throttled;
+
+/// A message's permit came after its [`Message::call_by`]: the sink was not called and the
+/// events are left pending for the outbox worker (class `throttled`: never reached the
+/// receiver).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "its rate-limit permit came after the latest time it could be sent; left pending for the outbox worker"
+)]
+pub struct TooLate;
+
+impl Classify for TooLate {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Throttled
+    }
+
+    fn reason(&self) -> &'static str {
+        "too_late"
+    }
+}
 
 impl Classify for Throttled {
     fn class(&self) -> ErrorClass {

@@ -249,3 +249,23 @@ async fn rooms_waiting_for_the_app_wide_quota_take_turns() {
     // than it found queued (a few went out before they came), never the hot room's whole run.
     assert!(hot_before <= 10, "the quiet rooms waited behind {hot_before} of the hot room's 20: {calls:?}");
 }
+
+#[tokio::test]
+async fn a_message_whose_permit_comes_after_its_call_by_is_not_sent() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let svc = RateLimitLayer::new(options(1000, 1)).layer(recording(calls.clone(), ok));
+    let notice = Arc::new(tokio::sync::Notify::new());
+    assert_eq!(svc.clone().oneshot(waiting_msg("r1", &notice)).await.unwrap(), Outcome::Delivered);
+    // The group's next permit is a second away; this message may be called for 100 ms only.
+    let mut late = waiting_msg("r1", &notice);
+    late.call_by = Some(tokio::time::Instant::now() + Duration::from_millis(100));
+    let error = svc.clone().oneshot(late).await.unwrap_err();
+    assert!(error.is::<TooLate>(), "{error}");
+    assert_eq!(classify(error.as_ref()), ErrorClass::Throttled);
+    assert_eq!(calls.lock().unwrap().len(), 1, "the late message never reached the sink");
+    // One whose call_by the permit meets is sent.
+    let mut in_time = waiting_msg("r1", &notice);
+    in_time.call_by = Some(tokio::time::Instant::now() + Duration::from_secs(5));
+    assert_eq!(svc.clone().oneshot(in_time).await.unwrap(), Outcome::Delivered);
+    assert_eq!(calls.lock().unwrap().len(), 2);
+}

@@ -63,8 +63,22 @@ pub async fn frozen_worker(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
     )
     .fetch_all(&pool)
     .await?;
-    // Only what a held can be sent twice: what it had sent before the freeze, or sends after.
-    row.in_flight = Some(held.len() as u64);
+    // Only what a held can be sent twice — what it had sent before the freeze, or sends after —
+    // and what IM took from it but it had not marked yet (a lane's last pack: b takes those
+    // rows after their guard).
+    let unmarked: Vec<String> =
+        sqlx::query_scalar("SELECT event_id FROM room_outbox WHERE status <> 'delivered'")
+            .fetch_all(&pool)
+            .await?;
+    let at_freeze = rig.im.sends_by_event();
+    let held_ids: std::collections::HashSet<&str> = held.iter().map(|(_, e)| e.as_str()).collect();
+    let sent_unmarked = unmarked
+        .iter()
+        .filter(|e| {
+            !held_ids.contains(e.as_str()) && at_freeze.get(e.as_str()).is_some_and(|s| s.received > 0)
+        })
+        .count();
+    row.in_flight = Some((held.len() + sent_unmarked) as u64);
     let to_b = Load::start(&ctx.plan("m", vec![b.base_url()]))?;
     let ids: Vec<String> = held.iter().map(|(id, _)| id.to_string()).collect();
     let still_undelivered =
@@ -112,7 +126,7 @@ pub async fn frozen_worker(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
     let resent_after_thaw =
         held.iter().filter(|(_, e)| received(&sends, e) > received(&before_thaw, e)).count();
     row.notes.push(format!(
-        "a held {} claimed rows when frozen; b had delivered them all {} later (lease 10 s); \
+        "a held {} claimed rows when frozen, and IM had taken {sent_unmarked} more rows not marked delivered yet; b had delivered them all {} later (lease 10 s); \
          stale marks accepted: {stale}; marks of a refused by the fence (room_outbox_lease_lost_total on a): {lease_lost}; \
          held rows by times IM took them: {:?}; of them sent again by a after the thaw: {resent_after_thaw}",
         held.len(),
