@@ -149,7 +149,11 @@ pub async fn start_with_redis(
         forwarder: keeper
             .as_ref()
             .map(|k| {
-                Forwarder::new(k.cluster(), http_settings.request_timeout, http_settings.body_limit_bytes)
+                Forwarder::new(
+                    k.cluster(),
+                    http_settings.request_timeout,
+                    http_settings.body_limit_bytes.max(crate::http::BATCH_HEARTBEAT_BYTES),
+                )
             })
             .transpose()
             .context("cluster forwarding client")?,

@@ -44,7 +44,8 @@ pub const SERVICE_NAME: &str = "room.v1.RoomService";
 /// The limits of the gRPC router (from `http.*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GrpcOptions {
-    /// Largest request message, in bytes (tonic answers `OUT_OF_RANGE` above it).
+    /// Largest request message, in bytes (tonic answers `OUT_OF_RANGE` above it):
+    /// `http.body_limit_bytes`, at least [`BATCH_HEARTBEAT_BYTES`](crate::http::BATCH_HEARTBEAT_BYTES).
     pub max_message_bytes: usize,
     /// Longest a call may run, whatever deadline the client sets.
     pub request_timeout: Duration,
@@ -52,14 +53,20 @@ pub struct GrpcOptions {
 
 impl From<&crate::config::HttpSettings> for GrpcOptions {
     fn from(http: &crate::config::HttpSettings) -> Self {
-        Self { max_message_bytes: http.body_limit_bytes, request_timeout: http.request_timeout }
+        Self {
+            max_message_bytes: http.body_limit_bytes.max(crate::http::BATCH_HEARTBEAT_BYTES),
+            request_timeout: http.request_timeout,
+        }
     }
 }
 
 impl Default for GrpcOptions {
     /// The defaults of `http.*`.
     fn default() -> Self {
-        Self { max_message_bytes: 65_536, request_timeout: Duration::from_secs(10) }
+        Self {
+            max_message_bytes: crate::http::BATCH_HEARTBEAT_BYTES,
+            request_timeout: Duration::from_secs(10),
+        }
     }
 }
 

@@ -135,7 +135,11 @@ pub fn public_router(state: AppState, options: PublicOptions) -> Router {
         .route("/v1/rooms/{room_id}/gifts", post(rooms::gift))
         .route("/v1/rooms/{room_id}/close", post(rooms::close))
         .route("/v1/rooms/{room_id}/heartbeat", post(rooms::heartbeat))
-        .route("/v1/rooms/{room_id}/heartbeats", post(rooms::heartbeats))
+        .route(
+            "/v1/rooms/{room_id}/heartbeats",
+            post(rooms::heartbeats)
+                .layer(DefaultBodyLimit::max(options.body_limit.max(BATCH_HEARTBEAT_BYTES))),
+        )
         .route("/v1/rooms/{room_id}/members", get(rooms::members))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), forward::route))
         .route_layer(edge::layer(options.request_timeout, options.max_in_flight));
@@ -163,6 +167,11 @@ pub fn admin_router(state: AppState, token: Option<Secret>) -> Router {
     };
     outer_layers(router, ADMIN_BODY_LIMIT).with_state(state)
 }
+
+/// Largest body the batch heartbeat route takes whatever `http.body_limit_bytes` says: its
+/// largest valid request, 1000 user ids of 64 bytes (about 67 KB of JSON), fits. gRPC's limit
+/// (one for every method) and a forwarded hop's are at least this too.
+pub const BATCH_HEARTBEAT_BYTES: usize = 72 * 1024;
 
 /// Largest admin request body: a requeue naming the most event ids fits.
 const ADMIN_BODY_LIMIT: usize = 1 << 20;

@@ -406,9 +406,14 @@ async fn http_heartbeats_refresh_members_and_list_the_unknown() {
             );
             assert!(body["error"]["message"].as_str().unwrap().contains("user_ids"), "{db}: {body}");
         }
-        let thousand: Vec<String> = (0..1000).map(|i| format!("u{i}")).collect();
+        // The largest valid request (1000 ids of 64 bytes, about 67 KB) is taken under the
+        // default body limit (64 KiB); a larger body still is not.
+        let thousand: Vec<String> = (0..1000).map(|i| format!("{i:0>64}")).collect();
         let (status, body) = post(&app, "/v1/rooms/r1/heartbeats", json!({"user_ids": thousand})).await;
         assert_eq!((status, body["alive"].clone()), (200, json!(0)), "{db}: {body}");
+        let (status, _) =
+            post(&app, "/v1/rooms/r1/heartbeats", json!({"user_ids": [], "pad": "x".repeat(80_000)})).await;
+        assert_eq!(status, 413, "{db}");
 
         // Missing and closed rooms answer like the single heartbeat.
         for path in ["/v1/rooms/nope/heartbeat", "/v1/rooms/nope/heartbeats"] {

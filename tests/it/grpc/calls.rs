@@ -46,6 +46,13 @@ async fn every_rpc_answers_like_its_http_route() {
         assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
         assert!(status.message().contains("user_ids"), "{status:?}");
     }
+    // The largest valid request (1000 ids of 64 bytes) is taken under the default limits.
+    let thousand = pb::HeartbeatsRequest {
+        room_id: "r1".into(),
+        user_ids: (0..1000).map(|i| format!("{i:0>64}")).collect(),
+    };
+    let answer = rooms.heartbeats(thousand).await.expect("1000 ids of 64 bytes").into_inner();
+    assert_eq!((answer.alive, answer.unknown.len()), (0, 1000));
     let missing = pb::HeartbeatsRequest { room_id: "nope".into(), user_ids: vec!["bob".into()] };
     assert_eq!(rooms.heartbeats(missing).await.expect_err("no room").code(), Code::NotFound);
 
@@ -125,7 +132,7 @@ async fn each_failure_answers_its_status_code() {
         command_id: "c5".into(),
         room_id: "r2".into(),
         owner_id: "alice".into(),
-        title: "x".repeat(g.app.settings.http.body_limit_bytes + 1),
+        title: "x".repeat(room_service::grpc::GrpcOptions::from(&g.app.settings.http).max_message_bytes + 1),
     };
     // tonic answers an oversized message with OUT_OF_RANGE.
     assert_eq!(rooms.create_room(huge).await.expect_err("too large").code(), Code::OutOfRange);
