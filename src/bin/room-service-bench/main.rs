@@ -15,7 +15,10 @@
 //! load sent to random nodes, and what a forward hop adds · B9 consumers: webhook events/s vs a
 //! raw sqlx + reqwest loop, and the webhook and audit consumers' lag under B1's load · B10 live
 //! room: the real binary and fake IM as child processes, gifts/s into one hot room and spread
-//! over many with IM on vs off, and what IM saw (events/s and per call, commit → IM, backlog).
+//! over many with IM on vs off, and what IM saw (events/s and per call, commit → IM, backlog) ·
+//! B11 presence: heartbeats/s and p99 alone and under a gift storm, gifts/s alone and under a
+//! heartbeat storm, the batch route vs the single one, and a crowd of 100,000 members kept
+//! present while exactly the silent ones are evicted.
 
 mod backlog;
 mod claim;
@@ -34,6 +37,7 @@ mod many;
 mod many_hop;
 mod many_nodes;
 mod memory;
+mod presence;
 mod report;
 mod stack;
 mod support;
@@ -55,7 +59,7 @@ pub struct Args {
     /// MariaDB server (no database path); each benchmark creates and drops its own database.
     #[arg(long, env = "ROOM_SERVICE_BENCH_MYSQL_URL", default_value = "mysql://root@127.0.0.1:3306")]
     pub mysql_url: String,
-    /// Benchmarks to run, comma-separated (b1..b10); all when absent.
+    /// Benchmarks to run, comma-separated (b1..b11); all when absent.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// B1, B8: concurrent clients.
@@ -146,6 +150,24 @@ pub struct Args {
     /// B10: longest wait for the backlog after a load.
     #[arg(long, default_value_t = 120)]
     pub live_drain_secs: u64,
+    /// B11: members of the room heartbeating under gifts.
+    #[arg(long, default_value_t = 10_000)]
+    pub presence_members: usize,
+    /// B11: concurrent clients of each side (heartbeats, gifts).
+    #[arg(long, default_value_t = 16)]
+    pub presence_clients: usize,
+    /// B11: how long each load runs.
+    #[arg(long, default_value_t = 5)]
+    pub presence_seconds: u64,
+    /// B11: members of the crowd room, each heartbeating once a second.
+    #[arg(long, default_value_t = 100_000)]
+    pub crowd_members: usize,
+    /// B11: crowd members that stop heartbeating and must be evicted.
+    #[arg(long, default_value_t = 1_000)]
+    pub crowd_stopped: usize,
+    /// B11: the crowd service's `presence.stale_after`, in seconds.
+    #[arg(long, default_value_t = 5)]
+    pub crowd_stale_seconds: u64,
 }
 
 impl Args {
@@ -179,6 +201,12 @@ impl Args {
             self.live_seconds = self.live_seconds.min(1);
             self.live_latencies = vec![20];
             self.live_rooms = self.live_rooms.min(8);
+            self.presence_members = self.presence_members.min(100);
+            self.presence_clients = self.presence_clients.min(2);
+            self.presence_seconds = self.presence_seconds.min(1);
+            self.crowd_members = self.crowd_members.min(1_000);
+            self.crowd_stopped = self.crowd_stopped.min(10);
+            self.crowd_stale_seconds = self.crowd_stale_seconds.min(2);
         }
         // Sizes smallest first (the smallest is the baseline), none empty (a sender must exist).
         self.hot_sizes.retain(|&n| n > 0);
@@ -198,6 +226,12 @@ impl Args {
         (self.live_clients, self.live_rooms) = (self.live_clients.max(1), self.live_rooms.max(1));
         self.live_seconds = self.live_seconds.max(1);
         self.paced_rate = self.paced_rate.clamp(1.0, 100_000.0);
+        self.presence_members = self.presence_members.max(BATCH_MIN_MEMBERS);
+        self.presence_clients = self.presence_clients.max(1);
+        self.presence_seconds = self.presence_seconds.max(1);
+        self.crowd_members = self.crowd_members.max(2);
+        self.crowd_stopped = self.crowd_stopped.clamp(1, self.crowd_members - 1);
+        self.crowd_stale_seconds = self.crowd_stale_seconds.max(2);
         self
     }
 }
@@ -219,7 +253,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 10] = [
+    let benches: [(&str, &str, Bench); 11] = [
         ("b1", "command path", |a| Box::pin(on_fresh_db(a, "b1", command::run))),
         ("b2", "worker drain", |a| Box::pin(on_fresh_db(a, "b2", drain::run))),
         ("b3", "claim scaling", |a| Box::pin(on_fresh_db(a, "b3", claim::run))),
@@ -230,6 +264,7 @@ async fn main() -> anyhow::Result<()> {
         ("b8", "many nodes", |a| Box::pin(on_fresh_db(a, "b8", many::run))),
         ("b9", "consumers", |a| Box::pin(consumers::run(a))),
         ("b10", "live room", |a| Box::pin(live::run(a))),
+        ("b11", "presence", |a| Box::pin(on_fresh_db(a, "b11", presence::run))),
     ];
     for (id, what, bench) in benches {
         if !args.wants(id) {
@@ -270,6 +305,9 @@ async fn on_fresh_db(
 ) -> anyhow::Result<Vec<Line>> {
     BenchDb::scoped(&args.mysql_url, tag, async |db| bench(args, db).await).await
 }
+
+/// B11's batch calls take this many consecutive members of its room.
+const BATCH_MIN_MEMBERS: usize = 100;
 
 /// Cores, MariaDB version and durability settings, for the record.
 async fn machine_notes(args: &Args) -> String {
