@@ -439,3 +439,66 @@ async fn http_heartbeats_refresh_members_and_list_the_unknown() {
         assert_eq!((status, body["error"]["code"].as_str()), (503, Some("draining")), "{db}");
     }
 }
+
+#[tokio::test]
+async fn a_heartbeating_crowd_under_gifts_stays_and_exactly_the_silent_members_leave_once() {
+    // The acceptance of SPEC §12.2 at test size (B11 runs 100,000 members): every member
+    // heartbeats once a (fake) second through the batch route while gifts commit, the sweep
+    // runs each second with stale_after 5 s; then the last 100 fall silent.
+    const MEMBERS: usize = 3_000;
+    const SILENT: usize = 100;
+    const STALE: Duration = Duration::from_secs(5);
+    let db = TestDb::mysql().await;
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let rooms = service(&db, &now);
+    let r1 = RoomId::parse("r1").unwrap();
+    run(&rooms, "create", Command::CreateRoom { owner_id: user("owner"), title: "t".into() }).await;
+    let ids: Vec<UserId> = (0..MEMBERS).map(|i| user(&format!("m{i:05}"))).collect();
+    let rooms = &rooms;
+    futures::future::join_all(ids.iter().map(|u| async move {
+        run(rooms, &format!("join-{u}"), Command::JoinRoom { user_id: u.clone() }).await
+    }))
+    .await;
+    let cancel = CancellationToken::new();
+    let mut evicted = 0;
+    for second in 0..20 {
+        let beating = if second < 10 { &ids[..] } else { &ids[..MEMBERS - SILENT] };
+        let gifts = futures::future::join_all((0..5).map(|k| {
+            let sender = ids[(second * 5 + k) % (MEMBERS - SILENT)].as_str().to_owned();
+            let command = gift(&sender);
+            async move { run(rooms, &format!("gift-{second}-{k}"), command).await }
+        }));
+        let beats = async {
+            for chunk in beating.chunks(1000) {
+                let answer = rooms.heartbeats(&r1, chunk).await.expect("batch heartbeat");
+                assert_eq!((answer.alive, answer.unknown.len()), (chunk.len(), 0), "second {second}");
+            }
+        };
+        tokio::join!(gifts, beats);
+        now.fetch_add(1_000, Ordering::SeqCst);
+        evicted += sweep_stale(rooms, STALE, &cancel).await;
+        if second < 10 {
+            assert_eq!(evicted, 0, "a member heartbeating every second was evicted at second {second}");
+        }
+    }
+    assert_eq!(evicted, SILENT);
+    let left: Vec<String> = db
+        .outbox()
+        .await
+        .into_iter()
+        .filter(|r| r.event_type == "RoomUserLeft")
+        .map(|r| r.envelope)
+        .collect();
+    assert_eq!(left.len(), SILENT, "one RoomUserLeft per silent member");
+    for silent in &ids[MEMBERS - SILENT..] {
+        assert_eq!(rooms.last_seen(&r1, silent), None, "{silent} is gone");
+        assert_eq!(
+            left.iter().filter(|e| e.contains(&format!("\"{silent}\""))).count(),
+            1,
+            "{silent} left once"
+        );
+    }
+    let members = rooms.members(&r1, None, MEMBERS).await.unwrap();
+    assert_eq!(members.len(), MEMBERS - SILENT);
+    assert!(members.iter().all(|m| m.user_id.as_str() < ids[MEMBERS - SILENT].as_str()));
+}
