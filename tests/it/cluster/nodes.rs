@@ -317,7 +317,7 @@ async fn a_rolling_restart_under_a_hot_rooms_gifts_keeps_room_order_and_repeats_
             let signalled = Instant::now();
             nodes_ref.signal(i, "-TERM");
             nodes_ref.wait_exit(i).await;
-            windows.push((signalled - MARK_WINDOW, Instant::now()));
+            windows.push((signalled.checked_sub(MARK_WINDOW).unwrap_or(signalled), Instant::now()));
             nodes_ref.spawn(i);
             nodes_ref.wait_ready(i).await;
             nodes_ref.settled(3).await;
