@@ -55,6 +55,36 @@ pub struct Message {
     /// later is answered [`rate_limit::TooLate`] without a call (a room lane's rows go to the
     /// worker after a guard; a send started past it could race the worker's).
     pub call_by: Option<Instant>,
+    /// Called once, when the message's rate-limit permit came after a wait, to add what its
+    /// source has ready by then (a room lane: the room's events committed meanwhile), so a
+    /// message carries whatever of the room is ready when it is sent.
+    pub refill: Option<Refill>,
+}
+
+/// What a waiting [`Message`] takes on when its permit comes: the caller's function, given
+/// the events so far, appends the next ones in order, within the caller's pack limits.
+#[derive(Clone)]
+pub struct Refill(Arc<RefillFn>);
+
+/// The function behind a [`Refill`].
+type RefillFn = dyn Fn(&mut Vec<Event>) + Send + Sync;
+
+impl Refill {
+    /// A refill by `add`.
+    pub fn new(add: impl Fn(&mut Vec<Event>) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(add))
+    }
+
+    /// Appends to `events` what the source has ready now.
+    pub fn apply(&self, events: &mut Vec<Event>) {
+        (self.0)(events);
+    }
+}
+
+impl std::fmt::Debug for Refill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Refill")
+    }
 }
 
 /// One event of a [`Message`].
@@ -81,7 +111,7 @@ impl Event {
 impl Message {
     /// A message of `events` (one or more, of `group`, in order) published by `path`.
     pub fn new(group: String, path: Path, events: Vec<Event>) -> Self {
-        Self { group, path, events, on_wait: None, call_by: None }
+        Self { group, path, events, on_wait: None, call_by: None, refill: None }
     }
 
     /// The first event; every message built by [`Message::new`] has one.

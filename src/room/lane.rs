@@ -4,8 +4,11 @@
 //! The drain task pushes each committed batch's IM events onto its cell's lane and goes on
 //! committing. One lane task per room at a time takes the ready events from the front — up to
 //! `im_batch` — and sends them as one message through the shared stack (path `sync`), which
-//! waits for the rate-limit permits: the busier the room (or the app), the more each call
-//! carries; an idle room sends each event at once. Events the filter answers without a call
+//! waits for the rate-limit permits. When the permit comes after a wait, the message takes on
+//! the events committed meanwhile (its [`Refill`]), up to `im_batch`: a room's turn under a busy
+//! quota carries whatever of the room is ready at that turn, not what was ready when it began
+//! waiting. The busier the room (or the app), the more each call carries; an idle room sends
+//! each event at once. Events the filter answers without a call
 //! never enter the lane (see [`super::sync_publish`]).
 //!
 //! A command waits for its own events only while their send can happen at once: when its
@@ -34,7 +37,7 @@ use super::cells::Cell;
 use super::outcome::Delivery;
 use super::sync_publish::{SyncPublish, Waiting};
 use crate::domain::RoomId;
-use crate::publish::{self, Event, Message, Path};
+use crate::publish::{self, Event, Message, Path, Refill};
 
 /// How often, at most, a lane that gave its room to the worker asks the database whether it
 /// may take it back.
@@ -67,6 +70,9 @@ struct LaneState {
     /// The room (the IM group) of every event queued.
     room: String,
     queue: VecDeque<LaneEvent>,
+    /// The pack being sent: taken off the front, and topped up from the queue when its
+    /// permit came after a wait.
+    sending: Vec<LaneEvent>,
     running: bool,
     /// No order check before this (after one found the room still the worker's).
     next_check: Option<Instant>,
@@ -93,6 +99,18 @@ impl Lane {
     pub(super) fn is_idle(&self) -> bool {
         let state = self.lock();
         !state.running && state.queue.is_empty()
+    }
+
+    /// Settles every event of the pack being sent `pending`.
+    fn sending_pending(&self) {
+        for event in &self.lock().sending {
+            event.settle(Delivery::Pending);
+        }
+    }
+
+    /// The pack being sent, as it went (after any top-up).
+    fn take_sending(&self) -> Vec<LaneEvent> {
+        std::mem::take(&mut self.lock().sending)
     }
 }
 
@@ -137,13 +155,15 @@ impl SyncPublish {
                 self.give_up(&cell, Vec::new()).await;
                 continue;
             }
-            let Some(pack) = self.next_pack(&cell) else {
+            let Some(events) = self.next_pack(&cell) else {
                 // Waited too long: the room is offered more than IM takes now.
                 tracing::info!(room_id = %cell.lane.room(), "Room lane behind; the outbox worker takes the room");
                 self.give_up(&cell, Vec::new()).await;
                 continue;
             };
-            match self.send(&cell.lane.room(), &pack).await {
+            let sent = self.send(&cell, events).await;
+            let pack = cell.lane.take_sending();
+            match sent {
                 Ok(()) => {
                     self.marker.submit(pack.iter().map(|e| e.event.event_id.clone()).collect());
                     for event in &pack {
@@ -155,9 +175,10 @@ impl SyncPublish {
         }
     }
 
-    /// Takes the next pack off the front of the queue (answering what stays behind it
-    /// `pending`), or `None` when the front has waited past its start-by time.
-    fn next_pack(&self, cell: &Cell) -> Option<Vec<LaneEvent>> {
+    /// Takes the next pack off the front of the queue as the pack being sent (answering what
+    /// stays behind it `pending`) and returns its events, or `None` when the front has waited
+    /// past its start-by time.
+    fn next_pack(&self, cell: &Cell) -> Option<Vec<Event>> {
         let mut state = cell.lane.lock();
         if state.queue.front().is_some_and(|e| e.start_by < Instant::now()) {
             return None;
@@ -167,18 +188,38 @@ impl SyncPublish {
         for behind in &state.queue {
             behind.settle(Delivery::Pending);
         }
-        Some(pack)
+        let events = pack.iter().map(|e| e.event.clone()).collect();
+        state.sending = pack;
+        Some(events)
+    }
+
+    /// The top-up of a pack whose permit came after a wait: the queue's front events (committed
+    /// meanwhile, already answered `pending`) as far as the pack limits let them in.
+    fn refill(&self, cell: &Arc<Cell>) -> Refill {
+        let (cell, limits) = (Arc::clone(cell), self.pack);
+        Refill::new(move |events| {
+            let mut guard = cell.lane.lock();
+            let state = &mut *guard;
+            let sizes = events.iter().map(Event::content_bytes);
+            let fits = limits.take(sizes.chain(state.queue.iter().map(|e| e.event.content_bytes())));
+            let more = fits.saturating_sub(events.len()).min(state.queue.len());
+            for added in state.queue.drain(..more) {
+                events.push(added.event.clone());
+                state.sending.push(added);
+            }
+        })
     }
 
     /// Sends one pack through the shared stack. Its commands are answered `pending` as soon
     /// as the stack must wait for a permit or `sync_publish_wait` has passed; the send itself
     /// (permit wait included) is bounded by `publish_timeout`.
-    async fn send(&self, room: &str, pack: &[LaneEvent]) -> Result<(), ()> {
-        let Some(first) = pack.first() else { return Ok(()) };
+    async fn send(&self, cell: &Arc<Cell>, events: Vec<Event>) -> Result<(), ()> {
+        let Some(first_id) = events.first().map(|e| e.event_id.clone()) else { return Ok(()) };
+        let room = cell.lane.room();
         let notice = Arc::new(Notify::new());
-        let mut message =
-            Message::new(room.to_owned(), Path::Sync, pack.iter().map(|e| e.event.clone()).collect());
+        let mut message = Message::new(room.clone(), Path::Sync, events);
         message.on_wait = Some(Arc::clone(&notice));
+        message.refill = Some(self.refill(cell));
         // Its rows are guarded for the worker from their commit; a call that has not started
         // within publish_timeout (a frozen process) is not made.
         message.call_by = Some(Instant::now() + self.publish_timeout);
@@ -196,19 +237,19 @@ impl SyncPublish {
                 () = notice.notified(), if !answered => answered = true,
                 () = &mut answer_by, if !answered => answered = true,
             }
-            for event in pack {
-                event.settle(Delivery::Pending);
-            }
+            cell.lane.sending_pending();
         };
         match result {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(error)) => {
                 let class = publish::classify(error.as_ref());
-                tracing::warn!(room_id = %room, event_id = %first.event.event_id, events = pack.len(), class = class.as_str(), %error, "Room lane publish failed; the outbox worker takes the room");
+                let events = cell.lane.lock().sending.len();
+                tracing::warn!(room_id = %room, event_id = %first_id, events, class = class.as_str(), %error, "Room lane publish failed; the outbox worker takes the room");
                 Err(())
             }
             Err(_elapsed) => {
-                tracing::warn!(room_id = %room, events = pack.len(), "Room lane publish not done within publish_timeout; the outbox worker takes the room");
+                let events = cell.lane.lock().sending.len();
+                tracing::warn!(room_id = %room, event_id = %first_id, events, "Room lane publish not done within publish_timeout; the outbox worker takes the room");
                 Err(())
             }
         }

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 
 use metrics::{counter, histogram};
@@ -23,13 +24,23 @@ pin_project! {
         inner: F,
         path: Path,
         event_types: Vec<&'static str>,
+        added: Option<Added>,
         start: Instant,
     }
 }
 
+/// The event types a refill added below, recorded when it ran.
+type Added = Arc<Mutex<Vec<&'static str>>>;
+
 impl<F> ResponseFuture<F> {
-    pub(super) fn new(inner: F, path: Path, event_types: Vec<&'static str>, start: Instant) -> Self {
-        Self { inner, path, event_types, start }
+    pub(super) fn new(
+        inner: F,
+        path: Path,
+        event_types: Vec<&'static str>,
+        added: Option<Added>,
+        start: Instant,
+    ) -> Self {
+        Self { inner, path, event_types, added, start }
     }
 }
 
@@ -43,6 +54,9 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = ready!(this.inner.poll(cx)).map_err(Into::into);
+        if let Some(added) = this.added.take() {
+            this.event_types.extend(added.lock().unwrap_or_else(|e| e.into_inner()).drain(..));
+        }
         let path = this.path.as_str();
         let class = result.as_ref().err().map(|error| classify(error.as_ref()));
         for &event_type in this.event_types.iter() {

@@ -13,6 +13,8 @@
 //!   not throttled): `room_im_calls_total{path,result}` (`result` = delivered or the error
 //!   class) and `room_im_events_per_call{path}`, the events it carried.
 //!
+//! Events a [`Refill`] adds to a message while it waits for its permit count with it.
+//!
 //! Every label value is bounded. Time comes from `tokio::time::Instant`, so paused-time tests
 //! are exact. A publish whose future is dropped before completing (its caller went away) is
 //! not counted.
@@ -20,6 +22,7 @@
 mod future;
 mod layer;
 
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::time::Instant;
@@ -27,7 +30,7 @@ use tower::Service;
 
 pub use self::future::ResponseFuture;
 pub use self::layer::MetricsLayer;
-use crate::publish::{BoxError, Message, Outcome};
+use crate::publish::{BoxError, Message, Outcome, Refill};
 
 /// Records the publish counters and latency histogram around `S`.
 #[derive(Clone, Debug)]
@@ -65,11 +68,23 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, message: Message) -> Self::Future {
+    fn call(&mut self, mut message: Message) -> Self::Future {
         // Started before the inner call: work a leaf does synchronously in `call` counts too.
         let start = Instant::now();
         let (path, event_types) = (message.path, message.events.iter().map(|e| e.event_type).collect());
-        ResponseFuture::new(self.inner.call(message), path, event_types, start)
+        // Events a refill adds below count with the message's own.
+        let added = message.refill.take().map(|refill| {
+            let added = Arc::new(Mutex::new(Vec::new()));
+            let record = Arc::clone(&added);
+            message.refill = Some(Refill::new(move |events| {
+                let before = events.len();
+                refill.apply(events);
+                let mut record = record.lock().unwrap_or_else(|e| e.into_inner());
+                record.extend(events.iter().skip(before).map(|e| e.event_type));
+            }));
+            added
+        });
+        ResponseFuture::new(self.inner.call(message), path, event_types, added, start)
     }
 }
 

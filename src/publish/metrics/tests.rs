@@ -104,3 +104,39 @@ async fn timeout_from_below_is_classified_timeout() {
     let expected = labels(&[("path", "sync"), ("event_type", "RoomUserJoined"), ("class", "timeout")]);
     assert_eq!(named(&seen, PUBLISH_FAILURE_TOTAL), vec![(expected.as_slice(), &DebugValue::Counter(1))]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn events_a_refill_adds_below_are_counted_with_the_message() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let mut m = message("RoomUserJoined", Path::Sync);
+    m.refill = Some(crate::publish::Refill::new(|events| {
+        let mut gift = events[0].clone();
+        gift.event_type = "RoomGiftSent";
+        events.push(gift);
+    }));
+    // A leaf that runs the refill, as the rate limit does after a wait.
+    let leaf = tower::service_fn(|mut m: Message| async move {
+        if let Some(refill) = m.refill.take() {
+            refill.apply(&mut m.events);
+        }
+        assert_eq!(m.events.len(), 2);
+        Ok::<_, BoxError>(Outcome::Delivered)
+    });
+    MetricsLayer::new().layer(leaf).oneshot(m).await.unwrap();
+    let seen = recorded(&snapshotter);
+    let success = named(&seen, PUBLISH_SUCCESS_TOTAL);
+    for event_type in ["RoomUserJoined", "RoomGiftSent"] {
+        let expected = labels(&[("path", "sync"), ("event_type", event_type), ("result", "delivered")]);
+        assert!(
+            success.contains(&(expected.as_slice(), &DebugValue::Counter(1))),
+            "{event_type}: {success:?}"
+        );
+    }
+    let per_call = named(&seen, crate::telemetry::names::IM_EVENTS_PER_CALL);
+    assert!(
+        matches!(per_call[0].1, DebugValue::Histogram(samples) if samples.len() == 1 && samples[0].into_inner() == 2.0),
+        "{per_call:?}"
+    );
+}

@@ -107,11 +107,15 @@ where
                     if !ready!(permit.as_mut().poll(cx)) {
                         return Poll::Ready(Err(Throttled.into()));
                     }
-                    let Some((mut service, message)) = ready.take() else {
+                    let Some((mut service, mut message)) = ready.take() else {
                         return Poll::Ready(Err("rate limit future polled after completion".into()));
                     };
                     if message.call_by.is_some_and(|by| tokio::time::Instant::now() > by) {
                         return Poll::Ready(Err(TooLate.into()));
+                    }
+                    // It waited: what its source has ready now goes in the same call.
+                    if let Some(refill) = message.refill.take() {
+                        refill.apply(&mut message.events);
                     }
                     let group = message.group.clone();
                     State::Called { fut: service.call(message), limits: Arc::clone(limits), group }

@@ -11,6 +11,10 @@
 //! - path `worker` waits for its permits, and first for a permit of its own limiter at
 //!   `worker_share` of the app-wide rate, so live events keep headroom during a backlog drain.
 //!
+//! A message that waited for its permit takes on, through its [`Message::refill`], what its
+//! source has ready when the permit comes (a room lane's events committed during the wait), so
+//! the wait a room's turn costs is paid once by everything ready at its turn.
+//!
 //! A message with a [`Message::call_by`] whose permit comes after it is answered [`TooLate`]
 //! without a call: a process frozen while a lane waited (SIGSTOP, a VM pause) must not send
 //! rows the worker of another node may have taken and delivered meanwhile.

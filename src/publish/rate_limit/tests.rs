@@ -269,3 +269,37 @@ async fn a_message_whose_permit_comes_after_its_call_by_is_not_sent() {
     assert_eq!(svc.clone().oneshot(in_time).await.unwrap(), Outcome::Delivered);
     assert_eq!(calls.lock().unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn a_message_that_waited_takes_on_its_refill_and_one_that_did_not_never_runs_it() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let leaf = {
+        let seen = seen.clone();
+        service_fn(move |m: Message| {
+            seen.lock().unwrap().push(m.events.iter().map(|e| e.event_id.clone()).collect::<Vec<_>>());
+            async move { Ok::<_, BoxError>(Outcome::Delivered) }
+        })
+    };
+    let svc = RateLimitLayer::new(options(1000, 1)).layer(leaf);
+    let notice = Arc::new(tokio::sync::Notify::new());
+    let refill = |id: &'static str| {
+        crate::publish::Refill::new(move |events| {
+            let mut more = events[0].clone();
+            more.event_id = id.to_owned();
+            events.push(more);
+        })
+    };
+    // A permit now: sent as it is, the refill never runs.
+    let mut first = waiting_msg("r1", &notice);
+    first.refill = Some(refill("never"));
+    svc.clone().oneshot(first).await.unwrap();
+    // The group's next permit is a second away: the refill runs when it comes.
+    let mut second = waiting_msg("r1", &notice);
+    second.refill = Some(refill("added"));
+    let own = second.events[0].event_id.clone();
+    svc.clone().oneshot(second).await.unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].len(), 1, "no refill without a wait: {seen:?}");
+    assert_eq!(seen[1], [own, "added".to_owned()], "{seen:?}");
+}

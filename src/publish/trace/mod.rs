@@ -61,7 +61,7 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, message: Message) -> Self::Future {
+    fn call(&mut self, mut message: Message) -> Self::Future {
         let span = tracing::info_span!(
             "publish",
             event_id = %message.event_id(),
@@ -72,6 +72,14 @@ where
             outcome = Empty,
             error_class = Empty,
         );
+        // A refill below (after a wait for a permit) may add events: the span says how many went.
+        if let Some(refill) = message.refill.take() {
+            let span = span.clone();
+            message.refill = Some(crate::publish::Refill::new(move |events| {
+                refill.apply(events);
+                span.record("events", events.len());
+            }));
+        }
         let inner = {
             let _entered = span.enter();
             self.inner.call(message)

@@ -193,3 +193,38 @@ async fn quiet_rooms_take_turns_with_a_hot_room_under_the_app_wide_quota() {
     assert_eq!((stats.rate_limited, stats.dropped), (0, 0), "{stats:?}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn what_a_room_commits_while_its_pack_waits_for_a_permit_goes_in_that_pack() {
+    // One message a second into the group: the first join goes at once; the second's pack
+    // waits for the next permit, and the joins committed during that wait go in the same call
+    // instead of waiting for a turn of their own.
+    let db = TestDb::mysql().await;
+    let im = fake_with_limits(None, None).await;
+    let app =
+        start(&db, &im, &[("im_rate_limit.per_group_per_sec", "1"), ("outbox_worker.publish_timeout", "3s")])
+            .await;
+    create(&app, "r").await;
+    let started = tokio::time::Instant::now();
+    let join = |user: &'static str, after: u64| {
+        let app = &app;
+        async move {
+            tokio::time::sleep_until(started + Duration::from_millis(after)).await;
+            let body = json!({"command_id": format!("j-{user}"), "user_id": user});
+            let (status, answer) = app.post("/v1/rooms/r/join", body).await;
+            assert_eq!(status, 200, "{answer}");
+            answer["events"][0]["event_id"].as_str().unwrap().to_owned()
+        }
+    };
+    let ids = join_all([join("a", 100), join("b", 200), join("c", 400), join("d", 600)]).await;
+    eventually("every join reached IM", Duration::from_secs(10), || async {
+        ids.iter().all(|id| im.messages("r").iter().any(|m| m.event_id.as_deref() == Some(id.as_str())))
+    })
+    .await;
+    // The create and the first join went alone, or packed together; the last three joins in ONE call.
+    let records = im.messages("r");
+    let call_of = |id: &str| records.iter().find(|m| m.event_id.as_deref() == Some(id)).map(|m| m.msg_seq);
+    let calls: Vec<Option<u64>> = ids[1..].iter().map(|id| call_of(id)).collect();
+    assert!(calls.iter().all(|c| c.is_some() && *c == calls[0]), "b, c and d in one call: {records:?}");
+    app.stop().await;
+}
