@@ -4,6 +4,7 @@
 //! official package), a JWKS served over loopback HTTP. Every refused request is checked to
 //! have changed nothing: no command-log row, no outbox row, no wallet debit.
 
+mod cluster;
 mod grpc;
 mod http;
 mod startup;
