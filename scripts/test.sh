@@ -9,6 +9,10 @@ scripts/ensure-mariadb.sh
 # The independent Tencent IM peer (tests/peer) checks usersigs with Tencent's official package.
 python3 -c "import TLSSigAPIv2" 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore tls-sig-api-v2==1.1
+# The independent token maker (tests/peer/tokens.py) signs JWTs with PyJWT, keys made by cryptography.
+python3 -c "import jwt, cryptography" 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+        PyJWT==2.15.1 cryptography==50.0.2
 # The independent gRPC client (tests/peer/grpc_client.py) generates its stubs with grpcio-tools.
 python3 -c "import grpc, grpc_tools" 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \

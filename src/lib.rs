@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod auth;
 pub mod build;
 pub mod cluster;
 pub mod config;

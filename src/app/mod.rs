@@ -41,7 +41,7 @@ mod tasks;
 mod wiring;
 
 use tasks::{join_cluster, run_metrics_upkeep, shutdown_signal, spawn_consumers, spawn_outbox_worker};
-pub use wiring::{im_leaf, im_stack, pack_limits, rate_limit, rate_limit_layer, wallet};
+pub use wiring::{auth, im_leaf, im_stack, pack_limits, rate_limit, rate_limit_layer, wallet};
 
 /// Extra time granted to workers beyond one publish timeout when stopping.
 const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
@@ -141,6 +141,7 @@ pub async fn start_with_redis(
     let admin_addr = admin_listener.local_addr()?;
     let grpc_addr = grpc_listener.local_addr()?;
     let lifecycle = Lifecycle::default();
+    let auth = auth(&settings.auth).await?;
     let state = AppState {
         rooms: rooms.clone(),
         repo: repo.clone(),
@@ -157,6 +158,7 @@ pub async fn start_with_redis(
             })
             .transpose()
             .context("cluster forwarding client")?,
+        auth,
         node: NodeInfo {
             node_id: settings.node_id.clone(),
             url: match settings.cluster.advertise_url.as_str() {

@@ -1,12 +1,13 @@
-//! The parts `main.rs` composes the publish stack from (the leaf, the rate limiter) and the
-//! wallet, each built from its validated settings.
+//! The parts `main.rs` composes the publish stack from (the leaf, the rate limiter), the
+//! wallet and the public API's authenticator, each built from its validated settings.
 
 use std::sync::Arc;
 
 use anyhow::Context;
 use tower::util::Either;
 
-use crate::config::{Settings, WalletSettings};
+use crate::auth::Auth;
+use crate::config::{AuthMode, AuthSettings, Settings, WalletSettings};
 use crate::domain::EventType;
 use crate::publish::filter::EventFilterLayer;
 use crate::publish::log_sink::LogSink;
@@ -96,4 +97,27 @@ where
             .timeout(publish_timeout)
             .service(leaf),
     )
+}
+
+/// The authenticator of the public API (`auth.*`): reads the JWT key file, fetches the JWKS
+/// once (its client bounds a fetch at 5 s) and logs which mode is in force.
+pub async fn auth(settings: &AuthSettings) -> anyhow::Result<Auth> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(2))
+        .build()
+        .context("JWKS client")?;
+    let auth = Auth::from_settings(settings, client).await?;
+    let mode = match &settings.mode {
+        AuthMode::None => "none",
+        AuthMode::Jwt(_) => "jwt",
+        AuthMode::UserSig(_) => "usersig",
+    };
+    tracing::info!(
+        mode,
+        service_tokens = settings.service_tokens.len(),
+        public_reads = settings.public_reads,
+        per_user_commands_per_sec = settings.per_user_commands_per_sec,
+        "Public API authentication"
+    );
+    Ok(auth)
 }

@@ -7,8 +7,15 @@ use std::fmt;
 use std::path::PathBuf;
 
 /// Keys whose values are secrets: their values never appear in a message.
-pub(crate) const SECRET_KEYS: &[&str] =
-    &["tencent_im.secret_key", "database.url", "http.admin_token", "redis.url", "consumers.webhook.secret"];
+pub(crate) const SECRET_KEYS: &[&str] = &[
+    "tencent_im.secret_key",
+    "database.url",
+    "http.admin_token",
+    "redis.url",
+    "consumers.webhook.secret",
+    "auth.service_tokens",
+    "auth.jwt.secret",
+];
 
 /// A configuration that cannot be used; the service refuses to start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

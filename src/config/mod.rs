@@ -22,6 +22,8 @@ mod validate;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_auth;
+#[cfg(test)]
 mod tests_delivery;
 #[cfg(test)]
 mod tests_docs;
@@ -40,13 +42,13 @@ use serde_saphyr::figment::Yaml;
 
 pub use error::ConfigError;
 pub use settings::{
-    Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings, DEFAULT_BATCH_SIZE,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT, DEFAULT_STATS_INTERVAL,
-    DatabaseSettings, GrpcSettings, HttpSettings, IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings,
-    LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT,
-    MAX_SYNC_PUBLISH_WAIT, MIN_CONSUMER_LEASE, MIN_LEASE, OutboxWorkerSettings, PresenceSettings,
-    RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, WalletSettings,
-    WebhookSettings,
+    AuthMode, AuthSettings, Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings,
+    DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
+    DEFAULT_STATS_INTERVAL, DatabaseSettings, GrpcSettings, HttpSettings, IM_BATCH_BYTES_RANGE,
+    ImBatchSettings, ImRateLimitSettings, JwtSettings, LogFormat, LogSettings, MAX_BATCH_SIZE,
+    MAX_COMMIT_BATCH, MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_SYNC_PUBLISH_WAIT, MIN_CONSUMER_LEASE,
+    MIN_LEASE, OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings,
+    ServiceToken, Settings, TencentImSettings, UserSigSettings, WalletSettings, WebhookSettings,
 };
 
 use error::Origins;

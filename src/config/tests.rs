@@ -123,6 +123,7 @@ fn env_overrides_win_over_the_file_and_are_typed_per_key() {
     let env = [
         ("ROOM_SERVICE__NODE_ID", "from-env"),
         ("ROOM_SERVICE__HTTP__LISTEN", "0.0.0.0:9999"),
+        ("ROOM_SERVICE__AUTH__ALLOW_ANONYMOUS", "true"),
         ("ROOM_SERVICE__OUTBOX_WORKER__BATCH_SIZE", "7"),
         ("ROOM_SERVICE__OUTBOX_WORKER__ENABLED", "false"),
         ("ROOM_SERVICE__TENCENT_IM__SECRET_KEY", "123456"),

@@ -20,6 +20,7 @@ fn with_secret() -> Vec<(String, String)> {
 fn local_config_uses_sqlite_and_no_im() {
     let s = load_with_env(&shipped("config.yaml"), Vec::new()).expect("config.yaml is valid");
     assert_eq!(s.http.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(s.auth, AuthSettings::default());
     assert_eq!(s.database.url.expose(), "sqlite://data/room-service.db?mode=rwc");
     assert_eq!(s.database.backend(), Backend::Sqlite);
     assert_eq!(s.tencent_im, None);
@@ -53,6 +54,8 @@ fn docker_config_uses_compose_services_and_needs_the_secret_from_env() {
     assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
     assert_eq!(s.outbox_worker.retry_strategy, crate::config::RetryStrategy::Exponential);
     assert_eq!(s.log.format, LogFormat::Json);
+    // The demo says it runs without authentication, on purpose.
+    assert_eq!((&s.auth.mode, s.auth.allow_anonymous), (&AuthMode::None, true));
 }
 
 #[test]
@@ -70,6 +73,9 @@ fn tencent_example_points_at_tencent_and_needs_the_secret_from_env() {
     assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
     assert_eq!(s.outbox_worker.retry_strategy, crate::config::RetryStrategy::Exponential);
     assert_eq!(s.database.backend(), Backend::MySql);
+    // Clients send the UserSig they log in to IM with.
+    let AuthMode::UserSig(sig) = &s.auth.mode else { panic!("usersig expected: {:?}", s.auth.mode) };
+    assert_eq!(sig.sdk_app_id, im.sdk_app_id);
 }
 
 #[test]
@@ -77,6 +83,8 @@ fn every_shipped_file_sets_and_documents_every_key() {
     let sections = [
         "http",
         "grpc",
+        "auth",
+        "  jwt",
         "database",
         "tencent_im",
         "im_rate_limit",

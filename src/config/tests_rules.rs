@@ -98,7 +98,8 @@ fn http_edge_keys_have_their_defaults_and_limits() {
 #[test]
 fn grpc_listen_has_its_default_and_must_be_its_own_address() {
     assert_eq!(ok("").grpc.listen.to_string(), "127.0.0.1:50051");
-    assert_eq!(ok("grpc: {listen: \"0.0.0.0:7000\"}\n").grpc.listen.to_string(), "0.0.0.0:7000");
+    let open = "grpc: {listen: \"0.0.0.0:7000\"}\nauth: {allow_anonymous: true}\n";
+    assert_eq!(ok(open).grpc.listen.to_string(), "0.0.0.0:7000");
     refuses("grpc: {listen: \"nowhere\"}\n", "grpc.listen");
     refuses("grpc: {listen: \"127.0.0.1:8080\"}\n", "grpc.listen");
     refuses("grpc: {listen: \"127.0.0.1:9091\"}\n", "grpc.listen");

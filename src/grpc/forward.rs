@@ -7,12 +7,12 @@
 //! "message"}}`) into the status its code maps to, as if the owner had answered over gRPC.
 
 use axum::body::Bytes;
-use axum::http::{Method, Request, StatusCode, header};
+use axum::http::{HeaderValue, Method, Request, StatusCode, header};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tonic::Status;
 
-use super::status::status;
+use super::status::{status, with_retry_after};
 use crate::domain::{Command, CommandId, RoomId, UserId};
 use crate::http::extract::RequestId;
 use crate::http::forward::{Forwarder, forward};
@@ -83,13 +83,14 @@ impl Call {
         !self.path.split(['/', '?']).any(|segment| segment == "." || segment == "..")
     }
 
-    /// Sends the call to the owner of `room_id` and reads its answer as `T` (a `204 No
-    /// Content` reads as JSON `null`).
+    /// Sends the call to the owner of `room_id` with the caller's `authorization` (the owner
+    /// verifies it) and reads its answer as `T` (a `204 No Content` reads as JSON `null`).
     pub(super) async fn send<T: DeserializeOwned>(
         self,
         forwarder: &Forwarder,
         room_id: &RoomId,
         request_id: &str,
+        authorization: Option<&str>,
     ) -> Result<T, Status> {
         if !self.reachable() {
             return Err(status(
@@ -104,12 +105,17 @@ impl Call {
         if RequestId::is_valid(request_id) {
             request = request.header("x-request-id", request_id);
         }
+        if let Some(credential) = authorization.and_then(|c| HeaderValue::from_str(c).ok()) {
+            request = request.header(header::AUTHORIZATION, credential);
+        }
         let request = request
             .body(())
             .map_err(|e| Status::internal(format!("cannot build the forwarded request: {e}")))?;
         let body = self.body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
         let answer = forward(forwarder, room_id.as_str(), &request, body).await;
         let code = answer.status();
+        let retry_after =
+            answer.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()?.parse().ok());
         let Ok(body) = axum::body::to_bytes(answer.into_body(), ANSWER_LIMIT).await else {
             return Err(owner_unavailable("its answer could not be read"));
         };
@@ -118,10 +124,14 @@ impl Call {
             return serde_json::from_slice(body)
                 .map_err(|_| owner_unavailable("its answer is not the expected JSON"));
         }
-        Err(match serde_json::from_slice::<ErrorBody>(&body) {
+        let mut refused = match serde_json::from_slice::<ErrorBody>(&body) {
             Ok(ErrorBody { error }) => status(&error.code, error.message),
             Err(_) => owner_unavailable(&format!("it answered {code} without an error body")),
-        })
+        };
+        if let Some(seconds) = retry_after {
+            with_retry_after(&mut refused, seconds);
+        }
+        Err(refused)
     }
 }
 

@@ -9,6 +9,7 @@ use tonic::{Request, Response, Status};
 use super::forward::Call;
 use super::pb;
 use super::status::{from_api, invalid};
+use crate::auth::Caller;
 use crate::domain::{
     Command, CommandId, GiftId, LeaveReason, MemberView, RankEntry, RoomId, RoomSnapshot, RoomStatus, UserId,
 };
@@ -16,6 +17,9 @@ use crate::http::AppState;
 use crate::http::forward::Forwarder;
 use crate::http::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
 use crate::room::{CommandResponse, Delivery, EventReceipt, Transport};
+
+/// The metadata entry of the bearer token.
+const AUTHORIZATION: &str = "authorization";
 
 /// What an RPC answers.
 type Rpc<T> = Result<Response<T>, Status>;
@@ -32,16 +36,19 @@ impl GrpcRooms {
         Self { state }
     }
 
-    /// Runs the command `parse` reads from `request`, here or on the room's owner.
+    /// Runs the command `parse` reads from `request`, here or on the room's owner (which
+    /// verifies the caller's credential again).
     async fn command<M>(&self, request: Request<M>, parse: fn(M) -> Parsed) -> Rpc<pb::CommandOutcome> {
         let id = request_id(&request);
+        let (caller, credential) = self.caller(&request, false).await?;
         let (room_id, command_id, command) = parse(request.into_inner())?;
         if let Some(forwarder) = self.elsewhere(&room_id) {
             let call = Call::command(&room_id, &command_id, &command);
-            let response: CommandResponse = call.send(forwarder, &room_id, &id).await?;
+            let response: CommandResponse =
+                call.send(forwarder, &room_id, &id, credential.as_deref()).await?;
             return Ok(Response::new(outcome(response)));
         }
-        rooms::run_command(&self.state, Transport::Grpc, room_id, command_id, id, command)
+        rooms::run_command(&self.state, Transport::Grpc, &caller, room_id, command_id, id, command)
             .await
             .map(|r| Response::new(outcome(r)))
             .map_err(from_api)
@@ -101,6 +108,21 @@ fn room_id(value: String) -> Result<RoomId, Status> {
 }
 
 impl GrpcRooms {
+    /// The caller of `request` (its `authorization` metadata entry; a read needs none while
+    /// reads are public), and the entry itself for a hop to the room's owner. A refusal is
+    /// counted and answers `UNAUTHENTICATED`.
+    async fn caller<T>(&self, request: &Request<T>, read: bool) -> Result<(Caller, Option<String>), Status> {
+        let entry = request.metadata().get(AUTHORIZATION);
+        let credential = entry.and_then(|v| v.to_str().ok()).map(str::to_owned);
+        if read && self.state.auth.public_reads() {
+            return Ok((Caller::Anonymous, credential));
+        }
+        match self.state.auth.authenticate(entry.map(|v| v.as_bytes())).await {
+            Ok(caller) => Ok((caller, credential)),
+            Err(refused) => Err(from_api(refused.counted().into())),
+        }
+    }
+
     /// The forwarder when another node of the cluster owns `room` (`None`: served here).
     fn elsewhere(&self, room: &RoomId) -> Option<&Forwarder> {
         self.state.forwarder.as_ref().filter(|forwarder| !forwarder.cluster().owns(room.as_str()))
@@ -135,25 +157,29 @@ impl pb::room_service_server::RoomService for GrpcRooms {
 
     async fn heartbeat(&self, request: Request<pb::HeartbeatRequest>) -> Rpc<pb::HeartbeatResponse> {
         let id = request_id(&request);
+        let (caller, credential) = self.caller(&request, false).await?;
         let m = request.into_inner();
         let (room, user) = (room_id(m.room_id)?, user_id("user_id", m.user_id)?);
         if let Some(forwarder) = self.elsewhere(&room) {
-            Call::heartbeat(&room, &user).send::<()>(forwarder, &room, &id).await?;
+            Call::heartbeat(&room, &user).send::<()>(forwarder, &room, &id, credential.as_deref()).await?;
         } else {
-            rooms::run_heartbeat(&self.state, &room, &user).await.map_err(from_api)?;
+            rooms::run_heartbeat(&self.state, &caller, &room, &user).await.map_err(from_api)?;
         }
         Ok(Response::new(pb::HeartbeatResponse {}))
     }
 
     async fn heartbeats(&self, request: Request<pb::HeartbeatsRequest>) -> Rpc<pb::HeartbeatsResponse> {
         let id = request_id(&request);
+        let (caller, credential) = self.caller(&request, false).await?;
         let m = request.into_inner();
         let room = room_id(m.room_id)?;
         let users = m.user_ids.into_iter().map(|u| user_id("user_ids", u)).collect::<Result<Vec<_>, _>>()?;
         rooms::check_heartbeat_ids(&users).map_err(from_api)?;
         let answer: rooms::HeartbeatsAnswer = match self.elsewhere(&room) {
-            Some(forwarder) => Call::heartbeats(&room, &users).send(forwarder, &room, &id).await?,
-            None => rooms::run_heartbeats(&self.state, &room, &users).await.map_err(from_api)?,
+            Some(forwarder) => {
+                Call::heartbeats(&room, &users).send(forwarder, &room, &id, credential.as_deref()).await?
+            }
+            None => rooms::run_heartbeats(&self.state, &caller, &room, &users).await.map_err(from_api)?,
         };
         Ok(Response::new(pb::HeartbeatsResponse {
             alive: answer.alive as u64,
@@ -163,9 +189,12 @@ impl pb::room_service_server::RoomService for GrpcRooms {
 
     async fn get_room(&self, request: Request<pb::GetRoomRequest>) -> Rpc<pb::Room> {
         let id = request_id(&request);
+        let (_, credential) = self.caller(&request, true).await?;
         let room = room_id(request.into_inner().room_id)?;
         let snapshot = match self.elsewhere(&room) {
-            Some(forwarder) => Call::snapshot(&room).send(forwarder, &room, &id).await?,
+            Some(forwarder) => {
+                Call::snapshot(&room).send(forwarder, &room, &id, credential.as_deref()).await?
+            }
             None => self.state.rooms.snapshot(&room).await.map_err(|e| from_api(e.into()))?,
         };
         Ok(Response::new(room_message(snapshot)))
@@ -173,6 +202,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
 
     async fn list_members(&self, request: Request<pb::ListMembersRequest>) -> Rpc<pb::ListMembersResponse> {
         let id = request_id(&request);
+        let (_, credential) = self.caller(&request, true).await?;
         let m = request.into_inner();
         let room = room_id(m.room_id)?;
         let limit = match m.limit {
@@ -186,7 +216,8 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         };
         let page: rooms::MembersPage = match self.elsewhere(&room) {
             Some(forwarder) => {
-                Call::members(&room, after.as_ref(), limit).send(forwarder, &room, &id).await?
+                let call = Call::members(&room, after.as_ref(), limit);
+                call.send(forwarder, &room, &id, credential.as_deref()).await?
             }
             None => rooms::members_page(&self.state, &room, after.as_ref(), limit).await.map_err(from_api)?,
         };

@@ -9,7 +9,9 @@
 //! | `command_conflict` | `ALREADY_EXISTS` |
 //! | `version_conflict`, `room_exists`, `room_closed`, `not_member`, `heat_overflow`, `insufficient_balance`, `payment_refunded` | `FAILED_PRECONDITION` |
 //! | `storage_unavailable`, `wallet_unavailable`, `draining`, `not_owner`, `owner_unavailable`, `request_timeout`, `overloaded` | `UNAVAILABLE` |
-//! | `too_large` | `RESOURCE_EXHAUSTED` |
+//! | `too_large`, `rate_limited` (with `retry-after` metadata, in seconds) | `RESOURCE_EXHAUSTED` |
+//! | `unauthenticated` | `UNAUTHENTICATED` |
+//! | `forbidden` | `PERMISSION_DENIED` (the message starts with the field) |
 //! | anything else | `INTERNAL` |
 
 use tonic::{Code, Status};
@@ -18,6 +20,10 @@ use crate::http::ApiError;
 
 /// The metadata key carrying the stable error code.
 pub const ERROR_CODE: &str = "error-code";
+
+/// The metadata key of a `RESOURCE_EXHAUSTED` `rate_limited`: seconds to wait, as HTTP's
+/// `Retry-After`.
+pub const RETRY_AFTER: &str = "retry-after";
 
 /// The gRPC code of an HTTP API error code.
 pub fn code(error_code: &str) -> Code {
@@ -39,14 +45,26 @@ pub fn code(error_code: &str) -> Code {
         | "owner_unavailable"
         | "request_timeout"
         | "overloaded" => Code::Unavailable,
-        "too_large" => Code::ResourceExhausted,
+        "too_large" | "rate_limited" => Code::ResourceExhausted,
+        "unauthenticated" => Code::Unauthenticated,
+        "forbidden" => Code::PermissionDenied,
         _ => Code::Internal,
     }
 }
 
 /// `error` as a gRPC status.
 pub fn from_api(error: ApiError) -> Status {
-    status(error.code, error.message)
+    let retry_after = error.retry_after;
+    let mut status = status(error.code, error.message);
+    if let Some(seconds) = retry_after {
+        with_retry_after(&mut status, seconds);
+    }
+    status
+}
+
+/// Adds the `retry-after` metadata (seconds) to `status`.
+pub fn with_retry_after(status: &mut Status, seconds: u64) {
+    status.metadata_mut().insert(RETRY_AFTER, seconds.into());
 }
 
 /// The status of HTTP API error code `error_code`, with `message` and the code in the
@@ -87,5 +105,21 @@ mod tests {
         assert_eq!(status.code(), Code::InvalidArgument);
         assert!(status.message().starts_with("room_id:"), "{}", status.message());
         assert_eq!(status.metadata().get(ERROR_CODE).unwrap(), "invalid_argument");
+    }
+
+    #[test]
+    fn auth_refusals_map_to_their_codes_with_the_retry_after() {
+        use crate::auth::{AuthError, Reason};
+        let unauthenticated = from_api(AuthError::Unauthenticated(Reason::Expired).into());
+        assert_eq!(unauthenticated.code(), Code::Unauthenticated);
+        assert_eq!(unauthenticated.metadata().get(ERROR_CODE).unwrap(), "unauthenticated");
+        let forbidden = from_api(AuthError::Forbidden { field: "sender_id", why: "not yours" }.into());
+        assert_eq!(forbidden.code(), Code::PermissionDenied);
+        assert!(forbidden.message().starts_with("sender_id:"), "{}", forbidden.message());
+        let retry_after = std::time::Duration::from_millis(1500);
+        let limited = from_api(AuthError::RateLimited { per_sec: 2, retry_after }.into());
+        assert_eq!(limited.code(), Code::ResourceExhausted);
+        assert_eq!(limited.metadata().get(ERROR_CODE).unwrap(), "rate_limited");
+        assert_eq!(limited.metadata().get(RETRY_AFTER).unwrap(), "2");
     }
 }

@@ -2,10 +2,11 @@
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::auth::AuthError;
 use crate::domain::DomainError;
 use crate::room::RoomError;
 use crate::store::StoreError;
@@ -20,12 +21,16 @@ pub struct ApiError {
     pub code: &'static str,
     /// Human text naming what is wrong.
     pub message: String,
+    /// `WWW-Authenticate` of a 401 (`Bearer`, or `Bearer error="invalid_token"`).
+    pub challenge: Option<&'static str>,
+    /// `Retry-After` of a 429, in whole seconds.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     /// A new error.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into() }
+        Self { status, code, message: message.into(), challenge: None, retry_after: None }
     }
 
     /// 400 naming the field at fault.
@@ -65,7 +70,14 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(challenge) = self.challenge {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+        }
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 
@@ -100,6 +112,28 @@ impl From<RoomError> for ApiError {
             RoomError::Corrupt(detail) => {
                 tracing::error!(%detail, "Stored data is corrupt");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "stored data could not be read")
+            }
+        }
+    }
+}
+
+/// 401 `unauthenticated` (with `WWW-Authenticate`), 403 `forbidden` naming the field, 429
+/// `rate_limited` (with `Retry-After`). The refusal is counted where it is made, not here.
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> Self {
+        let message = e.to_string();
+        match e {
+            AuthError::Unauthenticated(_) => {
+                let challenge =
+                    if e.token_was_given() { r#"Bearer error="invalid_token""# } else { "Bearer" };
+                let error = ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message);
+                ApiError { challenge: Some(challenge), ..error }
+            }
+            AuthError::Forbidden { .. } => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
+            AuthError::RateLimited { retry_after, .. } => {
+                let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+                let error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
+                ApiError { retry_after: Some(seconds.max(1)), ..error }
             }
         }
     }

@@ -7,11 +7,15 @@ use axum::http::request::Parts;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer, MapAccess, Visitor};
 
 use super::error::ApiError;
+use crate::auth::Caller;
 use crate::domain::RoomId;
 
-/// A command route's request, read in this order: the room from the path ([`RoomPath`]), the
-/// [`RequestId`], then the JSON body ([`Json`]); the first bad part answers.
+/// A command route's request, read in this order: the [`Caller`], the room from the path
+/// ([`RoomPath`]), the [`RequestId`], then the JSON body ([`Json`]); the first bad part
+/// answers.
 pub struct RoomCommand<B> {
+    /// Who sent it.
+    pub caller: Caller,
     /// The room of the path.
     pub room_id: RoomId,
     /// The request id.
@@ -25,10 +29,11 @@ impl<B: DeserializeOwned + Send, S: Send + Sync> FromRequest<S> for RoomCommand<
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let (mut parts, body) = req.into_parts();
+        let caller = Caller::from_request_parts(&mut parts, state).await?;
         let RoomPath(room_id) = RoomPath::from_request_parts(&mut parts, state).await?;
         let RequestId(request_id) = RequestId::from_request_parts(&mut parts, state).await?;
         let Json(body) = Json::from_request(Request::from_parts(parts, body), state).await?;
-        Ok(Self { room_id, request_id, body })
+        Ok(Self { caller, room_id, request_id, body })
     }
 }
 

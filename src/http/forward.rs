@@ -20,8 +20,10 @@ use crate::telemetry::names;
 /// Header of a forwarded request: the forwarding node's id (the loop guard).
 pub const FORWARDED_BY: &str = "x-room-forwarded-by";
 
-/// Headers a hop carries over, each way.
-const REQUEST_HEADERS: [header::HeaderName; 2] = [header::CONTENT_TYPE, header::ACCEPT];
+/// Headers a hop carries over, each way: the caller's credential too, which the owner
+/// verifies again (SPEC §12.3).
+const REQUEST_HEADERS: [header::HeaderName; 3] =
+    [header::CONTENT_TYPE, header::ACCEPT, header::AUTHORIZATION];
 const REQUEST_ID: &str = "x-request-id";
 
 /// Longest wait for a shard between owners (a handoff, or a dead owner's lease expiring is

@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod caller;
 pub mod edge;
 pub mod error;
 pub mod extract;
@@ -86,6 +87,8 @@ pub struct AppState {
     pub forwarder: Option<forward::Forwarder>,
     /// This node, as `GET /admin/rooms/{id}/owner` names it without a cluster.
     pub node: NodeInfo,
+    /// Who a public request is from (`auth.*`).
+    pub auth: crate::auth::Auth,
 }
 
 /// This node's id and public URL.
@@ -142,6 +145,8 @@ pub fn public_router(state: AppState, options: PublicOptions) -> Router {
         )
         .route("/v1/rooms/{room_id}/members", get(rooms::members))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), forward::route))
+        // Outside the forwarding: a request is verified where it arrives, and by the owner.
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), caller::authenticate))
         .route_layer(edge::layer(options.request_timeout, options.max_in_flight));
     let health = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz));
     outer_layers(with_fallbacks(v1.merge(health)), options.body_limit).with_state(state)

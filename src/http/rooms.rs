@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{Json, RequestId, RoomCommand, RoomPath, page_limit};
+use crate::auth::policy::{self, Act};
+use crate::auth::{AuthError, Caller};
 use crate::domain::{Command, CommandId, GiftId, LeaveReason, MemberView, RoomId, RoomSnapshot, UserId};
 use crate::room::{CommandRequest, CommandResponse, Transport};
 
@@ -86,29 +88,34 @@ async fn run<B>(
     command: impl FnOnce(B) -> (CommandId, Command),
 ) -> CommandAnswer {
     let (command_id, command) = command(request.body);
-    answer(state, request.room_id, command_id, request.request_id, command).await
+    answer(state, &request.caller, request.room_id, command_id, request.request_id, command).await
 }
 
 /// The HTTP answer of a command.
 async fn answer(
     state: &AppState,
+    caller: &Caller,
     room_id: RoomId,
     command_id: CommandId,
     request_id: String,
     command: Command,
 ) -> CommandAnswer {
-    let response = run_command(state, Transport::Http, room_id, command_id, request_id, command).await?;
+    let response =
+        run_command(state, Transport::Http, caller, room_id, command_id, request_id, command).await?;
     Ok(axum::Json(response))
 }
 
-/// Runs a command that came in over `transport`: refused while draining and when its
-/// `command_id` carries the reserved prefix, else handed to [`RoomService::submit`]. The one
-/// command path of the HTTP and gRPC APIs.
+/// Runs a command that came in over `transport` from `caller`: refused while draining, when
+/// its `command_id` carries the reserved prefix, when the caller may not do it (403: acting as
+/// another user, closing a room it does not own) or is over its limit (429), else handed to
+/// [`RoomService::submit`] with the caller as part of the command's identity. The one command
+/// path of the HTTP and gRPC APIs; nothing is paid or written for a refused command.
 ///
 /// [`RoomService::submit`]: crate::room::RoomService::submit
 pub async fn run_command(
     state: &AppState,
     transport: Transport,
+    caller: &Caller,
     room_id: RoomId,
     command_id: CommandId,
     request_id: String,
@@ -126,18 +133,33 @@ pub async fn run_command(
             ),
         ));
     }
-    let request = CommandRequest::new(room_id, command_id, request_id, command).via(transport);
+    policy::authorize(caller, Act::Command(&command)).map_err(refused)?;
+    if let (Command::CloseRoom, Caller::User(_)) = (&command, caller) {
+        // The owner never changes, so the room as it is now tells; a room that does not
+        // exist answers so (and cannot come to exist with another owner meanwhile).
+        let room = state.rooms.snapshot(&room_id).await?;
+        policy::owner_may_close(caller, &room.owner_id).map_err(refused)?;
+    }
+    state.auth.check_rate(caller).map_err(refused)?;
+    let request =
+        CommandRequest::new(room_id, command_id, request_id, command).via(transport).by(caller.identity());
     Ok(state.rooms.submit(request).await?)
+}
+
+/// A refusal of the caller, counted.
+fn refused(error: AuthError) -> ApiError {
+    error.counted().into()
 }
 
 /// CreateRoom (the room is named in the body).
 pub async fn create(
     State(state): State<AppState>,
+    caller: Caller,
     RequestId(request_id): RequestId,
     Json(b): Json<CreateRoomBody>,
 ) -> CommandAnswer {
     let command = Command::CreateRoom { owner_id: b.owner_id, title: b.title };
-    answer(&state, b.room_id, b.command_id, request_id, command).await
+    answer(&state, &caller, b.room_id, b.command_id, request_id, command).await
 }
 
 /// JoinRoom.
@@ -170,37 +192,50 @@ pub async fn close(State(state): State<AppState>, request: RoomCommand<CloseBody
 /// Presence heartbeat: 204, memory only.
 pub async fn heartbeat(
     State(state): State<AppState>,
+    caller: Caller,
     RoomPath(room_id): RoomPath,
     Json(b): Json<HeartbeatBody>,
 ) -> Result<Response, ApiError> {
-    run_heartbeat(&state, &room_id, &b.user_id).await?;
+    run_heartbeat(&state, &caller, &room_id, &b.user_id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// A presence heartbeat of either API: refused while draining.
-pub async fn run_heartbeat(state: &AppState, room_id: &RoomId, user_id: &UserId) -> Result<(), ApiError> {
+/// A presence heartbeat of either API: refused while draining, for another user than the
+/// caller (403), and beyond the caller's limit (429).
+pub async fn run_heartbeat(
+    state: &AppState,
+    caller: &Caller,
+    room_id: &RoomId,
+    user_id: &UserId,
+) -> Result<(), ApiError> {
     if state.lifecycle.is_draining() {
         return Err(ApiError::draining());
     }
+    policy::authorize(caller, Act::Heartbeat(user_id)).map_err(refused)?;
+    state.auth.check_rate(caller).map_err(refused)?;
     Ok(state.rooms.heartbeat(room_id, user_id).await?)
 }
 
 /// Presence heartbeats of many members: 200 `{"alive", "unknown"}`, memory only.
 pub async fn heartbeats(
     State(state): State<AppState>,
+    caller: Caller,
     RoomPath(room_id): RoomPath,
     Json(b): Json<HeartbeatsBody>,
 ) -> Result<axum::Json<HeartbeatsAnswer>, ApiError> {
-    Ok(axum::Json(run_heartbeats(&state, &room_id, &b.user_ids).await?))
+    Ok(axum::Json(run_heartbeats(&state, &caller, &room_id, &b.user_ids).await?))
 }
 
 /// Presence heartbeats of many members, of either API: 1–[`MAX_HEARTBEAT_IDS`] ids (a
-/// repeated one counts once), refused while draining like a single heartbeat.
+/// repeated one counts once), a service's only (403 for a user), refused while draining like
+/// a single heartbeat.
 pub async fn run_heartbeats(
     state: &AppState,
+    caller: &Caller,
     room_id: &RoomId,
     user_ids: &[UserId],
 ) -> Result<HeartbeatsAnswer, ApiError> {
+    policy::authorize(caller, Act::Heartbeats).map_err(refused)?;
     check_heartbeat_ids(user_ids)?;
     if state.lifecycle.is_draining() {
         return Err(ApiError::draining());

@@ -80,13 +80,19 @@ pub(super) fn result_label(result: &Result<CommandResponse, RoomError>) -> &'sta
     }
 }
 
-/// SHA-256 (hex) of the room id and the canonical command body: a repeated `command_id` must
-/// carry the same fingerprint or it is a conflict.
-pub(crate) fn fingerprint(room_id: &RoomId, command: &Command) -> String {
+/// SHA-256 (hex) of the room id, the canonical command body and the caller that sent it: a
+/// repeated `command_id` must carry the same fingerprint or it is a conflict. An anonymous
+/// command (`caller` `None`, `auth.mode: none`) hashes as it did before callers existed, so
+/// the command logs written then still replay.
+pub(crate) fn fingerprint(room_id: &RoomId, command: &Command, caller: Option<&str>) -> String {
     // Cannot fail: serde_json fails only on a map with non-string keys or a `Serialize` impl
     // that errors, and a room id and a `Command` are derived impls over strings, integers
     // and unit variants — no map.
-    let body = serde_json::to_vec(&(room_id, command)).expect("a command always serialises");
+    let body = match caller {
+        None => serde_json::to_vec(&(room_id, command)),
+        Some(caller) => serde_json::to_vec(&(room_id, command, caller)),
+    }
+    .expect("a command always serialises");
     let digest = Sha256::digest(&body);
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -100,8 +106,24 @@ mod tests {
     fn fingerprint_differs_by_body_and_room() {
         let room = RoomId::parse("r").unwrap();
         let join = |u: &str| Command::JoinRoom { user_id: UserId::parse(u).unwrap() };
-        assert_eq!(fingerprint(&room, &join("a")), fingerprint(&room, &join("a")));
-        assert_ne!(fingerprint(&room, &join("a")), fingerprint(&room, &join("b")));
-        assert_ne!(fingerprint(&room, &join("a")), fingerprint(&RoomId::parse("s").unwrap(), &join("a")));
+        assert_eq!(fingerprint(&room, &join("a"), None), fingerprint(&room, &join("a"), None));
+        assert_ne!(fingerprint(&room, &join("a"), None), fingerprint(&room, &join("b"), None));
+        assert_ne!(
+            fingerprint(&room, &join("a"), None),
+            fingerprint(&RoomId::parse("s").unwrap(), &join("a"), None)
+        );
+    }
+
+    #[test]
+    fn fingerprint_differs_by_caller_and_keeps_the_anonymous_one() {
+        let room = RoomId::parse("r").unwrap();
+        let join = Command::JoinRoom { user_id: UserId::parse("a").unwrap() };
+        let alice = fingerprint(&room, &join, Some("user:alice"));
+        assert_ne!(alice, fingerprint(&room, &join, Some("service:gateway")));
+        assert_ne!(alice, fingerprint(&room, &join, None));
+        // What a command logged before callers existed carries (SHA-256 of `["r",{...}]`).
+        let body = serde_json::to_vec(&(&room, &join)).unwrap();
+        let before: String = Sha256::digest(&body).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(fingerprint(&room, &join, None), before);
     }
 }

@@ -15,6 +15,7 @@ pub struct CommandRequest {
     pub(super) command: Command,
     pub(super) transport: Transport,
     pub(super) still: Option<Arc<StillHolds>>,
+    pub(super) caller: Option<String>,
 }
 
 impl CommandRequest {
@@ -28,13 +29,30 @@ impl CommandRequest {
         command: Command,
     ) -> Self {
         let request_id = request_id.into();
-        Self { room_id, command_id, request_id, command, transport: Transport::Internal, still: None }
+        Self {
+            room_id,
+            command_id,
+            request_id,
+            command,
+            transport: Transport::Internal,
+            still: None,
+            caller: None,
+        }
     }
 
     /// The command came in over `transport` (the `transport` label of `room_commands_total`).
     #[must_use]
     pub fn via(mut self, transport: Transport) -> Self {
         self.transport = transport;
+        self
+    }
+
+    /// The command was sent by `caller` (`user:alice`, `service:gateway`; `None`: anonymous):
+    /// part of its identity, so another caller repeating its `command_id` gets 409
+    /// `command_conflict`, never this one's answer.
+    #[must_use]
+    pub fn by(mut self, caller: Option<String>) -> Self {
+        self.caller = caller;
         self
     }
 
@@ -57,6 +75,7 @@ impl std::fmt::Debug for CommandRequest {
             .field("command", &self.command)
             .field("transport", &self.transport)
             .field("conditional", &self.still.is_some())
+            .field("caller", &self.caller)
             .finish()
     }
 }

@@ -123,7 +123,7 @@ impl RoomService {
     /// Applies `request` (idempotent by its command id, and only if its condition holds),
     /// commits it, publishes its events and answers how far each got.
     pub async fn submit(&self, request: CommandRequest) -> Result<CommandResponse, RoomError> {
-        let CommandRequest { room_id, command_id, request_id, command, transport, still } = request;
+        let CommandRequest { room_id, command_id, request_id, command, transport, still, caller } = request;
         let started = tokio::time::Instant::now();
         let name = command.name();
         if let (Command::CreateRoom { .. }, Some(max)) = (&command, self.inner.options.max_room_id_bytes)
@@ -134,7 +134,7 @@ impl RoomService {
             return Err(DomainError::InvalidArgument { field: "room_id", reason }.into());
         }
         let (reply, answer) = oneshot::channel();
-        let fingerprint = fingerprint(&room_id, &command);
+        let fingerprint = fingerprint(&room_id, &command, caller.as_deref());
         let charge = self.inner.payments.charge(&room_id, &command_id, &command);
         let item = Queued { command_id, request_id, command, fingerprint, still, reply };
         // A gift is paid for before it is queued; the answer decides whether the debit stays.

@@ -50,6 +50,10 @@ declare_metrics! {
     COMMANDS_TOTAL: Counter(Count) = "room_commands_total";
     /// Time to handle one room command, by `command`.
     COMMAND_LATENCY_SECONDS: Histogram(Seconds) = "room_command_latency_seconds";
+    /// Public API requests refused by authentication or authorization, by `reason` (missing,
+    /// malformed, bad_signature, expired, not_yet_valid, wrong_issuer, wrong_audience, wrong_app,
+    /// unknown_kid, algorithm, claim, keys_unavailable, forbidden, rate_limited).
+    AUTH_REFUSALS_TOTAL: Counter(Count) = "room_auth_refusals_total";
     /// Room requests forwarded to the node owning the room, by `result` (ok|error).
     COMMANDS_FORWARDED_TOTAL: Counter(Count) = "room_commands_forwarded_total";
     /// Shards whose lease this node holds (all 1024 without a cluster).
@@ -208,6 +212,7 @@ mod tests {
         let mut expected: Vec<_> =
             UNLABELLED_COUNTERS.iter().map(|name| ((*name).to_owned(), zero())).collect();
         expected.extend(["ok", "error"].map(|_| (COMMANDS_FORWARDED_TOTAL.to_owned(), zero())));
+        expected.extend(crate::auth::Reason::ALL.map(|_| (AUTH_REFUSALS_TOTAL.to_owned(), zero())));
         expected.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(counters, expected);
         assert!(expected.iter().any(|(name, _)| name == OUTBOX_LEASE_LOST_TOTAL));

@@ -3,6 +3,7 @@
 
 mod admin;
 mod api;
+mod auth;
 mod cluster;
 mod consumers;
 mod delivery;

@@ -105,7 +105,7 @@ async fn one_run(
     let stop = CancellationToken::new();
     let sampler = consumers.then(|| tokio::spawn(sample(metrics_url, samples.clone(), stop.clone())));
     let base = format!("http://{}", running.addr);
-    let measured = run_service(&base, plans, args, status).await;
+    let measured = run_service(&base, plans, args, status, None).await;
     let lag = match (&measured, consumers) {
         (Ok(_), true) => Some(caught_up(status, &samples).await),
         _ => None,

@@ -10,10 +10,12 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::secret::Secret;
 
+mod auth;
 mod delivery;
 mod rooms;
 mod server;
 
+pub(crate) use auth::*;
 pub(crate) use delivery::*;
 pub(crate) use rooms::*;
 pub(crate) use server::*;
@@ -77,6 +79,8 @@ pub(crate) fn default_keys() -> Vec<(String, serde_json::Value)> {
         ("tencent_im.secret_key", &defaults.tencent_im.secret_key),
         ("redis.url", &defaults.redis.url),
         ("consumers.webhook.secret", &defaults.consumers.webhook.secret),
+        ("auth.service_tokens", &defaults.auth.service_tokens),
+        ("auth.jwt.secret", &defaults.auth.jwt.secret),
     ];
     let mut keys = Vec::new();
     let tree = serde_json::to_value(&defaults).expect("plain structs of strings and numbers serialize");
@@ -101,6 +105,9 @@ pub(crate) struct RawConfig {
     /// The gRPC server (`room.v1.RoomService`, health, reflection).
     #[serde(deserialize_with = "null_as_default")]
     pub grpc: RawGrpc,
+    /// Authentication and authorization of the public API (HTTP and gRPC).
+    #[serde(deserialize_with = "null_as_default")]
+    pub auth: RawAuth,
     /// The database holding rooms, the command log and the outbox.
     #[serde(deserialize_with = "null_as_default")]
     pub database: RawDatabase,

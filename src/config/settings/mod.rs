@@ -4,10 +4,12 @@
 
 use std::path::PathBuf;
 
+mod auth;
 mod delivery;
 mod rooms;
 mod server;
 
+pub use auth::*;
 pub use delivery::*;
 pub use rooms::*;
 pub use server::*;
@@ -22,6 +24,8 @@ pub struct Settings {
     pub http: HttpSettings,
     /// The gRPC server.
     pub grpc: GrpcSettings,
+    /// Authentication and authorization of the public API.
+    pub auth: AuthSettings,
     /// The database.
     pub database: DatabaseSettings,
     /// Tencent Cloud IM; `None` when `tencent_im.enabled` is false (events go to the log sink,

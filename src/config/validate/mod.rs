@@ -16,19 +16,21 @@ use super::rules::{
     parse_duration, sanitize_node_id,
 };
 use super::settings::{
-    Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings, DEFAULT_BATCH_SIZE,
-    DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HttpSettings, IM_BATCH_BYTES_RANGE,
-    ImBatchSettings, ImRateLimitSettings, LogFormat, LogSettings, MAX_BATCH_SIZE, MAX_COMMIT_BATCH,
-    MAX_HTTP_LIMIT, MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_SYNC_PUBLISH_WAIT, OutboxWorkerSettings,
-    PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
-    WalletSettings, WebhookSettings,
+    AuthSettings, Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings,
+    DEFAULT_BATCH_SIZE, DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HttpSettings,
+    IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, LogFormat, LogSettings, MAX_BATCH_SIZE,
+    MAX_COMMIT_BATCH, MAX_HTTP_LIMIT, MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_SYNC_PUBLISH_WAIT,
+    OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings,
+    TencentImSettings, WalletSettings, WebhookSettings,
 };
 use crate::secret::Secret;
 
+mod auth;
 mod delivery;
 mod rooms;
 mod server;
 
+use auth::*;
 use delivery::*;
 use rooms::*;
 use server::*;
@@ -51,6 +53,7 @@ pub(crate) fn validate(
     let settings = Settings {
         node_id,
         grpc: grpc(&mut p, raw.grpc, &raw.http),
+        auth: AuthSettings::default(),
         http: http(&mut p, raw.http),
         database: database(&mut p, raw.database),
         tencent_im: tencent_im(&mut p, raw.tencent_im),
@@ -72,7 +75,8 @@ pub(crate) fn validate(
         source,
     };
     let backend = settings.database.backend();
-    let settings = Settings { cluster: cluster(&mut p, raw.cluster, backend), ..settings };
+    let auth = auth(&mut p, raw.auth, &settings.http, &settings.grpc, settings.tencent_im.as_ref());
+    let settings = Settings { cluster: cluster(&mut p, raw.cluster, backend), auth, ..settings };
     match ConfigError::from_list(p.0) {
         Some(error) => Err(error),
         None => Ok(settings),

@@ -71,6 +71,7 @@ pub fn router_state(db: &super::TestDb) -> room_service::http::AppState {
         metrics: None,
         forwarder: None,
         node: Default::default(),
+        auth: Default::default(),
     }
 }
 

@@ -11,7 +11,9 @@
 //! the service runs; then, the tables emptied again, the service runs the same load with the
 //! default `im_rate_limit` (190 calls/s app-wide, 35/s per group): far more IM-bound events
 //! per second than Tencent takes, so most are left pending for the worker — the figures of that
-//! run show what this overload costs the command path.
+//! run show what this overload costs the command path. Last, the not-binding run is repeated
+//! with `auth.mode: jwt` (HS256, then RS256), every command carrying its user's token
+//! (`auth`): what verification costs per command.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -30,8 +32,10 @@ use crate::command_raw::{Tx, precompute, run_raw};
 use crate::report::Line;
 use crate::support::{self, Acceptances, BenchDb, CpuTimes, Samples, global_status, ms};
 
+mod auth;
 mod service;
 
+pub(crate) use auth::Tokens;
 pub(crate) use service::run_service;
 use service::{ServiceRun, service_run};
 
@@ -171,8 +175,8 @@ pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
 
     // The service, fake IM at 0 ms and its limits off, the rate limiter not binding; then the
     // same with the default im_rate_limit.
-    let unlimited = service_run(args, db, plans.clone(), &NOT_BINDING).await?;
-    let limited = service_run(args, db, plans, &[]).await?;
+    let unlimited = service_run(args, db, plans.clone(), &NOT_BINDING, None).await?;
+    let limited = service_run(args, db, plans.clone(), &[], None).await?;
     let (svc, marker) = (&unlimited.run, unlimited.marks);
     let (svc_n, svc_samples, raw_samples) = (svc.n, &svc.samples, &raw.samples);
 
@@ -188,7 +192,9 @@ pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let (raw_p99, svc_p99) = (raw_samples.pct(99.0), svc_samples.pct(99.0));
     let p99_ratio = svc_p99.as_secs_f64() / raw_p99.as_secs_f64().max(1e-9);
     let shape = format!("{} clients, {} rooms, {} commands", args.clients, args.rooms, svc_n);
-    Ok(vec![
+    // The same load with every command's token verified (HS256, RS256).
+    let authed = auth::runs(args, db, &plans, svc_rate).await?;
+    let mut lines = vec![
         Line::new(
             "B1 commands/s (service ÷ raw)",
             format!("{svc_rate:.0}/s"),
@@ -271,5 +277,7 @@ pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
                 cpu_budget(lim)
             ),
         ),
-    ])
+    ];
+    lines.extend(authed);
+    Ok(lines)
 }

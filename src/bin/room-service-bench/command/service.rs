@@ -2,22 +2,25 @@
 
 use super::*;
 
-/// The service over HTTP: every client posts its commands one after another.
+/// The service over HTTP: every client posts its commands one after another, each with its
+/// user's bearer token when `tokens` are given.
 pub(crate) async fn run_service(
     base: &str,
     plans: Vec<Plan>,
     args: &Args,
     status: &MySqlPool,
+    tokens: Option<&Tokens>,
 ) -> anyhow::Result<(Run, i64)> {
     let http = reqwest::Client::new();
-    let post = |path: String, body: serde_json::Value| {
-        crate::support::post_ok(http.clone(), format!("{base}{path}"), body)
+    let post = |path: String, body: serde_json::Value, command: &Command| {
+        let token = tokens.and_then(|t| t.of(super::auth::actor(command))).map(str::to_owned);
+        crate::support::post_ok_as(http.clone(), format!("{base}{path}"), body, token)
     };
     for (client, (creates, _)) in plans.iter().enumerate() {
         let rooms = (client..args.rooms.max(args.clients)).step_by(args.clients);
         for (room, command) in rooms.zip(creates) {
             let (path, body) = request(&format!("r{room}"), &format!("create-{room}"), command);
-            post(path, body).await?;
+            post(path, body, command).await?;
         }
     }
     let before = global_status(status, &COUNTERS).await?;
@@ -29,7 +32,7 @@ pub(crate) async fn run_service(
             for (n, (room, command)) in timed.iter().enumerate() {
                 let (path, body) = request(room, &format!("svc-{client}-{n}"), command);
                 let t = Instant::now();
-                post(path, body).await?;
+                post(path, body, command).await?;
                 samples.push(t.elapsed());
             }
             anyhow::Ok(samples)
@@ -56,13 +59,14 @@ pub(super) struct ServiceRun {
     pub(super) im_events: i64,
 }
 
-/// Starts the service with `overrides`, runs the plans (creates, then the timed commands),
-/// stops it and empties the tables.
+/// Starts the service with `overrides`, runs the plans (creates, then the timed commands,
+/// with `tokens` when given), stops it and empties the tables.
 pub(super) async fn service_run(
     args: &Args,
     db: &BenchDb,
     plans: Vec<Plan>,
     overrides: &[(&str, &str)],
+    tokens: Option<&Tokens>,
 ) -> anyhow::Result<ServiceRun> {
     let im = support::fake_im(Duration::ZERO).await?;
     let pool = POOL.to_string();
@@ -75,7 +79,7 @@ pub(super) async fn service_run(
     let running = app::start(settings, publisher).await?;
     let rooms = running.rooms.clone();
     let base = format!("http://{}", running.addr);
-    let measured = run_service(&base, plans, args, &status).await;
+    let measured = run_service(&base, plans, args, &status, tokens).await;
     let sync_accepted = {
         let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.values().filter(|(path, _)| *path == PublishPath::Sync).count()

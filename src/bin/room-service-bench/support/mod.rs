@@ -281,7 +281,21 @@ pub fn unix_ms() -> i64 {
 
 /// POSTs `body` as JSON to `url`; anything but a 2xx is an error naming the status and body.
 pub async fn post_ok(http: reqwest::Client, url: String, body: serde_json::Value) -> anyhow::Result<()> {
-    let response = http.post(url).json(&body).send().await?;
+    post_ok_as(http, url, body, None).await
+}
+
+/// As [`post_ok`], with `token` as the bearer token when given.
+pub async fn post_ok_as(
+    http: reqwest::Client,
+    url: String,
+    body: serde_json::Value,
+    token: Option<String>,
+) -> anyhow::Result<()> {
+    let mut request = http.post(url).json(&body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await?;
     anyhow::ensure!(
         response.status().is_success(),
         "HTTP {}: {}",

@@ -179,10 +179,33 @@ pub fn verify(
     identifier: &str,
     now_secs: u64,
 ) -> Result<SigInfo, UserSigError> {
-    let Document { info, sig, userbuf } = decode_document(usersig)?;
-    if info.identifier != identifier {
+    let document = decode_document(usersig)?;
+    if document.info.identifier != identifier {
         return Err(UserSigError::IdentifierMismatch);
     }
+    check(document, secret_key, sdk_app_id, now_secs)
+}
+
+/// Verifies a usersig the way Tencent does, for whichever identifier it names (a client
+/// presenting its own: the identifier is who it is): decodable, issued for this app, signed
+/// with this key, not expired at `now_secs`.
+pub fn verify_own(
+    usersig: &str,
+    secret_key: &str,
+    sdk_app_id: u64,
+    now_secs: u64,
+) -> Result<SigInfo, UserSigError> {
+    check(decode_document(usersig)?, secret_key, sdk_app_id, now_secs)
+}
+
+/// The checks of [`verify`] after the identifier: app, signature, expiry.
+fn check(
+    document: Document,
+    secret_key: &str,
+    sdk_app_id: u64,
+    now_secs: u64,
+) -> Result<SigInfo, UserSigError> {
+    let Document { info, sig, userbuf } = document;
     if info.sdk_app_id != sdk_app_id {
         return Err(UserSigError::AppIdMismatch);
     }

@@ -122,3 +122,13 @@ fn cache_debug_shows_no_secret() {
     let debug = format!("{cache:?}");
     assert!(!debug.contains(KEY) && !debug.contains(sig.expose()), "{debug}");
 }
+
+#[test]
+fn verify_own_takes_the_identifier_the_sig_names_and_checks_the_rest() {
+    let sig = generate(KEY, APP, "bob", 100, TIME);
+    assert_eq!(verify_own(&sig, KEY, APP, TIME + 100).expect("valid").identifier, "bob");
+    assert_eq!(verify_own(&sig, "other-key", APP, TIME), Err(UserSigError::BadSignature));
+    assert_eq!(verify_own(&sig, KEY, APP + 1, TIME), Err(UserSigError::AppIdMismatch));
+    assert_eq!(verify_own(&sig, KEY, APP, TIME + 101), Err(UserSigError::Expired));
+    assert_eq!(verify_own("not a sig", KEY, APP, TIME), Err(UserSigError::Undecodable));
+}

@@ -1,0 +1,70 @@
+//! `auth.per_user_commands_per_sec`: a GCRA per caller (governor, keyed by user), bursts of up
+//! to one second's worth. A refused command answers how long until the next one is taken.
+
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+
+use super::AuthError;
+use crate::domain::UserId;
+
+/// The keyed limiter forgets idle callers every this many checks.
+const RETAIN_EVERY: u64 = 4096;
+
+/// One GCRA per user.
+#[derive(Debug)]
+pub struct CommandLimiter {
+    per_sec: u32,
+    limiter: DefaultKeyedRateLimiter<UserId>,
+    checks: AtomicU64,
+}
+
+impl CommandLimiter {
+    /// A limiter of `per_sec` commands per second per user; `None` for 0 (no limit).
+    pub fn new(per_sec: u32) -> Option<Self> {
+        let rate = NonZeroU32::new(per_sec)?;
+        let limiter = RateLimiter::keyed(Quota::per_second(rate));
+        Some(Self { per_sec, limiter, checks: AtomicU64::new(0) })
+    }
+
+    /// Takes one command of `user`, or says how long until one more would be taken.
+    pub fn check(&self, user: &UserId) -> Result<(), AuthError> {
+        if self.checks.fetch_add(1, Ordering::Relaxed) % RETAIN_EVERY == RETAIN_EVERY - 1 {
+            self.limiter.retain_recent();
+        }
+        self.limiter.check_key(user).map_err(|not_until| AuthError::RateLimited {
+            per_sec: self.per_sec,
+            retry_after: not_until
+                .wait_time_from(DefaultClock::default().now())
+                .max(Duration::from_millis(1)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_over_the_limit_is_refused_for_that_user_only() {
+        let limiter = CommandLimiter::new(3).expect("a limit");
+        let (alice, bob) = (UserId::parse("alice").unwrap(), UserId::parse("bob").unwrap());
+        for _ in 0..3 {
+            limiter.check(&alice).expect("within the burst");
+        }
+        match limiter.check(&alice) {
+            Err(AuthError::RateLimited { per_sec: 3, retry_after }) => {
+                assert!(
+                    retry_after > Duration::ZERO && retry_after <= Duration::from_millis(334),
+                    "{retry_after:?}"
+                );
+            }
+            other => panic!("expected rate_limited, got {other:?}"),
+        }
+        limiter.check(&bob).expect("bob has his own limit");
+        assert!(CommandLimiter::new(0).is_none(), "0 is no limit");
+    }
+}

@@ -1,0 +1,48 @@
+//! Who a public request is from (SPEC §12.3): the middleware of the `/v1/rooms` routes that
+//! verifies the `Authorization` bearer token with the service's [`Auth`](crate::auth::Auth)
+//! and puts the [`Caller`] in the request's extensions for the handlers (a refusal answers 401
+//! with `WWW-Authenticate` and is counted). Reads pass without a token while
+//! `auth.public_reads`. It sits outside the cluster forwarding: a request is verified where it
+//! arrives (a bad token never travels), and again by the owner it is forwarded to, which
+//! gets the very header.
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use super::error::ApiError;
+use crate::auth::Caller;
+
+/// The middleware: authenticates the request (reads only when they are not public).
+pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let read = request.method() == Method::GET;
+    if read && state.auth.public_reads() {
+        request.extensions_mut().insert(Caller::Anonymous);
+        return next.run(request).await;
+    }
+    let authorization = request.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
+    match state.auth.authenticate(authorization).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(refused) => ApiError::from(refused.counted()).into_response(),
+    }
+}
+
+/// The caller [`authenticate`] found. A route without that middleware has no caller and
+/// answers 500 rather than act for nobody in particular.
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+            tracing::error!("A room route ran without the caller middleware");
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the request's caller is unknown")
+        })
+    }
+}
