@@ -9,10 +9,11 @@ scripts/ensure-mariadb.sh
 # The independent Tencent IM peer (tests/peer) checks usersigs with Tencent's official package.
 python3 -c "import TLSSigAPIv2" 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore tls-sig-api-v2==1.1
-# The independent gRPC client (tests/peer/grpc_client.py) generates its stubs with grpcio-tools.
-python3 -c "import grpc, grpc_tools" 2>/dev/null ||
+# The independent gRPC client (tests/peer/grpc_client.py) generates its stubs with grpcio-tools;
+# the reflection client (tests/peer/grpc_reflection_client.py) is grpcio-reflection's.
+python3 -c "import grpc, grpc_tools, grpc_reflection" 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-        grpcio==1.85.1 grpcio-tools==1.85.1
+        grpcio==1.85.1 grpcio-tools==1.85.1 grpcio-reflection==1.85.1
 # The clock-skew fault row runs nodes under faketime (Debian's faketime package).
 if ! command -v faketime >/dev/null 2>&1; then
     if [ "$(id -u)" -ne 0 ]; then
