@@ -37,6 +37,7 @@ use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
 use crate::telemetry;
 
+mod series;
 mod tasks;
 mod wiring;
 
@@ -105,6 +106,7 @@ pub async fn start_with_redis(
         .await
         .with_context(|| format!("opening database {}", db.redacted_url()))?;
     let metrics = telemetry::install_metrics();
+    series::register_zero_series(&settings);
     let keeper = match settings.cluster.enabled {
         true => Some(join_cluster(&settings, &repo, redis.clone()).await?),
         false => None,
