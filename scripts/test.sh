@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite: starts what the tests need (MariaDB), then formatting, lints and
 # every test (unit tests, and the integration binary against real MariaDB, real SQLite files
-# and the fake Tencent IM over loopback HTTP), then the fault matrix.
+# and the fake Tencent IM over loopback HTTP), then the fault matrix; at exit, the check that
+# no process the tests started is left running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Last, however the run ends (a failed step included): no process the tests started may
+# outlive them; scripts/check-leaks.sh names and kills any left, and fails the run.
+trap 'status=$?; scripts/check-leaks.sh || status=1; exit "$status"' EXIT
 
 scripts/ensure-mariadb.sh
 # The independent Tencent IM peer (tests/peer) checks usersigs with Tencent's official package.

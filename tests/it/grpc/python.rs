@@ -4,26 +4,17 @@
 //! which speaks reflection v1alpha only. `scripts/test.sh` installs grpcio, grpcio-tools and
 //! grpcio-reflection.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::free_port;
-
-struct Service(Child);
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::support::{Spawned, free_port};
 
 /// Starts the binary on a fresh SQLite file and waits until it is ready; returns it with the
 /// address of its gRPC listener.
-async fn serve(dir: &std::path::Path) -> (Service, String) {
+async fn serve(dir: &std::path::Path) -> (Spawned, String) {
     let db_url = format!("sqlite://{}/rooms.db?mode=rwc", dir.display());
     let (port, grpc_port) = (free_port(), free_port());
-    let service = Service(
+    let service = Spawned::spawn(
         Command::new(env!("CARGO_BIN_EXE_room-service"))
             .args(["--config", "config/config.yaml", "serve"])
             .env("ROOM_SERVICE__DATABASE__URL", &db_url)
@@ -32,9 +23,8 @@ async fn serve(dir: &std::path::Path) -> (Service, String) {
             .env("ROOM_SERVICE__GRPC__LISTEN", format!("127.0.0.1:{grpc_port}"))
             .env("ROOM_SERVICE__LOG__LEVEL", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn room-service"),
+            .stderr(Stdio::null()),
+        "room-service",
     );
     let client = reqwest::Client::new();
     let mut ready = false;
