@@ -41,7 +41,8 @@ mod series;
 mod tasks;
 mod wiring;
 
-use tasks::{join_cluster, run_metrics_upkeep, shutdown_signal, spawn_consumers, spawn_outbox_worker};
+pub use tasks::shutdown_signal;
+use tasks::{join_cluster, run_metrics_upkeep, spawn_consumers, spawn_outbox_worker};
 pub use wiring::{im_leaf, im_stack, pack_limits, rate_limit, rate_limit_layer, wallet};
 
 /// Extra time granted to workers beyond one publish timeout when stopping.
