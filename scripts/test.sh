@@ -33,6 +33,10 @@ scripts/check-compose.sh
 # The Docker build context (no engine here): broken contexts must fail, the real one passes
 # cargo check --release in target/docker-context-check (minutes the first time, then seconds).
 scripts/check-docker-context.sh --self-test
+# The image itself, built and run, where an engine runs and the base images are present
+# (scripts/check-image.sh); elsewhere (CI: no engine running) it says so and exits 0 at once.
+# It never starts an engine nor builds a base image.
+scripts/check-image.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 # The API docs: a broken intra-doc link fails the run.
