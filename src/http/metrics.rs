@@ -42,7 +42,7 @@ pub async fn track(request: Request, next: Next) -> Response {
 const ZERO_STATUSES: [&str; 3] = ["2xx", "4xx", "5xx"];
 
 /// Exports `http_requests_total` at 0 for every `(method, route)` of `routes` and status class
-/// of [`ZERO_STATUSES`], and an empty `http_request_duration_seconds` for each.
+/// (2xx, 4xx, 5xx), and an empty `http_request_duration_seconds` for each.
 pub fn register_zero(routes: &[(&'static str, &'static str)]) {
     for &(method, route) in routes {
         let _ = metrics::histogram!(
