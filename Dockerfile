@@ -1,7 +1,9 @@
-# syntax=docker/dockerfile:1
 # room-service image: a release build on the Rust image, run on debian:bookworm-slim as a
 # non-root user. Build: `docker build -t room-service .` (docker-compose.yml does it for you).
-# Needs BuildKit (the default builder since Docker 23) for the RUN cache mounts.
+# Needs BuildKit (the default builder since Docker 23; DOCKER_BUILDKIT=1 before) for the RUN
+# cache mounts, which its built-in Dockerfile frontend understands: there is no `# syntax=`
+# line, which would pull a frontend image from Docker Hub on every build and fail offline.
+# scripts/check-image.sh builds and runs this image where an engine is running.
 
 ARG RUST_VERSION=1.95
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite: starts what the tests need (MariaDB), then formatting, lints and
 # every test (unit tests, and the integration binary against real MariaDB, real SQLite files
-# and the fake Tencent IM over loopback HTTP), then the fault matrix.
+# and the fake Tencent IM over loopback HTTP), then the fault matrix; at exit, the check that
+# no process the tests started is left running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Last, however the run ends (a failed step included): no process the tests started may
+# outlive them; scripts/check-leaks.sh names and kills any left, and fails the run.
+trap 'status=$?; scripts/check-leaks.sh || status=1; exit "$status"' EXIT
 
 scripts/ensure-mariadb.sh
 # The independent Tencent IM peer (tests/peer) checks usersigs with Tencent's official package.
@@ -13,10 +17,11 @@ python3 -c "import TLSSigAPIv2" 2>/dev/null ||
 python3 -c "import jwt, cryptography" 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
         PyJWT==2.15.1 cryptography==50.0.2
-# The independent gRPC client (tests/peer/grpc_client.py) generates its stubs with grpcio-tools.
-python3 -c "import grpc, grpc_tools" 2>/dev/null ||
+# The independent gRPC client (tests/peer/grpc_client.py) generates its stubs with grpcio-tools;
+# the reflection client (tests/peer/grpc_reflection_client.py) is grpcio-reflection's.
+python3 -c "import grpc, grpc_tools, grpc_reflection" 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-        grpcio==1.85.1 grpcio-tools==1.85.1
+        grpcio==1.85.1 grpcio-tools==1.85.1 grpcio-reflection==1.85.1
 # The clock-skew fault row runs nodes under faketime (Debian's faketime package).
 if ! command -v faketime >/dev/null 2>&1; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -32,6 +37,10 @@ scripts/check-compose.sh
 # The Docker build context (no engine here): broken contexts must fail, the real one passes
 # cargo check --release in target/docker-context-check (minutes the first time, then seconds).
 scripts/check-docker-context.sh --self-test
+# The image itself, built and run, where an engine runs and the base images are present
+# (scripts/check-image.sh); elsewhere (CI: no engine running) it says so and exits 0 at once.
+# It never starts an engine nor builds a base image.
+scripts/check-image.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 # The API docs: a broken intra-doc link fails the run.

@@ -204,11 +204,9 @@ async fn run_fake_im(args: FakeImArgs) -> anyhow::Result<()> {
     };
     let listener = tokio::net::TcpListener::bind(args.listen).await.context("binding --listen")?;
     tracing::info!(addr = %args.listen, "Fake Tencent IM listening");
-    fake_im::server::serve::<fake_im::FakeState>(listener, options, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
-    .context("fake IM server")
+    fake_im::server::serve::<fake_im::FakeState>(listener, options, app::shutdown_signal())
+        .await
+        .context("fake IM server")
 }
 
 async fn run_fake_wallet(args: FakeWalletArgs) -> anyhow::Result<()> {
@@ -216,9 +214,7 @@ async fn run_fake_wallet(args: FakeWalletArgs) -> anyhow::Result<()> {
     let options = FakeWalletOptions { initial_balance: args.initial_balance };
     let listener = tokio::net::TcpListener::bind(args.listen).await.context("binding --listen")?;
     tracing::info!(addr = %args.listen, initial_balance = args.initial_balance, "Fake wallet listening");
-    fake_im::server::serve::<fake_wallet::FakeWalletState>(listener, options, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
-    .context("fake wallet server")
+    fake_im::server::serve::<fake_wallet::FakeWalletState>(listener, options, app::shutdown_signal())
+        .await
+        .context("fake wallet server")
 }

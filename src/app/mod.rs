@@ -37,10 +37,12 @@ use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
 use crate::telemetry;
 
+mod series;
 mod tasks;
 mod wiring;
 
-use tasks::{join_cluster, run_metrics_upkeep, shutdown_signal, spawn_consumers, spawn_outbox_worker};
+pub use tasks::shutdown_signal;
+use tasks::{join_cluster, run_metrics_upkeep, spawn_consumers, spawn_outbox_worker};
 pub use wiring::{auth, im_leaf, im_stack, pack_limits, rate_limit, rate_limit_layer, wallet};
 
 /// Extra time granted to workers beyond one publish timeout when stopping.
@@ -105,6 +107,7 @@ pub async fn start_with_redis(
         .await
         .with_context(|| format!("opening database {}", db.redacted_url()))?;
     let metrics = telemetry::install_metrics();
+    series::register_zero_series(&settings);
     let keeper = match settings.cluster.enabled {
         true => Some(join_cluster(&settings, &repo, redis.clone()).await?),
         false => None,

@@ -117,7 +117,10 @@ pub(super) async fn run_metrics_upkeep(
     }
 }
 
-pub(super) async fn shutdown_signal() {
+/// Completes on the first SIGTERM (what `docker stop` and orchestrators send) or SIGINT
+/// (Ctrl-C): the stop signal of `serve` and of the fakes (`fake-im`, `fake-wallet`), which run
+/// as a container's first process too.
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         if let Err(error) = tokio::signal::ctrl_c().await {
             tracing::error!(%error, "Cannot listen for SIGINT");

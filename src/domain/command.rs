@@ -57,6 +57,10 @@ pub enum Command {
 }
 
 impl Command {
+    /// Every [name](Self::name), in declaration order.
+    pub const NAMES: [&'static str; 5] =
+        ["create_room", "join_room", "leave_room", "send_gift", "close_room"];
+
     /// Bounded name used in logs, metrics and the command log.
     pub fn name(&self) -> &'static str {
         match self {

@@ -5,7 +5,9 @@
 //!   reserved-prefix checks included), so both APIs share one command path; failures map to
 //!   standard status codes ([`status`]);
 //! - `grpc.health.v1.Health` ([`health`]): follows readiness (`/readyz`);
-//! - server reflection (v1), listing both services.
+//! - server reflection, listing both services, in both versions clients speak: `v1` and
+//!   `v1alpha` (Python's `grpcio-reflection`, older grpcurl and several GUI clients speak only
+//!   the latter), both answered from the same descriptor sets.
 //!
 //! Every call goes through the layers of [`router`]: a request id (`x-request-id`, generated
 //! when absent, echoed back), one tracing span, panics caught into `INTERNAL`, and a deadline (the client's `grpc-timeout`,
@@ -73,14 +75,15 @@ impl Default for GrpcOptions {
 /// The gRPC services behind their layers: a request id set (or kept) outermost so the span
 /// carries it, the span, the id echoed on the answer, then the deadline around the call.
 pub fn router(state: AppState, options: GrpcOptions) -> anyhow::Result<axum::Router> {
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    let reflection_v1 = reflection().build_v1()?;
+    let reflection_v1alpha = reflection().build_v1alpha()?;
     let rooms = pb::room_service_server::RoomServiceServer::new(rooms::GrpcRooms::new(state.clone()))
         .max_decoding_message_size(options.max_message_bytes);
     let health = tonic_health::pb::health_server::HealthServer::new(health::Readiness::new(state));
-    let routes = tonic::service::Routes::new(rooms).add_service(health).add_service(reflection);
+    let routes = tonic::service::Routes::new(rooms)
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
     Ok(routes
         .prepare()
         .into_axum_router()
@@ -89,6 +92,14 @@ pub fn router(state: AppState, options: GrpcOptions) -> anyhow::Result<axum::Rou
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_grpc().make_span_with(call_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid)))
+}
+
+/// Server reflection over the descriptor sets of the room and health services (each version
+/// of the reflection service is built from its own builder).
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
 }
 
 /// A panicking handler answers `INTERNAL` (logged and counted like an HTTP handler's panic);

@@ -1,5 +1,6 @@
 //! HTTP server metrics: requests by method, matched route and status class, and their
 //! latency. Labels are bounded: the route template (`/v1/rooms/{room_id}/join`), never a path.
+//! [`register_zero`] exports the series of the public API at 0 before its first request.
 
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
@@ -34,4 +35,29 @@ pub async fn track(request: Request, next: Next) -> Response {
     )
     .increment(1);
     response
+}
+
+/// The status classes whose request counts are exported at 0: success and both error classes
+/// (the dashboard's error panel reads `4xx` and `5xx`).
+const ZERO_STATUSES: [&str; 3] = ["2xx", "4xx", "5xx"];
+
+/// Exports `http_requests_total` at 0 for every `(method, route)` of `routes` and status class
+/// (2xx, 4xx, 5xx), and an empty `http_request_duration_seconds` for each.
+pub fn register_zero(routes: &[(&'static str, &'static str)]) {
+    for &(method, route) in routes {
+        let _ = metrics::histogram!(
+            names::HTTP_REQUEST_DURATION_SECONDS,
+            names::LABEL_METHOD => method,
+            names::LABEL_ROUTE => route
+        );
+        for status in ZERO_STATUSES {
+            metrics::counter!(
+                names::HTTP_REQUESTS_TOTAL,
+                names::LABEL_METHOD => method,
+                names::LABEL_ROUTE => route,
+                names::LABEL_STATUS => status
+            )
+            .increment(0);
+        }
+    }
 }

@@ -128,6 +128,21 @@ impl Default for PublicOptions {
     }
 }
 
+/// The routes of the public API, `(method, template)`, as [`public_router`] declares them:
+/// their request series are exported at 0 from startup ([`metrics::register_zero`]). Keep it
+/// in step with the router.
+pub const V1_ROUTES: [(&str, &str); 9] = [
+    ("POST", "/v1/rooms"),
+    ("GET", "/v1/rooms/{room_id}"),
+    ("POST", "/v1/rooms/{room_id}/join"),
+    ("POST", "/v1/rooms/{room_id}/leave"),
+    ("POST", "/v1/rooms/{room_id}/gifts"),
+    ("POST", "/v1/rooms/{room_id}/close"),
+    ("POST", "/v1/rooms/{room_id}/heartbeat"),
+    ("POST", "/v1/rooms/{room_id}/heartbeats"),
+    ("GET", "/v1/rooms/{room_id}/members"),
+];
+
 /// The public listener's router: `/v1/*` behind the edge, plus `/healthz` and `/readyz`.
 pub fn public_router(state: AppState, options: PublicOptions) -> Router {
     let v1 = Router::new()

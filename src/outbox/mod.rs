@@ -42,6 +42,20 @@ use crate::publish::pack::PackLimits;
 use crate::publish::{Event, Priority, Publisher};
 use crate::store::{ClaimScope, OutboxQueue, OutboxRow, StoreError};
 
+/// Exports the worker's counters of a known label set at 0 before its first event:
+/// `room_outbox_parked_total` for every event type and every reason a row is parked with (the
+/// first parked row then shows as an `increase()`, and the dashboard's parked panel reads 0
+/// instead of "No data"). `room_outbox_publish_paused` is set to 0 when the worker starts.
+pub fn register_zero_series() {
+    use crate::telemetry::names::{LABEL_EVENT_TYPE, LABEL_REASON, OUTBOX_PARKED_TOTAL};
+    for event_type in crate::domain::EventType::ALL {
+        for reason in policy::PARK_REASONS {
+            metrics::counter!(OUTBOX_PARKED_TOTAL, LABEL_EVENT_TYPE => event_type.as_str(), LABEL_REASON => reason)
+                .increment(0);
+        }
+    }
+}
+
 /// Messages per second one room may get when [`OutboxWorker::with_per_room_rate`] is not
 /// called (below Tencent's 40 per group).
 pub const DEFAULT_PER_ROOM_RATE: u32 = 35;

@@ -16,6 +16,15 @@ use crate::config::OutboxWorkerSettings;
 use crate::publish::{ErrorClass, classify, error::reason};
 use crate::store::{Mark, short_error};
 
+/// Every `reason` a row is parked with (label of `room_outbox_parked_total`): a permanent
+/// refusal's reason ([`reason`]: the class name, or the IM leaf's more precise one), running
+/// out of attempts, or an envelope that cannot be decoded.
+pub(super) const PARK_REASONS: [&str; 5] =
+    ["permanent", "group_id_too_long", "message_too_large", "max_attempts", UNDECODABLE];
+
+/// The reason of a row parked because its envelope cannot be decoded.
+pub(super) const UNDECODABLE: &str = "undecodable";
+
 /// The decision for one failed row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Failure {
@@ -107,6 +116,28 @@ mod tests {
         );
         let too_long = decide(0, 0, ImError::GroupIdTooLong { len: 60, limit: 48 });
         assert!(matches!(too_long, Failure::Mark(Mark::Park { reason: "group_id_too_long", .. })));
+    }
+
+    #[test]
+    fn every_park_reason_is_one_of_the_declared_reasons() {
+        let failures = [
+            decide(0, 0, ImError::im(10010, "group dissolved")),
+            decide(0, 0, ImError::GroupIdTooLong { len: 60, limit: 48 }),
+            decide(0, 0, ImError::TooLarge { size: 20_000, limit: 12_000 }),
+            decide(3, 2, ImError::im(90994, "x")),
+        ];
+        let mut reasons: Vec<_> = failures
+            .iter()
+            .filter_map(|f| match f {
+                Failure::Mark(Mark::Park { reason, .. }) => Some(*reason),
+                _ => None,
+            })
+            .collect();
+        reasons.push(UNDECODABLE);
+        assert_eq!(reasons.len(), 5, "{reasons:?}");
+        for reason in reasons {
+            assert!(PARK_REASONS.contains(&reason), "{reason} is not in PARK_REASONS");
+        }
     }
 
     #[test]

@@ -24,6 +24,17 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
+    /// Every class, in declaration order.
+    pub const ALL: [ErrorClass; 7] = [
+        ErrorClass::Timeout,
+        ErrorClass::Transient,
+        ErrorClass::RateLimited,
+        ErrorClass::AuthRefresh,
+        ErrorClass::Configuration,
+        ErrorClass::Permanent,
+        ErrorClass::Throttled,
+    ];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -167,6 +167,11 @@ pub enum Path {
 }
 
 impl Path {
+    /// True for the paths that call Tencent IM (the synchronous push and the outbox worker).
+    pub fn calls_im(self) -> bool {
+        matches!(self, Path::Sync | Path::Worker)
+    }
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -188,6 +193,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Outcome; 2] = [Outcome::Delivered, Outcome::Skipped];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {

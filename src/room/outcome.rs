@@ -60,7 +60,12 @@ pub(crate) struct LoggedEvent {
     pub event_type: String,
 }
 
-/// The `result` label of `room_commands_total` for a command's answer.
+/// Every value [`result_label`] answers.
+pub(super) const RESULT_LABELS: [&str; 7] =
+    ["replayed", "applied", "not_applied", "rejected", "conflict", "unavailable", "corrupt"];
+
+/// The `result` label of `room_commands_total` for a command's answer (one of
+/// [`RESULT_LABELS`]).
 pub(super) fn result_label(result: &Result<CommandResponse, RoomError>) -> &'static str {
     match result {
         Ok(r) if r.replayed => "replayed",

@@ -9,7 +9,7 @@
 //! (docs/RELIABILITY.md).
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::free_port;
+use crate::support::{Spawned, free_port};
 
 fn rss_kb(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -29,9 +29,10 @@ fn rss_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn spawn(dir: &std::path::Path, port: u16, admin_port: u16) -> Child {
+fn spawn(dir: &std::path::Path, port: u16, admin_port: u16) -> Spawned {
     let log = std::fs::File::create(dir.join("log")).unwrap();
-    Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args(["-c", "ulimit -n 1024 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_room-service")])
         .args(["--config", "config/config.yaml", "serve"])
         .env("ROOM_SERVICE__DATABASE__URL", format!("sqlite://{}/rooms.db?mode=rwc", dir.display()))
@@ -41,9 +42,8 @@ fn spawn(dir: &std::path::Path, port: u16, admin_port: u16) -> Child {
         .env("ROOM_SERVICE__LOG__LEVEL", "warn")
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn room-service")
+        .stderr(log);
+    Spawned::spawn(&mut command, "room-service")
 }
 
 /// Sends raw bytes, returns the status code of the answer (0: no answer, connection closed).

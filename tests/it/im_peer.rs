@@ -4,7 +4,7 @@
 //! installs the package.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,29 +19,24 @@ const APP: u64 = 1_400_000_123;
 const KEY: &str = "peer-secret-key";
 
 struct Peer {
-    child: Child,
+    /// Killed when the peer is dropped.
+    _child: crate::support::Spawned,
     base_url: String,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn start_peer() -> Peer {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = Command::new("python3")
-        .arg("tests/peer/tencent_im_peer.py")
-        .args([port.to_string(), APP.to_string(), KEY.to_owned(), "administrator".to_owned()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 must be installed");
+    let mut child = crate::support::Spawned::spawn(
+        Command::new("python3")
+            .arg("tests/peer/tencent_im_peer.py")
+            .args([port.to_string(), APP.to_string(), KEY.to_owned(), "administrator".to_owned()])
+            .stdout(Stdio::piped()),
+        "python3 (must be installed)",
+    );
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready", "the peer did not start (pip install tls-sig-api-v2==1.1)");
-    Peer { child, base_url: format!("http://127.0.0.1:{port}") }
+    Peer { _child: child, base_url: format!("http://127.0.0.1:{port}") }
 }
 
 fn client(base_url: &str, key: &str) -> TencentImService {

@@ -13,6 +13,7 @@ mod traffic;
 mod backlog;
 mod drift;
 mod files;
+mod fresh;
 mod prometheus;
 
 use std::collections::BTreeMap;

@@ -1,14 +1,15 @@
 //! The real binary: killed with SIGKILL and restarted, it gives back the last committed state.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::free_port;
+use crate::support::{Spawned, free_port};
 
-fn spawn(db_url: &str, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_room-service"))
+fn spawn(db_url: &str, port: u16) -> Spawned {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_room-service"));
+    command
         .args(["--config", "config/config.yaml", "serve"])
         .env("ROOM_SERVICE__DATABASE__URL", db_url)
         .env("ROOM_SERVICE__HTTP__LISTEN", format!("127.0.0.1:{port}"))
@@ -16,9 +17,8 @@ fn spawn(db_url: &str, port: u16) -> Child {
         .env("ROOM_SERVICE__GRPC__LISTEN", "127.0.0.1:0")
         .env("ROOM_SERVICE__LOG__LEVEL", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn room-service")
+        .stderr(Stdio::null());
+    Spawned::spawn(&mut command, "room-service")
 }
 
 async fn wait_ready(client: &reqwest::Client, base: &str) {
@@ -109,12 +109,13 @@ fn migrate_creates_the_schema_and_exits() {
 #[tokio::test]
 async fn the_fake_im_subcommand_serves_its_control_api() {
     let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_room-service"))
-        .args(["fake-im", "--listen", &format!("127.0.0.1:{port}"), "--latency", "5ms"])
-        .env("ROOM_SERVICE_FAKE_IM_SECRET_KEY", "k")
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = Spawned::spawn(
+        Command::new(env!("CARGO_BIN_EXE_room-service"))
+            .args(["fake-im", "--listen", &format!("127.0.0.1:{port}"), "--latency", "5ms"])
+            .env("ROOM_SERVICE_FAKE_IM_SECRET_KEY", "k")
+            .stderr(Stdio::null()),
+        "room-service fake-im",
+    );
     let client = reqwest::Client::new();
     let mut stats = None;
     for _ in 0..100 {
@@ -140,7 +141,8 @@ async fn idle_connections_beyond_the_cap_are_refused_before_the_fd_limit() {
     let dir = tempfile::tempdir().unwrap();
     let (port, admin_port) = (free_port(), free_port());
     let log = std::fs::File::create(dir.path().join("log")).unwrap();
-    let mut child = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .args(["-c", "ulimit -n 256 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_room-service")])
         .args(["--config", "config/config.yaml", "serve"])
         .env("ROOM_SERVICE__DATABASE__URL", format!("sqlite://{}/rooms.db?mode=rwc", dir.path().display()))
@@ -150,9 +152,8 @@ async fn idle_connections_beyond_the_cap_are_refused_before_the_fd_limit() {
         .env("ROOM_SERVICE__HTTP__MAX_CONNECTIONS", "150")
         .env("ROOM_SERVICE__LOG__LEVEL", "warn")
         .stdout(Stdio::null())
-        .stderr(log.try_clone().unwrap())
-        .spawn()
-        .expect("spawn room-service");
+        .stderr(log.try_clone().unwrap());
+    let mut child = Spawned::spawn(&mut command, "room-service");
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");
     wait_ready(&client, &base).await;
@@ -188,4 +189,42 @@ async fn idle_connections_beyond_the_cap_are_refused_before_the_fd_limit() {
     child.wait().unwrap();
     let logged = std::fs::read_to_string(dir.path().join("log")).unwrap();
     assert!(!logged.contains("Too many open files"), "{logged}");
+}
+
+/// `fake-im` and `fake-wallet` as a container's first process: `docker stop` sends SIGTERM and
+/// kills them after its grace (exit 137) unless they stop on it. Each must exit 0 within 2 s.
+#[tokio::test]
+async fn the_fake_im_and_fake_wallet_subcommands_exit_0_soon_after_sigterm() {
+    let client = reqwest::Client::new();
+    for fake in ["fake-im", "fake-wallet"] {
+        let port = free_port();
+        let mut child = Spawned::spawn(
+            Command::new(env!("CARGO_BIN_EXE_room-service"))
+                .args([fake, "--listen", &format!("127.0.0.1:{port}")])
+                .env("ROOM_SERVICE_FAKE_IM_SECRET_KEY", "k")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+            fake,
+        );
+        let mut up = false;
+        for _ in 0..100 {
+            if client.get(format!("http://127.0.0.1:{port}/fake/stats")).send().await.is_ok() {
+                up = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(up, "{fake} never answered on {port}");
+        let terminated = tokio::time::Instant::now();
+        let pid = child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(terminated.elapsed() < Duration::from_secs(2), "{fake} still runs 2 s after SIGTERM");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(status.success(), "{fake} exited with {status} after SIGTERM");
+    }
 }

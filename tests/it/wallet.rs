@@ -312,12 +312,13 @@ async fn the_fake_wallet_subcommand_serves_the_contract_and_its_control_api() {
 
     let port = crate::support::free_port();
     let base = format!("http://127.0.0.1:{port}");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_room-service"))
-        .args(["fake-wallet", "--listen", &format!("127.0.0.1:{port}"), "--initial-balance", "50"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn room-service fake-wallet");
+    let mut child = crate::support::Spawned::spawn(
+        Command::new(env!("CARGO_BIN_EXE_room-service"))
+            .args(["fake-wallet", "--listen", &format!("127.0.0.1:{port}"), "--initial-balance", "50"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        "room-service fake-wallet",
+    );
     let client = reqwest::Client::new();
     let mut up = false;
     for _ in 0..100 {

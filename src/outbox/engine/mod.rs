@@ -189,7 +189,7 @@ impl Engine {
                         &error,
                         "Undecodable outbox envelope parked for inspection",
                     );
-                    self.marks.push((held, Mark::Park { reason: "undecodable", error }));
+                    self.marks.push((held, Mark::Park { reason: super::policy::UNDECODABLE, error }));
                 }
                 Err(Outcome::Failed(error)) => self.failed(held, error),
             }

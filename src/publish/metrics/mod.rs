@@ -15,7 +15,7 @@
 //!
 //! Events a [`Refill`] adds to a message while it waits for its permit count with it.
 //!
-//! Every label value is bounded. Time comes from `tokio::time::Instant`, so paused-time tests
+//! Every label value is bounded, so [`register_zero`] exports each series at 0 from startup. Time comes from `tokio::time::Instant`, so paused-time tests
 //! are exact. A publish whose future is dropped before completing (its caller went away) is
 //! not counted.
 
@@ -25,12 +25,46 @@ mod layer;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use metrics::{counter, histogram};
 use tokio::time::Instant;
 use tower::Service;
 
 pub use self::future::ResponseFuture;
 pub use self::layer::MetricsLayer;
-use crate::publish::{BoxError, Message, Outcome, Refill};
+use crate::publish::{BoxError, ErrorClass, Message, Outcome, Path, Refill};
+use crate::telemetry::names::{
+    IM_CALLS_TOTAL, IM_EVENTS_PER_CALL, LABEL_CLASS, LABEL_EVENT_TYPE, LABEL_PATH, LABEL_RESULT,
+    PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS, PUBLISH_SUCCESS_TOTAL,
+};
+
+/// Exports every series this layer records for `paths` and `event_types` at 0 (histograms
+/// empty), before the first publish: a panel then shows 0, not "No data", and an alert on
+/// `rate()` or `increase()` sees a series that did not move rather than none. On the IM paths
+/// the IM call series too, for every result a call can have (delivered, or the class of its
+/// failure; a throttled message never calls).
+pub fn register_zero(paths: &[Path], event_types: &[&'static str]) {
+    for &path in paths {
+        let path_label = path.as_str();
+        for &event_type in event_types {
+            for outcome in Outcome::ALL {
+                counter!(PUBLISH_SUCCESS_TOTAL, LABEL_PATH => path_label, LABEL_EVENT_TYPE => event_type, LABEL_RESULT => outcome.as_str()).increment(0);
+            }
+            for class in ErrorClass::ALL {
+                counter!(PUBLISH_FAILURE_TOTAL, LABEL_PATH => path_label, LABEL_EVENT_TYPE => event_type, LABEL_CLASS => class.as_str()).increment(0);
+            }
+            let _ =
+                histogram!(PUBLISH_LATENCY_SECONDS, LABEL_PATH => path_label, LABEL_EVENT_TYPE => event_type);
+        }
+        if path.calls_im() {
+            let failed =
+                ErrorClass::ALL.into_iter().filter(|c| *c != ErrorClass::Throttled).map(ErrorClass::as_str);
+            for result in std::iter::once("delivered").chain(failed) {
+                counter!(IM_CALLS_TOTAL, LABEL_PATH => path_label, LABEL_RESULT => result).increment(0);
+            }
+            let _ = histogram!(IM_EVENTS_PER_CALL, LABEL_PATH => path_label);
+        }
+    }
+}
 
 /// Records the publish counters and latency histogram around `S`.
 #[derive(Clone, Debug)]

@@ -8,7 +8,6 @@ mod nodes;
 mod quota;
 
 use std::collections::BTreeSet;
-use std::process::Child;
 use std::time::Duration;
 
 use room_service::cluster::{SHARDS, Shard, preferred_node};
@@ -17,7 +16,7 @@ use serde_json::Value;
 
 use crate::delivery::Node;
 use crate::outbox::harness::{ADMIN, APP, KEY};
-use crate::support::TestDb;
+use crate::support::{Spawned, TestDb};
 
 /// `cluster.lease_ttl` of the test nodes.
 pub(crate) const TTL: Duration = Duration::from_secs(3);
@@ -27,18 +26,9 @@ pub(crate) struct Nodes {
     pub db: TestDb,
     pub im: FakeIm,
     pub nodes: Vec<Node>,
-    children: std::sync::Mutex<Vec<Option<Child>>>,
+    /// The running processes, killed with their process groups when the cluster is dropped.
+    children: std::sync::Mutex<Vec<Option<Spawned>>>,
     http: reqwest::Client,
-}
-
-impl Drop for Nodes {
-    fn drop(&mut self) {
-        let children = self.children.get_mut().unwrap_or_else(|e| e.into_inner());
-        for child in children.iter_mut().flatten() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 impl Nodes {
@@ -77,7 +67,7 @@ impl Nodes {
         cluster
     }
 
-    fn children(&self) -> std::sync::MutexGuard<'_, Vec<Option<Child>>> {
+    fn children(&self) -> std::sync::MutexGuard<'_, Vec<Option<Spawned>>> {
         self.children.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -127,7 +117,7 @@ impl Nodes {
     pub async fn wait_exit(&self, i: usize) {
         crate::delivery::eventually(&format!("node {i} exited"), Duration::from_secs(30), || async {
             let mut children = self.children();
-            match children[i].as_mut().map(Child::try_wait) {
+            match children[i].as_mut().map(|child| child.try_wait()) {
                 Some(Ok(Some(_))) | None => {
                     children[i] = None;
                     true

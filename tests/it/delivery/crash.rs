@@ -2,7 +2,6 @@
 //! sent again after its lease — no more than IM accepted in its last mark interval (a repeat
 //! may travel in a pack cut differently, so it is counted per event).
 
-use std::process::Child;
 use std::time::Duration;
 
 use room_service::domain::EventType;
@@ -10,13 +9,13 @@ use room_service::fake_im::{FakeIm, FakeImOptions};
 
 use super::{Node, eventually, undelivered};
 use crate::outbox::harness::{ADMIN, APP, Db, KEY};
-use crate::support::TestDb;
+use crate::support::{Spawned, TestDb};
 
 /// The marks of a batch are written at least this often (the worker's promise), plus the time
 /// a mark statement takes.
 const MARK_WINDOW: Duration = Duration::from_millis(250 + 250);
 
-fn spawn(db_url: &str, im: &FakeIm) -> Child {
+fn spawn(db_url: &str, im: &FakeIm) -> Spawned {
     Node::new(db_url, im).spawn()
 }
 

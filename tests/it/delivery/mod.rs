@@ -21,7 +21,7 @@ use room_service::fake_im::{FakeIm, FakeImOptions};
 use serde_json::{Value, json};
 
 use crate::support::app::{SDK_APP_ID, SECRET_KEY, TestApp, settings};
-use crate::support::{TestDb, free_port};
+use crate::support::{Spawned, TestDb, free_port};
 
 /// The real binary as one node of the fault rows: its worker polling every 50 ms against
 /// `im`, optionally run under a wrapper command (`faketime -f +10m`).
@@ -56,15 +56,14 @@ impl Node {
         }
     }
 
-    pub(crate) fn spawn(&self) -> std::process::Child {
+    /// Starts the node; it is killed (with its wrapper) when the returned guard is dropped.
+    pub(crate) fn spawn(&self) -> Spawned {
         use crate::outbox::harness::{ADMIN, APP, KEY, PREFIX};
         let binary = env!("CARGO_BIN_EXE_room-service");
         let mut command = match self.wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = std::process::Command::new(program);
                 c.args(args).arg(binary);
-                // Its own process group, so `stop` ends the service under the wrapper too.
-                std::os::unix::process::CommandExt::process_group(&mut c, 0);
                 c
             }
             None => std::process::Command::new(binary),
@@ -96,18 +95,15 @@ impl Node {
                         .map_or_else(|_| std::process::Stdio::null(), std::process::Stdio::from)
                 }
                 None => std::process::Stdio::null(),
-            })
-            .spawn()
-            .expect("spawn room-service")
+            });
+        // Its own process group, so stopping it ends the service under the wrapper too.
+        Spawned::spawn(&mut command, "room-service")
     }
 
     /// SIGKILLs `child` (spawned by [`Node::spawn`]) and its whole process group — the service
     /// a wrapper such as `faketime` runs as its child included — and reaps it.
-    pub(crate) fn stop(child: &mut std::process::Child) {
-        let group = format!("-{}", child.id());
-        let _ = std::process::Command::new("kill").args(["-KILL", "--", &group]).status();
-        let _ = child.kill();
-        let _ = child.wait();
+    pub(crate) fn stop(child: &mut Spawned) {
+        child.stop();
     }
 
     /// The node's `/metrics` text (empty while it does not answer).

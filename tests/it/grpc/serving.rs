@@ -10,10 +10,7 @@ use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_reflection::pb::v1::ServerReflectionRequest;
-use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+use tonic_reflection::pb::{v1, v1alpha};
 
 use super::{GrpcApp, connect, member};
 use crate::support::TestDb;
@@ -64,24 +61,52 @@ async fn a_request_id_is_echoed_or_generated() {
     g.app.stop().await;
 }
 
-#[tokio::test]
-async fn reflection_lists_the_room_and_health_services() {
-    let db = TestDb::mysql().await;
-    let g = GrpcApp::start(&db, &[]).await;
-    let mut reflection = ServerReflectionClient::new(g.channel.clone());
-    let request = ServerReflectionRequest {
+/// The service names reflection v1 lists.
+async fn listed_v1(channel: &tonic::transport::Channel) -> Vec<String> {
+    use v1::server_reflection_request::MessageRequest;
+    use v1::server_reflection_response::MessageResponse;
+    let request = v1::ServerReflectionRequest {
         host: String::new(),
         message_request: Some(MessageRequest::ListServices(String::new())),
     };
+    let mut client = v1::server_reflection_client::ServerReflectionClient::new(channel.clone());
     let mut answers =
-        reflection.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+        client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
     let answer = answers.message().await.unwrap().expect("an answer");
     let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
         panic!("not a service list: {answer:?}");
     };
-    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
-    for name in ["room.v1.RoomService", "grpc.health.v1.Health"] {
-        assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+    list.service.into_iter().map(|s| s.name).collect()
+}
+
+/// The service names reflection v1alpha lists.
+async fn listed_v1alpha(channel: &tonic::transport::Channel) -> Vec<String> {
+    use v1alpha::server_reflection_request::MessageRequest;
+    use v1alpha::server_reflection_response::MessageResponse;
+    let request = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut client = v1alpha::server_reflection_client::ServerReflectionClient::new(channel.clone());
+    let mut answers =
+        client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+    let answer = answers.message().await.unwrap().expect("an answer");
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("not a service list: {answer:?}");
+    };
+    list.service.into_iter().map(|s| s.name).collect()
+}
+
+#[tokio::test]
+async fn reflection_lists_the_room_and_health_services_over_v1_and_v1alpha() {
+    let db = TestDb::mysql().await;
+    let g = GrpcApp::start(&db, &[]).await;
+    for (version, names) in
+        [("v1", listed_v1(&g.channel).await), ("v1alpha", listed_v1alpha(&g.channel).await)]
+    {
+        for name in ["room.v1.RoomService", "grpc.health.v1.Health"] {
+            assert!(names.iter().any(|n| n == name), "{version}: {name} not in {names:?}");
+        }
     }
     g.app.stop().await;
 }

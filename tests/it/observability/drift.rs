@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use room_service::telemetry::names;
 
+use super::exposition::Exposition;
 use super::traffic::{a_parked_row, healthy_traffic, im_outage, im_recovery, sample, scrape, start};
 use super::{all_queries, promql};
 use crate::support::TestDb;
@@ -78,6 +79,16 @@ async fn every_metric_and_label_the_dashboard_and_alerts_use_is_exported_after_t
     sample(&app).await;
     let exported = scrape(&app).await;
 
+    let problems = unmet_queries(&exported);
+    let exported_names: Vec<_> = exported.names().collect();
+    assert!(problems.is_empty(), "{problems:#?}\nexported: {exported_names:?}");
+    app.stop().await;
+}
+
+/// What the dashboard queries and the alert rules ask of `exported` and do not find there: a
+/// metric name, a label a matcher or a grouping uses, or a series with the value an `=`
+/// matcher (or one of the plain alternatives of an `=~` matcher) asks for. Prometheus' own series and target labels are not asked of the service.
+pub(super) fn unmet_queries(exported: &Exposition) -> Vec<String> {
     let mut problems = Vec::new();
     for (place, expr) in all_queries() {
         let refs = promql::scan(&expr);
@@ -94,6 +105,11 @@ async fn every_metric_and_label_the_dashboard_and_alerts_use_is_exported_after_t
                 problems.push(format!("{place}: {} has no label {}", m.metric, m.label));
             } else if m.op == "=" && !exported.has_label_value(&m.metric, &m.label, &m.value) {
                 problems.push(format!("{place}: no {} series has {}={:?}", m.metric, m.label, m.value));
+            } else if m.op == "=~"
+                && m.value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
+                && !m.value.split('|').any(|v| exported.has_label_value(&m.metric, &m.label, v))
+            {
+                problems.push(format!("{place}: no {} series has {}=~{:?}", m.metric, m.label, m.value));
             }
         }
         for grouping in refs.groupings.iter().filter(|g| !TARGET_LABELS.contains(&g.label.as_str())) {
@@ -107,7 +123,5 @@ async fn every_metric_and_label_the_dashboard_and_alerts_use_is_exported_after_t
             }
         }
     }
-    let exported_names: Vec<_> = exported.names().collect();
-    assert!(problems.is_empty(), "{problems:#?}\nexported: {exported_names:?}");
-    app.stop().await;
+    problems
 }

@@ -3,12 +3,16 @@
 //! - [`db`]: a fresh, migrated repository per test on each backend ([`TestDb`],
 //!   [`backends`]), with raw SQL access for assertions.
 //! - [`redis`]: a private `redis-server` a test may kill ([`PrivateRedis`]).
+//! - [`process`]: child processes killed with their whole process group when the test ends
+//!   ([`Spawned`]).
 
 pub mod app;
 pub mod db;
+pub mod process;
 pub mod redis;
 
 pub use db::{TestDb, backends};
+pub use process::Spawned;
 pub use redis::PrivateRedis;
 
 /// A loopback port free right now (for a child process to bind).

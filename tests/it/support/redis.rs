@@ -1,14 +1,14 @@
 //! A private `redis-server` for tests that stop Redis mid-run (the shared one at 6379 must stay
 //! up for everyone else): no persistence, on a free loopback port, killed on drop.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::free_port;
+use super::{Spawned, free_port};
 
 /// A running `redis-server` of the test's own.
 pub struct PrivateRedis {
-    child: Option<Child>,
+    child: Option<Spawned>,
     /// Its port on 127.0.0.1.
     pub port: u16,
 }
@@ -22,11 +22,12 @@ impl PrivateRedis {
 
     /// Like [`PrivateRedis::start`], on `port` (a Redis coming back where it was).
     pub fn start_on(port: u16) -> PrivateRedis {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn redis-server (Debian's redis-server package)");
+        let child = Spawned::spawn(
+            Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null()),
+            "redis-server (Debian's redis-server package)",
+        );
         let give_up = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < give_up, "redis-server did not listen on {port}");
