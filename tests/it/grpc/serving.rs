@@ -61,49 +61,32 @@ async fn a_request_id_is_echoed_or_generated() {
     g.app.stop().await;
 }
 
-/// The service names reflection v1 lists.
-async fn listed_v1(channel: &tonic::transport::Channel) -> Vec<String> {
-    use v1::server_reflection_request::MessageRequest;
-    use v1::server_reflection_response::MessageResponse;
-    let request = v1::ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut client = v1::server_reflection_client::ServerReflectionClient::new(channel.clone());
-    let mut answers =
-        client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
-    let answer = answers.message().await.unwrap().expect("an answer");
-    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
-        panic!("not a service list: {answer:?}");
-    };
-    list.service.into_iter().map(|s| s.name).collect()
-}
-
-/// The service names reflection v1alpha lists.
-async fn listed_v1alpha(channel: &tonic::transport::Channel) -> Vec<String> {
-    use v1alpha::server_reflection_request::MessageRequest;
-    use v1alpha::server_reflection_response::MessageResponse;
-    let request = v1alpha::ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut client = v1alpha::server_reflection_client::ServerReflectionClient::new(channel.clone());
-    let mut answers =
-        client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
-    let answer = answers.message().await.unwrap().expect("an answer");
-    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
-        panic!("not a service list: {answer:?}");
-    };
-    list.service.into_iter().map(|s| s.name).collect()
+/// The service names a reflection version lists (`v1` and `v1alpha` are the same protocol in
+/// two generated packages).
+macro_rules! listed {
+    ($version:ident, $channel:expr) => {{
+        use $version::server_reflection_request::MessageRequest;
+        use $version::server_reflection_response::MessageResponse;
+        let request = $version::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut client = $version::server_reflection_client::ServerReflectionClient::new($channel.clone());
+        let mut answers =
+            client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+        let answer = answers.message().await.unwrap().expect("an answer");
+        let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+            panic!("not a service list: {answer:?}");
+        };
+        list.service.into_iter().map(|s| s.name).collect::<Vec<String>>()
+    }};
 }
 
 #[tokio::test]
 async fn reflection_lists_the_room_and_health_services_over_v1_and_v1alpha() {
     let db = TestDb::mysql().await;
     let g = GrpcApp::start(&db, &[]).await;
-    for (version, names) in
-        [("v1", listed_v1(&g.channel).await), ("v1alpha", listed_v1alpha(&g.channel).await)]
-    {
+    for (version, names) in [("v1", listed!(v1, g.channel)), ("v1alpha", listed!(v1alpha, g.channel))] {
         for name in ["room.v1.RoomService", "grpc.health.v1.Health"] {
             assert!(names.iter().any(|n| n == name), "{version}: {name} not in {names:?}");
         }
