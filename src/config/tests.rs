@@ -65,7 +65,7 @@ fn empty_file_gives_the_spec_defaults() {
         assert_eq!(s.tencent_im, None, "IM is off");
         let ow = &s.outbox_worker;
         assert!(ow.enabled);
-        assert_eq!((ow.poll_interval, ow.batch_size), (Duration::from_secs(1), 100));
+        assert_eq!((ow.poll_interval, ow.batch_size), (Duration::from_secs(1), 500));
         assert_eq!(ow.publish_timeout, Duration::from_secs(3));
         assert_eq!(ow.retry_strategy, RetryStrategy::FixedInterval);
         assert_eq!(ow.retention, None, "retention is off unless configured");
@@ -92,7 +92,7 @@ fn empty_file_gives_the_spec_defaults() {
 fn empty_sections_mean_defaults() {
     let s = ok("http:\noutbox_worker:\n");
     assert_eq!(s.http.body_limit_bytes, 65_536);
-    assert_eq!(s.outbox_worker.batch_size, 100);
+    assert_eq!(s.outbox_worker.batch_size, 500);
 }
 
 #[test]

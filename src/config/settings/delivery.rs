@@ -8,7 +8,7 @@ use crate::secret::Secret;
 /// Default `outbox_worker.poll_interval`, also used when the configured one is non-positive.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// Default `outbox_worker.batch_size`, also used when the configured one is non-positive.
-pub const DEFAULT_BATCH_SIZE: usize = 100;
+pub const DEFAULT_BATCH_SIZE: usize = 500;
 /// Largest accepted `outbox_worker.batch_size`; a larger value fails startup (it is not
 /// clamped, so an operator never gets a batch size other than the one they asked for).
 pub const MAX_BATCH_SIZE: usize = 1000;
