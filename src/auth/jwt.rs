@@ -77,7 +77,7 @@ impl JwtVerifier {
 
     /// The user `token` names, if it verifies.
     pub async fn verify(&self, token: &str) -> Result<UserId, Reason> {
-        let header = jsonwebtoken::decode_header(token).map_err(|e| reason(e.kind()))?;
+        let header = jsonwebtoken::decode_header(token).map_err(|e| header_reason(token, e.kind()))?;
         let family = header.alg.family();
         let validation = self
             .validations
@@ -164,6 +164,20 @@ fn pem_keys(
         keys.push((family, Arc::new(key)));
     }
     Ok(keys)
+}
+
+/// The refusal reason of a header `jsonwebtoken` could not read: `algorithm` when it is a JSON
+/// object naming an `alg` no key takes (`none`, or a name `jsonwebtoken` does not know), else
+/// what the error says.
+fn header_reason(token: &str, kind: &ErrorKind) -> Reason {
+    use base64::Engine;
+    let named_alg = token
+        .split('.')
+        .next()
+        .and_then(|part| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part).ok())
+        .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok())
+        .is_some_and(|header| header.get("alg").is_some_and(serde_json::Value::is_string));
+    if named_alg && matches!(kind, ErrorKind::Json(_)) { Reason::Algorithm } else { reason(kind) }
 }
 
 /// The refusal reason of a `jsonwebtoken` error.

@@ -130,7 +130,9 @@ async fn a_tampered_payload_and_alg_none_are_refused() {
     let forged = URL_SAFE_NO_PAD.encode(claims(json!({"sub": "mallory"})).to_string());
     assert_eq!(check(&v, &format!("{}.{forged}.{}", parts[0], parts[2])).await, Err(Reason::BadSignature));
     let none = URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"JWT"}"#);
-    assert_eq!(check(&v, &format!("{none}.{}.", parts[1])).await, Err(Reason::Malformed));
+    assert_eq!(check(&v, &format!("{none}.{}.", parts[1])).await, Err(Reason::Algorithm));
+    let garbage = URL_SAFE_NO_PAD.encode("not json");
+    assert_eq!(check(&v, &format!("{garbage}.{}.", parts[1])).await, Err(Reason::Malformed));
 }
 
 #[tokio::test]

@@ -48,7 +48,7 @@ const BAD: [(&str, &str); 9] = [
     ("wrong_audience", "wrong_audience"),
     ("another_key", "bad_signature"),
     ("unknown_kid", "unknown_kid"),
-    ("alg_none", "malformed"),
+    ("alg_none", "algorithm"),
     ("hs256_with_public_key", "algorithm"),
     ("tampered", "bad_signature"),
 ];
