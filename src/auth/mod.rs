@@ -317,7 +317,7 @@ impl Auth {
 
 /// The token of `Bearer <token>` (the scheme is case-insensitive, RFC 7235); `None` for any
 /// other scheme or an empty token.
-fn bearer(header: &[u8]) -> Option<&[u8]> {
+pub(crate) fn bearer(header: &[u8]) -> Option<&[u8]> {
     let (scheme, token) = header.split_at_checked(7)?;
     (scheme.eq_ignore_ascii_case(b"bearer ") && !token.is_empty() && !token.contains(&b' ')).then_some(token)
 }

@@ -22,10 +22,10 @@ impl BearerToken {
         Self(Arc::new(token))
     }
 
-    /// True when `header` is `Bearer <token>`; the comparison takes the same time wherever the
-    /// first differing byte is.
+    /// True when `header` is `Bearer <token>` (the scheme in any case, RFC 7235, as on the
+    /// public API); the comparison takes the same time wherever the first differing byte is.
     fn accepts(&self, header: Option<&[u8]>) -> bool {
-        let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else {
+        let Some(given) = header.and_then(crate::auth::bearer) else {
             return false;
         };
         given.ct_eq(self.0.expose().as_bytes()).into()
@@ -53,17 +53,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_exact_bearer_token_is_accepted() {
+    fn only_the_exact_bearer_token_is_accepted_whatever_the_schemes_case() {
         let token = BearerToken::new(Secret::new("s3cret"));
-        assert!(token.accepts(Some(b"Bearer s3cret")));
-        for wrong in [
-            &b"Bearer s3cre"[..],
-            b"Bearer s3cret2",
-            b"bearer s3cret",
-            b"s3cret",
-            b"Bearer ",
-            b"Basic s3cret",
-        ] {
+        for right in [&b"Bearer s3cret"[..], b"bearer s3cret", b"BEARER s3cret"] {
+            assert!(token.accepts(Some(right)), "{:?}", String::from_utf8_lossy(right));
+        }
+        for wrong in [&b"Bearer s3cre"[..], b"Bearer s3cret2", b"s3cret", b"Bearer ", b"Basic s3cret"] {
             assert!(!token.accepts(Some(wrong)), "{:?}", String::from_utf8_lossy(wrong));
         }
         assert!(!token.accepts(None));
