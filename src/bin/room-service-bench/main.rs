@@ -147,6 +147,9 @@ pub struct Args {
     /// B10: gifts/s offered into the hot room by the paced load.
     #[arg(long, default_value_t = 570.0)]
     pub paced_rate: f64,
+    /// B10: how long the burst into one room runs (IM unlimited and instant).
+    #[arg(long, default_value_t = 8)]
+    pub burst_seconds: u64,
     /// B10: longest wait for the backlog after a load.
     #[arg(long, default_value_t = 120)]
     pub live_drain_secs: u64,
@@ -199,6 +202,7 @@ impl Args {
             self.consumer_events = self.consumer_events.min(300);
             self.live_clients = self.live_clients.min(2);
             self.live_seconds = self.live_seconds.min(1);
+            self.burst_seconds = self.burst_seconds.min(1);
             self.live_latencies = vec![20];
             self.live_rooms = self.live_rooms.min(8);
             self.presence_members = self.presence_members.min(100);
@@ -225,6 +229,7 @@ impl Args {
         self.consumer_events = self.consumer_events.max(1);
         (self.live_clients, self.live_rooms) = (self.live_clients.max(1), self.live_rooms.max(1));
         self.live_seconds = self.live_seconds.max(1);
+        self.burst_seconds = self.burst_seconds.max(1);
         self.paced_rate = self.paced_rate.clamp(1.0, 100_000.0);
         self.presence_members = self.presence_members.max(BATCH_MIN_MEMBERS);
         self.presence_clients = self.presence_clients.max(1);

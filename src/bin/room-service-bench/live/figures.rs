@@ -24,6 +24,7 @@ use crate::support::Samples;
 struct Envelope {
     event_type: String,
     command_id: String,
+    room_version: u64,
     occurred_at_ms: i64,
 }
 
@@ -46,6 +47,8 @@ pub(crate) struct Im {
     pub(crate) delivered: usize,
     /// Gifts whose event IM recorded more than once.
     pub(crate) twice: usize,
+    /// Gifts IM first took after a later `room_version` of their room (in acceptance order).
+    pub(crate) out_of_order: usize,
     /// Gifts answered `delivered` (taken by IM in the command's own call).
     pub(crate) sync_delivered: usize,
     /// Most calls within one sliding second, from the polls (`calls`, every answer).
@@ -67,6 +70,7 @@ pub(crate) fn im(tag: &str, load: &Load, samples: &[Sample], records: &[Recorded
     let mut im = Im::default();
     let mut seen = HashSet::new();
     let mut calls: HashMap<(&str, u64), u32> = HashMap::new();
+    let mut newest: HashMap<&str, u64> = HashMap::new();
     for (i, record) in records.iter().enumerate() {
         let Ok(envelope) = serde_json::from_str::<Envelope>(&record.data) else { continue };
         if envelope.event_type != "RoomGiftSent" || !envelope.command_id.starts_with(&prefix) {
@@ -78,6 +82,11 @@ pub(crate) fn im(tag: &str, load: &Load, samples: &[Sample], records: &[Recorded
             continue;
         }
         im.delivered += 1;
+        let room_newest = newest.entry(record.group.as_str()).or_default();
+        if envelope.room_version < *room_newest {
+            im.out_of_order += 1;
+        }
+        *room_newest = (*room_newest).max(envelope.room_version);
         let answered = load.answers.get(&envelope.command_id).filter(|a| a.delivered).map(|a| a.at_ms);
         let accepted = polled(i).min(answered.unwrap_or(i64::MAX));
         let took = (accepted - envelope.occurred_at_ms).max(0);

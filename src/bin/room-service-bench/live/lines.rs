@@ -12,8 +12,31 @@ use crate::support::ms;
 /// Target: gifts/s with IM on ÷ with IM off.
 const RATIO_TARGET: f64 = 0.5;
 
+/// A scenario's targets (the acceptance of #25 at 20 ms): the hot room is an overload (its IM
+/// throughput during the load, its backlog within 20 s), the spread load must keep up (p99
+/// commit → IM, backlog within 15 s).
+struct Targets {
+    events_per_sec: Option<f64>,
+    p99: Option<Duration>,
+    backlog: Duration,
+}
+
+const HOT: Targets = Targets { events_per_sec: Some(600.0), p99: None, backlog: Duration::from_secs(20) };
+const SPREAD: Targets =
+    Targets { events_per_sec: None, p99: Some(Duration::from_secs(3)), backlog: Duration::from_secs(15) };
+/// The paced peak's p99 commit → IM.
+const PACED_P99: Duration = Duration::from_secs(2);
+/// The burst's backlog, IM unlimited and instant.
+const BURST_BACKLOG: Duration = Duration::from_secs(15);
+
 /// Every line of B10.
-pub(crate) fn all(args: &Args, version: &str, off: &Mode, on: &[(Duration, Mode)]) -> Vec<Line> {
+pub(crate) fn all(
+    args: &Args,
+    version: &str,
+    off: &Mode,
+    on: &[(Duration, Mode)],
+    burst: &Outcome,
+) -> Vec<Line> {
     let mut lines = vec![Line::info(
         "B10 binary",
         version.to_owned(),
@@ -24,12 +47,13 @@ pub(crate) fn all(args: &Args, version: &str, off: &Mode, on: &[(Duration, Mode)
     )];
     for (latency, mode) in on {
         let at = format!("@ {} ms", latency.as_millis());
-        lines.extend(scenario("hot", &at, &mode.hot, &off.hot));
-        lines.extend(scenario("spread", &at, &mode.spread, &off.spread));
+        lines.extend(scenario("hot", &at, &mode.hot, &off.hot, &HOT));
+        lines.extend(scenario("spread", &at, &mode.spread, &off.spread, &SPREAD));
         if let Some(paced) = &mode.paced {
             lines.push(paced_line(args, &at, paced));
         }
     }
+    lines.push(burst_line(args, burst));
     lines
 }
 
@@ -92,8 +116,26 @@ fn over(im: &Im, gifts: usize) -> String {
     )
 }
 
+/// Whether the backlog went within `bound`.
+fn gone_within(o: &Outcome, bound: Duration) -> bool {
+    o.backlog.gone_after.is_some_and(|d| d <= bound)
+}
+
+/// "≤ 2 s".
+fn at_most(bound: Duration) -> String {
+    format!("≤ {} s", bound.as_secs())
+}
+
+/// A line with a target when `target` is given (met by `met`), a context line otherwise.
+fn maybe_target(name: &str, value: String, baseline: String, target: Option<(String, bool)>) -> Line {
+    match target {
+        Some((target, met)) => Line::new(name, value, baseline, String::new(), &target, met),
+        None => Line::info(name, value, baseline),
+    }
+}
+
 /// The lines of one scenario at one latency.
-fn scenario(what: &str, at: &str, on: &Outcome, off: &Outcome) -> Vec<Line> {
+fn scenario(what: &str, at: &str, on: &Outcome, off: &Outcome, targets: &Targets) -> Vec<Line> {
     let name = |figure: &str| format!("B10 {what} {figure} {at}");
     let (rate_on, rate_off) = (rate(on), rate(off));
     let ratio = rate_on / rate_off.max(1e-9);
@@ -117,13 +159,14 @@ fn scenario(what: &str, at: &str, on: &Outcome, off: &Outcome) -> Vec<Line> {
         let twice = if im.twice > 0 { format!(", {} recorded twice", im.twice) } else { String::new() };
         let mean = stats.accepted as f64 / stats.messages.max(1) as f64;
         lines.extend([
-            Line::info(
+            maybe_target(
                 &name("IM events/s during the load"),
                 format!("{:.0}/s", im.events_per_sec),
                 format!(
                     "{} of {} gifts in IM{twice}; {} answered delivered (sync)",
                     im.delivered, on.load.gifts, im.sync_delivered
                 ),
+                targets.events_per_sec.map(|t| (format!("≥ {t:.0}/s"), im.events_per_sec >= t)),
             ),
             Line::info(
                 &name("events per call p50 / max"),
@@ -133,7 +176,7 @@ fn scenario(what: &str, at: &str, on: &Outcome, off: &Outcome) -> Vec<Line> {
                     im.calls, stats.messages
                 ),
             ),
-            Line::info(
+            maybe_target(
                 &name("commit → IM p99"),
                 commit_to_im(im, 99.0),
                 format!(
@@ -142,6 +185,7 @@ fn scenario(what: &str, at: &str, on: &Outcome, off: &Outcome) -> Vec<Line> {
                     commit_to_im(im, 100.0),
                     over(im, on.load.gifts)
                 ),
+                targets.p99.map(|t| (at_most(t), im.missing == 0 && im.commit_to_im.pct(99.0) <= t)),
             ),
             Line::info(
                 &name("IM calls in the busiest second"),
@@ -164,16 +208,31 @@ fn scenario(what: &str, at: &str, on: &Outcome, off: &Outcome) -> Vec<Line> {
             "0",
             refusals == 0,
         ));
+        lines.push(order_line(&name("gifts out of room order in IM"), im));
     }
+    let backlog_target = on.im.as_ref().map(|_| (at_most(targets.backlog), gone_within(on, targets.backlog)));
     lines.extend([
-        Line::info(
+        maybe_target(
             &name("backlog gone after the load"),
             gone(on),
             format!("{} undelivered at its end; IM off {}", on.backlog.at_end, gone(off)),
+            backlog_target,
         ),
         Line::info(&name("cores busy"), format!("{busy_on:.2}"), format!("{parts_on}; IM off {busy_off:.2}")),
     ]);
     lines
+}
+
+/// Gifts IM took after a later version of their room: none, whatever the load.
+fn order_line(name: &str, im: &Im) -> Line {
+    Line::new(
+        name,
+        im.out_of_order.to_string(),
+        format!("first receptions of {} gifts, in the order IM accepted them", im.delivered),
+        String::new(),
+        "0",
+        im.out_of_order == 0,
+    )
 }
 
 /// The paced peak: the hot room at `--paced-rate` offered.
@@ -182,12 +241,14 @@ fn paced_line(args: &Args, at: &str, o: &Outcome) -> Line {
         return Line::info(&format!("B10 paced peak commit → IM p99 {at}"), "n/a".into(), String::new());
     };
     let refusals = im.stats.rate_limited + im.stats.dropped;
-    Line::info(
+    let met =
+        im.missing == 0 && im.out_of_order == 0 && refusals == 0 && im.commit_to_im.pct(99.0) <= PACED_P99;
+    Line::new(
         &format!("B10 paced peak commit → IM p99 {at}"),
         commit_to_im(im, 99.0),
         format!(
             "{:.0}/s offered, {:.0}/s answered, {} of {} in IM; p50 {} ({}); per call p50 {} max {}; \
-             backlog gone {}; {refusals} refusals",
+             backlog gone {}; {refusals} refusals; {} out of room order",
             args.paced_rate,
             rate(o),
             im.delivered,
@@ -196,7 +257,39 @@ fn paced_line(args: &Args, at: &str, o: &Outcome) -> Line {
             over(im, o.load.gifts),
             im.per_call.0,
             im.per_call.1,
-            gone(o)
+            gone(o),
+            im.out_of_order
         ),
+        String::new(),
+        &format!("{}, in order, 0 refusals", at_most(PACED_P99)),
+        met,
+    )
+}
+
+/// The burst: the hot room for `--burst-seconds`, IM unlimited and instant.
+fn burst_line(args: &Args, o: &Outcome) -> Line {
+    let name = "B10 burst backlog gone after the load (IM unlimited, 0 ms)";
+    let Some(im) = &o.im else {
+        return Line::info(name, "n/a".into(), String::new());
+    };
+    let met = gone_within(o, BURST_BACKLOG) && im.missing == 0 && im.out_of_order == 0;
+    Line::new(
+        name,
+        gone(o),
+        format!(
+            "{} gifts in {} s ({:.0}/s), {} undelivered at its end; {} calls, per call p50 {} max {}; \
+             {} out of room order",
+            o.load.gifts,
+            args.burst_seconds,
+            rate(o),
+            o.backlog.at_end,
+            im.calls,
+            im.per_call.0,
+            im.per_call.1,
+            im.out_of_order
+        ),
+        String::new(),
+        &format!("{}, in order", at_most(BURST_BACKLOG)),
+        met,
     )
 }

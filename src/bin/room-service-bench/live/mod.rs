@@ -9,7 +9,10 @@
 //! - hot: all into one room (`hot`), each client as its own member;
 //! - spread: round robin over `--live-rooms` rooms (client `c` sends to rooms `c`,
 //!   `c + clients`, ..., as their member);
-//! - paced (IM on only): into the hot room again, `--paced-rate` gifts/s offered by one pacer.
+//! - paced (IM on only): into the hot room again, `--paced-rate` gifts/s offered by one pacer;
+//! - burst (once, last): into the hot room for `--burst-seconds` against an unlimited fake
+//!   that answers at once (the service's own `im_rate_limit` still in force), which is how
+//!   the livelocked backlog of #25 was found.
 //!
 //! Once with IM off (the log sink; the baseline of gifts/s) and once per `--live-latencies`
 //! with IM on, each load on its own database, service and fake (a backlog one load leaves
@@ -46,6 +49,7 @@ pub(crate) enum Scenario {
     Hot,
     Spread,
     Paced,
+    Burst,
 }
 
 impl Scenario {
@@ -54,8 +58,20 @@ impl Scenario {
             Scenario::Hot => "hot",
             Scenario::Spread => "spread",
             Scenario::Paced => "paced",
+            Scenario::Burst => "burst",
         }
     }
+}
+
+/// The IM a load publishes to.
+#[derive(Debug, Clone, Copy)]
+enum ImSetting {
+    /// IM disabled: the log sink.
+    Off,
+    /// The fake at Tencent's limits with this latency per call.
+    Tencent(Duration),
+    /// The fake without limits, answering at once.
+    Unlimited,
 }
 
 /// CPU used during a load (not its drain).
@@ -91,26 +107,30 @@ pub(crate) struct Mode {
 pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
     let version = process::version().await?;
     eprintln!("b10: {version}, IM off");
-    let off = mode(args, None).await?;
+    let off = mode(args, ImSetting::Off).await?;
     let mut on = Vec::new();
     for &ms in &args.live_latencies {
         let latency = Duration::from_millis(ms);
         eprintln!("b10: IM on, fake latency {ms} ms");
-        on.push((latency, mode(args, Some(latency)).await?));
+        on.push((latency, mode(args, ImSetting::Tencent(latency)).await?));
     }
-    Ok(lines::all(args, &version, &off, &on))
+    eprintln!("b10: burst, IM unlimited and instant");
+    let burst = fresh(args, ImSetting::Unlimited, Scenario::Burst).await?;
+    Ok(lines::all(args, &version, &off, &on, &burst))
 }
 
-/// The loads with IM off (`None`) or on at `latency`: hot, spread, and paced with IM on.
-async fn mode(args: &Args, latency: Option<Duration>) -> anyhow::Result<Mode> {
-    let fresh = async |scenario| {
-        BenchDb::scoped(&args.mysql_url, "b10", async |db| isolated(args, db, latency, scenario).await).await
-    };
-    let hot = fresh(Scenario::Hot).await?;
-    let spread = fresh(Scenario::Spread).await?;
-    let paced = match latency {
-        Some(_) => Some(fresh(Scenario::Paced).await?),
-        None => None,
+/// `scenario` on a fresh database, service and fake.
+async fn fresh(args: &Args, im: ImSetting, scenario: Scenario) -> anyhow::Result<Outcome> {
+    BenchDb::scoped(&args.mysql_url, "b10", async |db| isolated(args, db, im, scenario).await).await
+}
+
+/// The loads at `im`: hot, spread, and paced with IM on.
+async fn mode(args: &Args, im: ImSetting) -> anyhow::Result<Mode> {
+    let hot = fresh(args, im, Scenario::Hot).await?;
+    let spread = fresh(args, im, Scenario::Spread).await?;
+    let paced = match im {
+        ImSetting::Off => None,
+        _ => Some(fresh(args, im, Scenario::Paced).await?),
     };
     Ok(Mode { hot, spread, paced })
 }
@@ -125,17 +145,13 @@ struct Ctx<'a> {
     pids: (u32, u32),
 }
 
-/// Starts the fake (IM on: with `latency`) and the service on `db`, and runs `scenario`: a
-/// backlog one load leaves never reaches the next.
-async fn isolated(
-    args: &Args,
-    db: &BenchDb,
-    latency: Option<Duration>,
-    scenario: Scenario,
-) -> anyhow::Result<Outcome> {
-    let fake = match latency {
-        Some(latency) => Some(process::start_fake(latency).await?),
-        None => None,
+/// Starts the fake (IM on) and the service on `db`, and runs `scenario`: a backlog one load
+/// leaves never reaches the next.
+async fn isolated(args: &Args, db: &BenchDb, im: ImSetting, scenario: Scenario) -> anyhow::Result<Outcome> {
+    let fake = match im {
+        ImSetting::Off => None,
+        ImSetting::Tencent(latency) => Some(process::start_fake(latency, process::TENCENT_LIMITS).await?),
+        ImSetting::Unlimited => Some(process::start_fake(Duration::ZERO, process::NO_LIMITS).await?),
     };
     let service = process::start_service(&db.url(), fake.as_ref().map(|f| f.base.as_str())).await?;
     let pool = MySqlPoolOptions::new().max_connections(1).connect(&db.url()).await?;
@@ -160,7 +176,7 @@ async fn isolated(
 fn target(args: &Args, scenario: Scenario) -> Target {
     let (clients, rooms) = (args.live_clients, args.live_rooms);
     match scenario {
-        Scenario::Hot | Scenario::Paced => Arc::new(|c, _| ("hot".to_owned(), member(c))),
+        Scenario::Hot | Scenario::Paced | Scenario::Burst => Arc::new(|c, _| ("hot".to_owned(), member(c))),
         Scenario::Spread => Arc::new(move |c, k| (format!("s{}", (c + k * clients) % rooms), member(c))),
     }
 }
@@ -183,7 +199,8 @@ async fn run_scenario(ctx: &Ctx<'_>, scenario: Scenario) -> anyhow::Result<Outco
         _ => Pace::Closed,
     };
     let before = cpu_now(ctx.pids);
-    let load = load::run(&ctx.api, tag, args.live_clients, args.live_seconds, pace, &target).await?;
+    let secs = if scenario == Scenario::Burst { args.burst_seconds } else { args.live_seconds };
+    let load = load::run(&ctx.api, tag, args.live_clients, secs, pace, &target).await?;
     let cpu = cpu_since(cpu_now(ctx.pids), before);
     let backlog = watch::backlog(&ctx.pool, Duration::from_secs(args.live_drain_secs)).await?;
     let im = match (&ctx.fake, sampler) {

@@ -18,6 +18,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Tencent's limits, as the fake is told them: calls per second per app, messages per second
 /// per group.
 pub(crate) const TENCENT_LIMITS: (u32, u32) = (200, 40);
+/// No limit on either (the fake's 0).
+pub(crate) const NO_LIMITS: (u32, u32) = (0, 0);
 
 /// The `room-service` binary next to this harness (`cargo build --bin room-service`).
 pub(crate) fn binary() -> anyhow::Result<PathBuf> {
@@ -97,7 +99,7 @@ fn tail(log: &Path) -> String {
     text[start..].to_owned()
 }
 
-/// `room-service fake-im` at Tencent's limits with `latency` per call.
+/// `room-service fake-im` with `latency` per call and limits (calls/s per app, messages/s per group).
 #[derive(Debug)]
 pub(crate) struct FakeProc {
     pub(crate) proc: Proc,
@@ -106,9 +108,11 @@ pub(crate) struct FakeProc {
 }
 
 /// Starts the fake IM and waits until `GET /fake/stats` answers.
-pub(crate) async fn start_fake(latency: Duration) -> anyhow::Result<FakeProc> {
+pub(crate) async fn start_fake(
+    latency: Duration,
+    (global, per_group): (u32, u32),
+) -> anyhow::Result<FakeProc> {
     let base = format!("http://127.0.0.1:{}", free_port()?);
-    let (global, per_group) = TENCENT_LIMITS;
     let mut command = Command::new(binary()?);
     command
         .arg("fake-im")
