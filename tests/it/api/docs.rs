@@ -18,7 +18,7 @@ use std::path::Path;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request};
-use room_service::http::{PublicOptions, admin_router, public_router};
+use room_service::http::{PublicOptions, V1_ROUTES, admin_router, public_router};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -286,6 +286,19 @@ fn every_route_of_the_routers_is_documented_on_its_listener() {
         "docs/API.md documents routes src/http/mod.rs does not register:\n{}",
         stale.join("\n")
     );
+}
+
+#[test]
+fn the_v1_routes_whose_series_start_at_zero_are_the_public_routers_v1_routes() {
+    let served: BTreeSet<(String, String)> = source_routes()
+        .into_iter()
+        .filter(|(listener, _, path)| *listener == Listener::Public && path.starts_with("/v1/"))
+        .map(|(_, method, path)| (method, path))
+        .collect();
+    let listed: BTreeSet<(String, String)> =
+        V1_ROUTES.iter().map(|&(method, path)| (method.to_owned(), path.to_owned())).collect();
+    assert_eq!(listed.len(), V1_ROUTES.len(), "http::V1_ROUTES lists a route twice");
+    assert_eq!(listed, served, "http::V1_ROUTES must list exactly the /v1 routes of public_router");
 }
 
 /// The HTTP status of a `StatusCode::NAME` constant used for an error answer.
