@@ -11,7 +11,7 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation};
 
 use super::jwks::{Jwks, UNKNOWN_KID_REFETCH};
-use super::{Reason, SetupError};
+use super::{Reason, SetupError, TokenUser};
 use crate::config::JwtSettings;
 use crate::domain::UserId;
 
@@ -75,8 +75,8 @@ impl JwtVerifier {
         Ok(Self { validations, user_claim: settings.user_claim.clone(), secret, public })
     }
 
-    /// The user `token` names, if it verifies.
-    pub async fn verify(&self, token: &str) -> Result<UserId, Reason> {
+    /// The user `token` names, if it verifies, and its `exp`.
+    pub async fn verify(&self, token: &str) -> Result<TokenUser, Reason> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| header_reason(token, e.kind()))?;
         let family = header.alg.family();
         let validation = self
@@ -103,7 +103,8 @@ impl JwtVerifier {
             (PublicKeys::None, _) => return Err(Reason::Algorithm),
         };
         let user = claims.get(&self.user_claim).and_then(serde_json::Value::as_str).ok_or(Reason::Claim)?;
-        UserId::parse(user).map_err(|_| Reason::Claim)
+        let user = UserId::parse(user).map_err(|_| Reason::Claim)?;
+        Ok(TokenUser { user, expires_at: claims.get("exp").and_then(serde_json::Value::as_u64) })
     }
 }
 

@@ -61,7 +61,7 @@ fn hs(alg: Algorithm, key: &[u8], claims: &Value) -> String {
 }
 
 async fn check(verifier: &JwtVerifier, token: &str) -> Result<String, Reason> {
-    verifier.verify(token).await.map(|u| u.as_str().to_owned())
+    verifier.verify(token).await.map(|u| u.user.as_str().to_owned())
 }
 
 #[tokio::test]

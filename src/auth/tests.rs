@@ -1,5 +1,5 @@
 //! Unit tests of [`Auth::authenticate`]: the bearer scheme, service tokens before user tokens,
-//! and mode none ignoring credentials.
+//! mode none ignoring credentials, and what is taken on trust once verified.
 
 use super::*;
 use crate::config::{ServiceToken, UserSigSettings};
@@ -81,4 +81,32 @@ fn identities_keep_users_and_services_apart() {
     assert_eq!(Caller::User(UserId::parse("gateway").unwrap()).identity().as_deref(), Some("user:gateway"));
     assert_eq!(Caller::Service("gateway".into()).identity().as_deref(), Some("service:gateway"));
     assert!(Reason::ALL.iter().all(|r| !r.as_str().is_empty()));
+}
+
+#[tokio::test]
+async fn a_token_taken_on_trust_still_expires_when_it_says() {
+    let auth = usersig_auth().await;
+    let now = sig::system_now_secs();
+    // Valid through now + 1 (Tencent: expired once now > time + expire).
+    let short = sig::generate(KEY, APP, "alice", 2, now - 1);
+    let bearer = header(&format!("Bearer {short}"));
+    let alice = Ok(Caller::User(UserId::parse("alice").unwrap()));
+    assert_eq!(auth.authenticate(bearer.as_deref()).await, alice);
+    assert_eq!(auth.authenticate(bearer.as_deref()).await, alice, "the same token again, taken on trust");
+    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+    assert_eq!(
+        auth.authenticate(bearer.as_deref()).await,
+        Err(AuthError::Unauthenticated(Reason::Expired)),
+        "trust never outlives the token"
+    );
+}
+
+#[tokio::test]
+async fn a_token_that_failed_is_verified_again_and_refused_again() {
+    let auth = usersig_auth().await;
+    let forged = sig::generate("another-key", APP, "alice", 3600, sig::system_now_secs());
+    for _ in 0..2 {
+        let refused = auth.authenticate(header(&format!("Bearer {forged}")).as_deref()).await;
+        assert_eq!(refused, Err(AuthError::Unauthenticated(Reason::BadSignature)));
+    }
 }

@@ -2,7 +2,7 @@
 //! exactly like Tencent does (SPEC §8; the very code the IM leaf signs with, in reverse:
 //! [`crate::publish::tencent::usersig::verify_own`]). `TLS.identifier` is the user.
 
-use super::Reason;
+use super::{Reason, TokenUser};
 use crate::config::UserSigSettings;
 use crate::domain::UserId;
 use crate::publish::tencent::usersig::{self, UserSigError};
@@ -21,13 +21,8 @@ impl UserSigVerifier {
         Self { sdk_app_id: settings.sdk_app_id, secret_key: settings.secret_key.clone() }
     }
 
-    /// The user `token` is a valid UserSig of, now.
-    pub fn verify(&self, token: &str) -> Result<UserId, Reason> {
-        self.verify_at(token, usersig::system_now_secs())
-    }
-
-    /// As [`Self::verify`], at `now_secs`.
-    pub fn verify_at(&self, token: &str, now_secs: u64) -> Result<UserId, Reason> {
+    /// The user `token` is a valid UserSig of at `now_secs`, and when the UserSig expires.
+    pub fn verify_at(&self, token: &str, now_secs: u64) -> Result<TokenUser, Reason> {
         let info =
             usersig::verify_own(token, self.secret_key.expose(), self.sdk_app_id, now_secs).map_err(|e| {
                 match e {
@@ -37,7 +32,9 @@ impl UserSigVerifier {
                     UserSigError::Expired => Reason::Expired,
                 }
             })?;
-        UserId::parse(info.identifier).map_err(|_| Reason::Claim)
+        let expires_at = Some(info.time.saturating_add(info.expire));
+        let user = UserId::parse(info.identifier).map_err(|_| Reason::Claim)?;
+        Ok(TokenUser { user, expires_at })
     }
 }
 
@@ -57,7 +54,8 @@ mod tests {
     fn a_valid_usersig_names_its_user_and_every_bad_one_has_its_reason() {
         let v = verifier();
         let own = usersig::generate(KEY, APP, "alice", 3600, NOW);
-        assert_eq!(v.verify_at(&own, NOW + 10), Ok(UserId::parse("alice").unwrap()));
+        let alice = TokenUser { user: UserId::parse("alice").unwrap(), expires_at: Some(NOW + 3600) };
+        assert_eq!(v.verify_at(&own, NOW + 10), Ok(alice));
         assert_eq!(
             v.verify_at(&usersig::generate("another-key", APP, "alice", 3600, NOW), NOW),
             Err(Reason::BadSignature)

@@ -18,7 +18,8 @@
 //! over many with IM on vs off, and what IM saw (events/s and per call, commit → IM, backlog) ·
 //! B11 presence: heartbeats/s and p99 alone and under a gift storm, gifts/s alone and under a
 //! heartbeat storm, the batch route vs the single one, and a crowd of 100,000 members kept
-//! present while exactly the silent ones are evicted.
+//! present while exactly the silent ones are evicted · B12 token verification: a token's first
+//! `authenticate` vs the same token's next one (HS256, RS256, UserSig).
 
 mod backlog;
 mod claim;
@@ -41,6 +42,7 @@ mod presence;
 mod report;
 mod stack;
 mod support;
+mod verify;
 
 use std::time::Instant;
 
@@ -153,6 +155,9 @@ pub struct Args {
     /// B10: longest wait for the backlog after a load.
     #[arg(long, default_value_t = 120)]
     pub live_drain_secs: u64,
+    /// B12: tokens (one per user) authenticated fresh, then again.
+    #[arg(long, default_value_t = 2_000)]
+    pub verify_tokens: usize,
     /// B11: members of the room heartbeating under gifts.
     #[arg(long, default_value_t = 10_000)]
     pub presence_members: usize,
@@ -211,6 +216,7 @@ impl Args {
             self.crowd_members = self.crowd_members.min(1_000);
             self.crowd_stopped = self.crowd_stopped.min(10);
             self.crowd_stale_seconds = self.crowd_stale_seconds.min(2);
+            self.verify_tokens = self.verify_tokens.min(20);
         }
         // Sizes smallest first (the smallest is the baseline), none empty (a sender must exist).
         self.hot_sizes.retain(|&n| n > 0);
@@ -237,6 +243,7 @@ impl Args {
         self.crowd_members = self.crowd_members.max(2);
         self.crowd_stopped = self.crowd_stopped.clamp(1, self.crowd_members - 1);
         self.crowd_stale_seconds = self.crowd_stale_seconds.max(2);
+        self.verify_tokens = self.verify_tokens.max(1);
         self
     }
 }
@@ -258,7 +265,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 11] = [
+    let benches: [(&str, &str, Bench); 12] = [
         ("b1", "command path", |a| Box::pin(on_fresh_db(a, "b1", command::run))),
         ("b2", "worker drain", |a| Box::pin(on_fresh_db(a, "b2", drain::run))),
         ("b3", "claim scaling", |a| Box::pin(on_fresh_db(a, "b3", claim::run))),
@@ -270,6 +277,7 @@ async fn main() -> anyhow::Result<()> {
         ("b9", "consumers", |a| Box::pin(consumers::run(a))),
         ("b10", "live room", |a| Box::pin(live::run(a))),
         ("b11", "presence", |a| Box::pin(on_fresh_db(a, "b11", presence::run))),
+        ("b12", "token verification", |a| Box::pin(verify::run(a))),
     ];
     for (id, what, bench) in benches {
         if !args.wants(id) {

@@ -11,9 +11,9 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use super::*;
 
 /// The HS256 key of the benchmark.
-const HS_SECRET: &str = "room-service-bench-hs256-key-0123456789";
+pub(crate) const HS_SECRET: &str = "room-service-bench-hs256-key-0123456789";
 /// A throwaway RSA key pair (2048 bits) made for this benchmark only.
-const RSA_PRIVATE_PEM: &str = "-----BEGIN PRIVATE KEY-----
+pub(crate) const RSA_PRIVATE_PEM: &str = "-----BEGIN PRIVATE KEY-----
 MIIEvAIBADANBgkqhkiG9w0BAQEFAASCBKYwggSiAgEAAoIBAQCkdacbq2DZD+oI
 DjxC9chRIzQnZ1KGx0lrY1XGcZaqb+S0xxMvQ43RfltsaW+qEfn5+Y/t/EyWX/ly
 i8s+/JSWl+1BaGl/nSRFZb6vWqqHbafuD6AMfbNJ8xDQdvLELA2R3nx4IgKJo3yr
@@ -42,7 +42,7 @@ Z2ENCAWd8iRGUYImhR9GbUMU7rxPRZLgiUYJK+4GdMVZwoMhIOlpBTo6V6yh1YyZ
 rrjnqB5cOWN6n1gPn0lFrQ==
 -----END PRIVATE KEY-----
 ";
-const RSA_PUBLIC_PEM: &str = "-----BEGIN PUBLIC KEY-----
+pub(crate) const RSA_PUBLIC_PEM: &str = "-----BEGIN PUBLIC KEY-----
 MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEApHWnG6tg2Q/qCA48QvXI
 USM0J2dShsdJa2NVxnGWqm/ktMcTL0ON0X5bbGlvqhH5+fmP7fxMll/5covLPvyU
 lpftQWhpf50kRWW+r1qqh22n7g+gDH2zSfMQ0HbyxCwNkd58eCICiaN8q+af8ln9

@@ -32,7 +32,7 @@ use crate::command_raw::{Tx, precompute, run_raw};
 use crate::report::Line;
 use crate::support::{self, Acceptances, BenchDb, CpuTimes, Samples, global_status, ms};
 
-mod auth;
+pub(crate) mod auth;
 mod service;
 
 pub(crate) use auth::Tokens;
