@@ -20,10 +20,12 @@ pub const HOLD: u64 = 60;
 /// Most tokens remembered (~150 bytes each).
 const CAPACITY: usize = 65_536;
 
-/// A verified token's user and the second it stops being taken on trust.
+/// A verified token's user, the second it verified and the second it stops being taken on
+/// trust.
 #[derive(Debug, Clone)]
 struct Entry {
     user: UserId,
+    verified_at: u64,
     until: u64,
 }
 
@@ -46,11 +48,12 @@ impl Default for Verified {
 
 impl Verified {
     /// The user `token` named when it verified, while it is still taken on trust at `now`
-    /// (Unix seconds).
+    /// (Unix seconds). A clock that went back before the verification forgets the entry, so
+    /// trust never lasts more than [`HOLD`] of the clock's time.
     pub fn get(&self, token: &str, now: u64) -> Option<UserId> {
         let key = digest(token);
         let entry = self.cache.get(&key)?;
-        if now < entry.until {
+        if entry.verified_at <= now && now < entry.until {
             return Some(entry.user);
         }
         self.cache.remove(&key);
@@ -63,7 +66,7 @@ impl Verified {
         let Some(expires_at) = expires_at else { return };
         let until = expires_at.min(now.saturating_add(HOLD));
         if now < until {
-            self.cache.insert(digest(token), Entry { user, until });
+            self.cache.insert(digest(token), Entry { user, verified_at: now, until });
         }
     }
 }
@@ -103,5 +106,13 @@ mod tests {
         assert_eq!(verified.get("no-expiry", NOW), None);
         verified.put("expired", user("carol"), Some(NOW), NOW);
         assert_eq!(verified.get("expired", NOW), None);
+    }
+
+    #[test]
+    fn a_clock_gone_back_before_the_verification_forgets_the_token() {
+        let verified = Verified::default();
+        verified.put("token", user("alice"), Some(NOW + 3_600), NOW);
+        assert_eq!(verified.get("token", NOW - 1), None);
+        assert_eq!(verified.get("token", NOW), None, "forgotten, not only hidden");
     }
 }
