@@ -313,8 +313,8 @@ impl Auth {
             return Ok(Caller::Service(name.to_owned()));
         }
         let token = std::str::from_utf8(token).map_err(|_| AuthError::Unauthenticated(Reason::Malformed))?;
-        let now = crate::publish::tencent::usersig::system_now_secs();
-        if let Some(user) = self.inner.verified.get(token, now) {
+        let (now, at) = (crate::publish::tencent::usersig::system_now_secs(), std::time::Instant::now());
+        if let Some(user) = self.inner.verified.get(token, now, at) {
             return Ok(Caller::User(user));
         }
         let named = match &self.inner.verifier {
@@ -323,7 +323,7 @@ impl Auth {
             Verifier::UserSig(sig) => sig.verify_at(token, now),
         }
         .map_err(AuthError::Unauthenticated)?;
-        self.inner.verified.put(token, named.user.clone(), named.expires_at, now);
+        self.inner.verified.put(token, named.user.clone(), named.expires_at, now, at);
         Ok(Caller::User(named.user))
     }
 

@@ -87,26 +87,29 @@ fn identities_keep_users_and_services_apart() {
 async fn a_token_taken_on_trust_still_expires_when_it_says() {
     let auth = usersig_auth().await;
     let now = sig::system_now_secs();
-    // Valid through now + 1 (Tencent: expired once now > time + expire).
-    let short = sig::generate(KEY, APP, "alice", 2, now - 1);
+    // Valid through now + 2 (Tencent: expired once now > time + expire).
+    let short = sig::generate(KEY, APP, "alice", 3, now - 1);
     let bearer = header(&format!("Bearer {short}"));
     let alice = Ok(Caller::User(UserId::parse("alice").unwrap()));
     assert_eq!(auth.authenticate(bearer.as_deref()).await, alice);
+    assert_eq!(auth.inner.verified.len(), 1, "kept once verified");
     assert_eq!(auth.authenticate(bearer.as_deref()).await, alice, "the same token again, taken on trust");
-    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(3_100)).await;
     assert_eq!(
         auth.authenticate(bearer.as_deref()).await,
         Err(AuthError::Unauthenticated(Reason::Expired)),
         "trust never outlives the token"
     );
+    assert_eq!(auth.inner.verified.len(), 0);
 }
 
 #[tokio::test]
-async fn a_token_that_failed_is_verified_again_and_refused_again() {
+async fn a_token_that_failed_is_never_kept_and_is_refused_again() {
     let auth = usersig_auth().await;
     let forged = sig::generate("another-key", APP, "alice", 3600, sig::system_now_secs());
     for _ in 0..2 {
         let refused = auth.authenticate(header(&format!("Bearer {forged}")).as_deref()).await;
         assert_eq!(refused, Err(AuthError::Unauthenticated(Reason::BadSignature)));
     }
+    assert_eq!(auth.inner.verified.len(), 0);
 }

@@ -23,11 +23,18 @@ use crate::support::{SDK_APP_ID, SECRET_KEY};
 pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
     let key_file = std::env::temp_dir().join(format!("room-service-bench-b12-{}.pem", std::process::id()));
     std::fs::write(&key_file, RSA_PUBLIC_PEM)?;
+    let lines = measure(args, &key_file).await;
+    let _ = std::fs::remove_file(&key_file);
+    lines
+}
+
+/// The lines, with the RS256 public key in the PEM file `key_file`.
+async fn measure(args: &Args, key_file: &std::path::Path) -> anyhow::Result<Vec<Line>> {
     let users: Vec<String> = (0..args.verify_tokens).map(|n| format!("u{n}")).collect();
     let mut lines = Vec::new();
     let kinds = [
         ("HS256", jwt(Algorithm::HS256, None)),
-        ("RS256", jwt(Algorithm::RS256, Some(key_file.clone()))),
+        ("RS256", jwt(Algorithm::RS256, Some(key_file.to_path_buf()))),
         (
             "UserSig",
             AuthMode::UserSig(UserSigSettings {
@@ -49,7 +56,6 @@ pub async fn run(args: &Args) -> anyhow::Result<Vec<Line>> {
             seen.as_secs_f64() / fresh.as_secs_f64().max(1e-12),
         ));
     }
-    let _ = std::fs::remove_file(&key_file);
     Ok(lines)
 }
 

@@ -288,8 +288,8 @@ fn every_route_of_the_routers_is_documented_on_its_listener() {
     );
 }
 
-#[test]
-fn the_v1_routes_whose_series_start_at_zero_are_the_public_routers_v1_routes() {
+#[tokio::test]
+async fn the_v1_routes_whose_series_start_at_zero_are_the_public_routers_v1_routes() {
     let served: BTreeSet<(String, String)> = source_routes()
         .into_iter()
         .filter(|(listener, _, path)| *listener == Listener::Public && path.starts_with("/v1/"))
@@ -299,6 +299,16 @@ fn the_v1_routes_whose_series_start_at_zero_are_the_public_routers_v1_routes() {
         V1_ROUTES.iter().map(|&(method, path)| (method.to_owned(), path.to_owned())).collect();
     assert_eq!(listed.len(), V1_ROUTES.len(), "http::V1_ROUTES lists a route twice");
     assert_eq!(listed, served, "http::V1_ROUTES must list exactly the /v1 routes of public_router");
+    // And each one is served (not only written down): the router itself answers it.
+    let db = TestDb::sqlite().await;
+    let public = public_router(router_state(&db), PublicOptions::default());
+    for (method, pattern) in V1_ROUTES {
+        let path = sample_path(pattern);
+        assert!(
+            !hits_fallback(&public, method, &path).await,
+            "{method} {pattern} is not served by public_router"
+        );
+    }
 }
 
 /// The HTTP status of a `StatusCode::NAME` constant used for an error answer.
