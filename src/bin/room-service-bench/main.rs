@@ -21,6 +21,11 @@
 //! present while exactly the silent ones are evicted · B12 token verification: a token's first
 //! `authenticate` vs the same token's next one (HS256, RS256, UserSig).
 
+/// The service's allocator (`src/main.rs`): B1 and the other in-process benchmarks run the
+/// service with it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod backlog;
 mod claim;
 mod command;
