@@ -27,7 +27,7 @@ use crate::domain::UserId;
 /// Longest a verified token is taken on trust.
 pub const HOLD: Duration = Duration::from_secs(60);
 /// Most tokens remembered (~150 bytes each).
-const CAPACITY: usize = 65_536;
+pub const CAPACITY: usize = 65_536;
 
 /// A verified token's user, its own expiry (Unix seconds) and the end of its hold.
 #[derive(Debug, Clone)]
