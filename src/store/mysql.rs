@@ -16,6 +16,13 @@ use super::admin::{PURGE_LOCK_PREFIX, PurgeLock};
 use super::repository::SqlRepository;
 use super::types::StoreError;
 
+/// The migration lock's name, before the database's (`GET_LOCK` names are server-wide).
+const MIGRATION_LOCK_PREFIX: &str = "room_service.migrate.";
+/// `migrations/mysql`.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/mysql");
+/// How long a node waits for another node's migrations.
+const MIGRATION_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl SqlRepository<MySql> {
     /// Opens a pool of at most `max_connections`, every session at READ COMMITTED.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
@@ -34,9 +41,33 @@ impl SqlRepository<MySql> {
         Ok(Self { pool })
     }
 
-    /// Runs `migrations/mysql`.
+    /// Runs `migrations/mysql`, one node at a time: under a `GET_LOCK` of our own on the
+    /// migrating session, taken within [`MIGRATION_LOCK_WAIT`]. (sqlx's own lock asks
+    /// `GET_LOCK(name, -1)`, which MariaDB answers NULL at once without locking anything, so
+    /// nodes started together on a fresh database raced to apply the same migration and all but
+    /// one failed with a duplicate key in `_sqlx_migrations`.)
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::migrate!("migrations/mysql").run(&self.pool).await?;
+        let mut conn = self.pool.acquire().await?;
+        let got: Option<i64> =
+            sqlx::query_scalar("SELECT GET_LOCK(LEFT(CONCAT(?, COALESCE(DATABASE(), '')), 64), ?)")
+                .bind(MIGRATION_LOCK_PREFIX)
+                .bind(MIGRATION_LOCK_WAIT.as_secs() as i64)
+                .fetch_one(&mut *conn)
+                .await?;
+        if got != Some(1) {
+            return Err(StoreError::Config(format!(
+                "another node held the migration lock for {MIGRATION_LOCK_WAIT:?}; start this one again once it is up"
+            )));
+        }
+        // `run_direct` on the locked session (sqlx's own way around `run`'s future not being
+        // `Send` for every lifetime of an `Acquire`).
+        let migrated = MIGRATOR.run_direct(None, &mut *conn, false).await;
+        let released = sqlx::query("SELECT RELEASE_LOCK(LEFT(CONCAT(?, COALESCE(DATABASE(), '')), 64))")
+            .bind(MIGRATION_LOCK_PREFIX)
+            .execute(&mut *conn)
+            .await;
+        migrated?;
+        released?;
         Ok(())
     }
 

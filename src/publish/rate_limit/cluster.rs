@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, RateLimiter};
 use tokio::time::Instant;
 
+use super::clock::{self, DirectLimiter};
 use super::limits::window_quota;
 use crate::redis_conn::{REDIS_TIMEOUT, RedisConn};
 use crate::telemetry::names;
@@ -87,7 +87,7 @@ pub(super) struct SharedLimiter {
     interval_us: u64,
     tolerance_us: u64,
     /// The node's share, used while Redis is away.
-    fallback: DefaultDirectRateLimiter,
+    fallback: DirectLimiter,
     mode: Mutex<Mode>,
     /// One waiting worker at a time asks Redis (the others queue here, first come first served).
     turn: tokio::sync::Mutex<()>,
@@ -119,7 +119,7 @@ impl SharedLimiter {
             script: redis::Script::new(GCRA),
             interval_us,
             tolerance_us: interval_us * u64::from(burst - 1),
-            fallback: RateLimiter::direct(window_quota(share, (share / 20).max(1))),
+            fallback: clock::direct(window_quota(share, (share / 20).max(1))),
             mode: Mutex::new(Mode::Shared),
             turn: tokio::sync::Mutex::new(()),
             probing: AtomicBool::new(false),
@@ -165,7 +165,7 @@ impl SharedLimiter {
         loop {
             if self.in_fallback() {
                 self.retry_if_due();
-                self.fallback.until_ready().await;
+                clock::ready(&self.fallback).await;
                 return;
             }
             match self.take(1).await {

@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::Quota;
 use tokio::time::Instant;
 
+use super::clock::{self, DirectLimiter, KeyedLimiter};
 use super::cluster::{ClusterQuota, SharedLimiter};
 use super::layer::RateLimitOptions;
 
@@ -20,8 +21,8 @@ const RETAIN_EVERY: u64 = 4096;
 #[derive(Debug)]
 pub(super) struct Limits {
     global: Global,
-    worker: DefaultDirectRateLimiter,
-    groups: DefaultKeyedRateLimiter<String>,
+    worker: DirectLimiter,
+    groups: KeyedLimiter<String>,
     pause: Duration,
     paused: Mutex<Pauses>,
     calls: AtomicU64,
@@ -35,7 +36,7 @@ pub(super) struct Limits {
 #[derive(Debug)]
 enum Global {
     /// This node alone publishes for the app.
-    Local(DefaultDirectRateLimiter),
+    Local(DirectLimiter),
     /// The nodes share one quota in Redis.
     Cluster(Arc<SharedLimiter>),
 }
@@ -85,13 +86,13 @@ impl Limits {
         let worker = ((f64::from(global) * options.worker_share).floor() as u32).clamp(1, global);
         let global = match cluster {
             Some(quota) => Global::Cluster(SharedLimiter::new(quota, global, global_burst)),
-            None => Global::Local(RateLimiter::direct(window_quota(global, global_burst))),
+            None => Global::Local(clock::direct(window_quota(global, global_burst))),
         };
         Self {
             global,
             // A burst of 2 keeps its waiters from losing a share of the rate to timer slack.
-            worker: RateLimiter::direct(window_quota(worker, 2)),
-            groups: RateLimiter::keyed(window_quota(per_group, (per_group / 7).max(1))),
+            worker: clock::direct(window_quota(worker, 2)),
+            groups: clock::keyed(window_quota(per_group, (per_group / 7).max(1))),
             pause: options.pause,
             paused: Mutex::new(Pauses::default()),
             calls: AtomicU64::new(0),
@@ -150,13 +151,13 @@ impl Limits {
                 continue;
             }
             if worker {
-                self.worker.until_ready().await;
+                clock::ready(&self.worker).await;
             }
-            self.groups.until_key_ready(&group).await;
+            clock::key_ready(&self.groups, &group).await;
             match &self.global {
                 Global::Local(global) => {
                     let _turn = self.turn.lock().await;
-                    global.until_ready().await;
+                    clock::ready(global).await;
                 }
                 Global::Cluster(shared) => shared.until_ready().await,
             }

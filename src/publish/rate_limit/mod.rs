@@ -38,6 +38,7 @@
 //! keeps the service that was polled ready for it and leaves a clone in its place (tower's
 //! `Buffer` and `LoadShed` do the same).
 
+mod clock;
 pub mod cluster;
 mod future;
 mod layer;

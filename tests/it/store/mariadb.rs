@@ -217,3 +217,26 @@ async fn commit_is_not_blocked_by_a_held_claim() {
     claimer.rollback().await.unwrap();
     assert_eq!(db.count("room_outbox").await, 42);
 }
+
+#[tokio::test]
+async fn nodes_started_together_on_a_fresh_database_migrate_it_once_and_all_start() {
+    let db = TestDb::mysql_with(false).await;
+    let mut nodes = Vec::new();
+    for _ in 0..4 {
+        nodes.push(room_service::store::MySqlRepository::connect(db.url(), 2).await.expect("pool"));
+    }
+    let barrier = Arc::new(Barrier::new(nodes.len()));
+    let runs = nodes.into_iter().map(|repo| {
+        let barrier = Arc::clone(&barrier);
+        tokio::spawn(async move {
+            barrier.wait().await;
+            repo.migrate().await
+        })
+    });
+    for (node, run) in futures::future::join_all(runs).await.into_iter().enumerate() {
+        run.expect("task").unwrap_or_else(|e| panic!("node {node} failed to migrate: {e}"));
+    }
+    let applied = db.scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success = 1").await.unwrap();
+    let files = std::fs::read_dir("migrations/mysql").unwrap().count() as i64;
+    assert_eq!(applied, files, "each migration applied once");
+}
