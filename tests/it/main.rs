@@ -2,6 +2,7 @@
 //! components. Shared helpers live in `support/`.
 
 mod admin;
+mod adversarial;
 mod api;
 mod auth;
 mod cluster;
