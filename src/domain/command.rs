@@ -71,6 +71,17 @@ impl Command {
             Command::CloseRoom => "close_room",
         }
     }
+
+    /// The user the command acts as: the owner it creates a room for, who joins or leaves, who
+    /// sends a gift; `None` for CloseRoom (it names nobody).
+    pub fn acting_user(&self) -> Option<&UserId> {
+        match self {
+            Command::CreateRoom { owner_id, .. } => Some(owner_id),
+            Command::JoinRoom { user_id } | Command::LeaveRoom { user_id, .. } => Some(user_id),
+            Command::SendGift { sender_id, .. } => Some(sender_id),
+            Command::CloseRoom => None,
+        }
+    }
 }
 
 /// Everything besides the command that `apply` needs; all inputs are explicit so `apply`

@@ -119,7 +119,12 @@ impl FakeWalletState {
     pub(crate) fn debit(&self, key: &str, user_id: &str, amount: u64) -> DebitOutcome {
         let mut book = self.book();
         if let Some(taken) = book.debits.get(key) {
-            let answer = DebitAnswer { debit_id: taken.debit_id.clone(), balance: taken.balance };
+            let answer = DebitAnswer {
+                debit_id: taken.debit_id.clone(),
+                balance: taken.balance,
+                user_id: Some(taken.user_id.clone()),
+                amount: Some(taken.amount),
+            };
             book.stats.debits_replayed += 1;
             return DebitOutcome::Debited(answer);
         }
@@ -143,7 +148,12 @@ impl FakeWalletState {
         book.debits.insert(key.to_owned(), taken);
         book.order.push(key.to_owned());
         book.stats.debits += 1;
-        DebitOutcome::Debited(DebitAnswer { debit_id, balance: left })
+        DebitOutcome::Debited(DebitAnswer {
+            debit_id,
+            balance: left,
+            user_id: Some(user_id.to_owned()),
+            amount: Some(amount),
+        })
     }
 
     /// Gives back the debit under `key` (once); true when there is one.
@@ -204,8 +214,17 @@ mod tests {
     fn a_key_debits_once_and_refunds_once() {
         let s = FakeWalletState::new(100);
         let first = s.debit("k", "u", 30);
-        assert_eq!(first, DebitOutcome::Debited(DebitAnswer { debit_id: "d1".into(), balance: 70 }));
-        // Same key, even with other values: the first answer, no money moved.
+        assert_eq!(
+            first,
+            DebitOutcome::Debited(DebitAnswer {
+                debit_id: "d1".into(),
+                balance: 70,
+                user_id: Some("u".into()),
+                amount: Some(30)
+            })
+        );
+        // Same key, even with other values: the first answer (the first debit's user and
+        // amount), no money moved.
         assert_eq!(s.debit("k", "u", 50), first);
         assert_eq!(s.balance("u"), 70);
         assert!(s.refund("k"));
@@ -225,7 +244,12 @@ mod tests {
         s.set_balance("u", 11);
         assert_eq!(
             s.debit("k", "u", 11),
-            DebitOutcome::Debited(DebitAnswer { debit_id: "d1".into(), balance: 0 })
+            DebitOutcome::Debited(DebitAnswer {
+                debit_id: "d1".into(),
+                balance: 0,
+                user_id: Some("u".into()),
+                amount: Some(11)
+            })
         );
         assert_eq!(s.balances(), BTreeMap::from([("u".to_owned(), 0)]));
         assert_eq!(s.stats().insufficient, 1);

@@ -10,6 +10,7 @@
 //! | `version_conflict`, `room_exists`, `room_closed`, `not_member`, `heat_overflow`, `insufficient_balance`, `payment_refunded` | `FAILED_PRECONDITION` |
 //! | `storage_unavailable`, `wallet_unavailable`, `draining`, `not_owner`, `owner_unavailable`, `request_timeout`, `overloaded` | `UNAVAILABLE` |
 //! | `too_large`, `rate_limited` (with `retry-after` metadata, in seconds) | `RESOURCE_EXHAUSTED` |
+//! | `payment_mismatch` | `ABORTED` |
 //! | `unauthenticated` | `UNAUTHENTICATED` |
 //! | `forbidden` | `PERMISSION_DENIED` (the message starts with the field) |
 //! | anything else | `INTERNAL` |
@@ -46,6 +47,7 @@ pub fn code(error_code: &str) -> Code {
         | "request_timeout"
         | "overloaded" => Code::Unavailable,
         "too_large" | "rate_limited" => Code::ResourceExhausted,
+        "payment_mismatch" => Code::Aborted,
         "unauthenticated" => Code::Unauthenticated,
         "forbidden" => Code::PermissionDenied,
         _ => Code::Internal,

@@ -108,6 +108,12 @@ impl From<RoomError> for ApiError {
                 "payment_refunded",
                 "this gift did not commit and its payment was refunded; send it again with a new command_id",
             ),
+            RoomError::PaymentMismatch => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "payment_mismatch",
+                "the wallet answered with another debit (user or amount) under this command's key; nothing \
+                 was written; do not reuse a command_id for another gift",
+            ),
             RoomError::Wallet(error) => error.into(),
             RoomError::Corrupt(detail) => {
                 tracing::error!(%detail, "Stored data is corrupt");

@@ -97,14 +97,26 @@ impl Commit {
         let failed = |error, unload| Written::Failed { error, unload };
         match error {
             CommitError::DuplicateCommand => {
-                // Some command id is logged already (a retried command).
+                // Some command is logged already (a retried command), or two of the batch are the
+                // same command.
                 let ids: Vec<String> = items.iter().map(|q| q.command_id.to_string()).collect();
                 match self.repo.find_commands(&ids).await {
-                    Ok(logged) if logged.is_empty() => failed(
-                        RoomError::VersionConflict("command id is being used concurrently; retry".into()),
-                        false,
-                    ),
-                    Ok(logged) => Written::Repeats(logged),
+                    Ok(logged) => {
+                        let ours: Vec<StoredCommand> = logged
+                            .into_iter()
+                            .filter(|row| items.iter().any(|q| row.belongs_to(&q.key(), &q.fingerprint)))
+                            .collect();
+                        if ours.is_empty() {
+                            failed(
+                                RoomError::VersionConflict(
+                                    "command id is being used concurrently; retry".into(),
+                                ),
+                                false,
+                            )
+                        } else {
+                            Written::Repeats(ours)
+                        }
+                    }
                     Err(e) => failed(e.into(), false),
                 }
             }
@@ -229,6 +241,7 @@ fn logged_command(item: &Queued, committed: &Committed) -> LoggedCommand {
     };
     LoggedCommand {
         command_id: item.command_id.to_string(),
+        caller: item.caller.clone(),
         command_type: item.command.name(),
         fingerprint: item.fingerprint.clone(),
         request_id: item.request_id.clone(),

@@ -14,10 +14,13 @@ use super::outcome::CommandResponse;
 use crate::domain::{
     self, Applied, Change, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomState,
 };
+use crate::store::CommandKey;
 
 /// A command waiting on its room's cell.
 pub(super) struct Queued {
     pub(super) command_id: CommandId,
+    /// Who sent it: with `command_id`, the command's identity ([`CommandKey`]).
+    pub(super) caller: String,
     pub(super) request_id: String,
     pub(super) command: Command,
     /// SHA-256 of the room id and command body (see [`super::outcome::fingerprint`]).
@@ -27,6 +30,13 @@ pub(super) struct Queued {
     /// Where the answer goes; closed when the caller went away (the command is then skipped
     /// if it has not been taken into a batch yet).
     pub(super) reply: oneshot::Sender<Result<CommandResponse, RoomError>>,
+}
+
+impl Queued {
+    /// The command's identity.
+    pub(super) fn key(&self) -> CommandKey {
+        CommandKey::new(self.caller.clone(), self.command_id.as_str())
+    }
 }
 
 impl std::fmt::Debug for Queued {

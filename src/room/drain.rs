@@ -98,12 +98,12 @@ impl RoomService {
                     let room = state.as_ref().map(|s| s.snapshot());
                     let (repeats, rest): (Vec<Queued>, Vec<Queued>) = items
                         .into_iter()
-                        .partition(|q| logged.iter().any(|c| c.command_id == q.command_id.as_str()));
+                        .partition(|q| logged.iter().any(|c| c.belongs_to(&q.key(), &q.fingerprint)));
                     for item in repeats {
                         let answer = self
                             .inner
                             .replay
-                            .answer(&item.command_id, &item.fingerprint, None, room.clone())
+                            .answer(&item.key(), &item.fingerprint, None, room.clone())
                             .await;
                         answers.push((item, answer));
                     }
@@ -143,7 +143,7 @@ impl RoomService {
                 Decision::Refused(refused) => {
                     self.inner
                         .replay
-                        .answer(&item.command_id, &item.fingerprint, Some(refused), room.clone())
+                        .answer(&item.key(), &item.fingerprint, Some(refused), room.clone())
                         .await
                 }
             };

@@ -41,6 +41,10 @@ pub enum RoomError {
     /// the same key would commit it unpaid. Send it again under a new `command_id`.
     #[error("the payment of this command was refunded; send the gift again with a new command_id")]
     PaymentRefunded,
+    /// The wallet's debit under this command's key is not this gift's (another user or
+    /// amount): refused, nothing committed, nothing refunded (the debit is another command's).
+    #[error("the wallet's debit under this command's key is another debit; nothing was written")]
+    PaymentMismatch,
     /// Stored data could not be read back (a snapshot or logged outcome that does not parse).
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),

@@ -61,8 +61,16 @@ pub(crate) struct LoggedEvent {
 }
 
 /// Every value [`result_label`] answers.
-pub(super) const RESULT_LABELS: [&str; 7] =
-    ["replayed", "applied", "not_applied", "rejected", "conflict", "unavailable", "corrupt"];
+pub(super) const RESULT_LABELS: [&str; 8] = [
+    "replayed",
+    "applied",
+    "not_applied",
+    "rejected",
+    "conflict",
+    "unavailable",
+    "payment_mismatch",
+    "corrupt",
+];
 
 /// The `result` label of `room_commands_total` for a command's answer (one of
 /// [`RESULT_LABELS`]).
@@ -81,6 +89,7 @@ pub(super) fn result_label(result: &Result<CommandResponse, RoomError>) -> &'sta
             | RoomError::NotOwner
             | RoomError::Wallet(_),
         ) => "unavailable",
+        Err(RoomError::PaymentMismatch) => "payment_mismatch",
         Err(RoomError::Corrupt(_)) => "corrupt",
     }
 }

@@ -1,6 +1,12 @@
-//! Paying for gifts (SPEC §11.4): with a wallet configured, a SendGift debits its sender
-//! `count × unit_value` under the idempotency key `command_id` before it is queued, and the
-//! command's answer decides whether the debit stays or is refunded (same key, idempotent):
+//! Paying for gifts (SPEC §11.4, §13.1): with a wallet configured, a SendGift debits its
+//! sender `count × unit_value` before it is queued, under an idempotency key derived from the
+//! command's identity ([`wallet_key`]: its caller and `command_id`, so no other caller can
+//! reach that debit, replay it or have it refunded), and the command's answer decides whether
+//! the debit stays or is refunded (same key, idempotent). The wallet's answer must name the
+//! sender and the amount asked for: a debit under the key that is another one (the same caller's
+//! id reused for another gift still in flight, or a wallet answering wrongly) never pays for
+//! this gift — it answers 502 `payment_mismatch`, nothing is committed and nothing refunded
+//! (the debit is the other command's).
 //!
 //! - applied, or answered from the command log (replayed): the debit paid for it and stays;
 //! - refused by the domain, not applied, or rolled back before its COMMIT: nothing was
@@ -17,18 +23,20 @@
 //! the room to another node. It answers 409 `payment_refunded` instead: send the gift again
 //! under a new `command_id`.
 //!
-//! A `command_id` already in the log is never debited: a repeat was paid for the first time,
-//! and an id reused for another command must not charge anyone. The payment runs in a task of
+//! A command already in the log is never debited: a repeat was paid for the first time, and
+//! the caller's id reused for another command must not charge it (it answers 409). The payment runs in a task of
 //! its own, so a caller that goes away (a cut connection, the request timeout) never leaves
 //! the debit of a gift that did not commit un-refunded.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use sha2::{Digest, Sha256};
+
 use super::error::RoomError;
 use super::outcome::CommandResponse;
-use crate::domain::{Command, CommandId, MAX_GIFT_COUNT, MAX_UNIT_VALUE, RoomId};
-use crate::store::SharedCommandStore;
+use crate::domain::{Command, MAX_GIFT_COUNT, MAX_UNIT_VALUE, RoomId};
+use crate::store::{CommandKey, SharedCommandStore};
 use crate::wallet::{Debit, Wallet};
 
 /// Refund calls made before a refund is given up on (and logged for reconciliation).
@@ -67,11 +75,25 @@ impl RefundedKeys {
     }
 }
 
-/// A gift's debit, the wallet it is taken from, and the room the gift is for.
+/// The wallet's idempotency key of a command: hex SHA-256 over its caller and `command_id`
+/// (64 characters, whatever their lengths), so two callers' equal ids are two debits.
+pub(crate) fn wallet_key(key: &CommandKey) -> String {
+    let mut digest = Sha256::new();
+    digest.update(b"room-service debit v1\n");
+    digest.update(key.caller.as_bytes());
+    digest.update(b"\n");
+    digest.update(key.command_id.as_bytes());
+    digest.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A gift's debit, the wallet it is taken from, the room the gift is for, and the command it
+/// pays for.
 pub(super) struct Charge {
     wallet: Arc<dyn Wallet>,
     debit: Debit,
     room_id: String,
+    key: CommandKey,
+    fingerprint: String,
 }
 
 /// Gifts paid from the wallet (none configured: gifts are free).
@@ -93,18 +115,25 @@ impl Payments {
     pub(super) fn charge(
         &self,
         room_id: &RoomId,
-        command_id: &CommandId,
+        key: &CommandKey,
+        fingerprint: &str,
         command: &Command,
     ) -> Option<Charge> {
         let wallet = self.wallet.clone()?;
         let Command::SendGift { sender_id, count, unit_value, .. } = command else { return None };
         let in_range = (1..=MAX_GIFT_COUNT).contains(count) && (1..=MAX_UNIT_VALUE).contains(unit_value);
         let debit = Debit {
-            idempotency_key: command_id.to_string(),
+            idempotency_key: wallet_key(key),
             user_id: sender_id.to_string(),
             amount: u64::from(*count) * u64::from(*unit_value),
         };
-        in_range.then(|| Charge { wallet, debit, room_id: room_id.to_string() })
+        in_range.then(|| Charge {
+            wallet,
+            debit,
+            room_id: room_id.to_string(),
+            key: key.clone(),
+            fingerprint: fingerprint.to_owned(),
+        })
     }
 
     /// Runs `queued` (the command's way through its cell), paid for first when there is a
@@ -128,13 +157,27 @@ impl Payments {
         F: Future<Output = Result<CommandResponse, RoomError>>,
     {
         let key = charge.debit.idempotency_key.as_str();
-        if self.repo.find_command(key).await?.is_some() {
+        let logged = self.repo.find_command(&charge.key).await?;
+        if logged.iter().any(|row| row.belongs_to(&charge.key, &charge.fingerprint)) {
             return queued.await;
         }
         if self.refunded.contains(key) || self.repo.is_refunded(key).await? {
             return Err(RoomError::PaymentRefunded);
         }
-        charge.wallet.debit(&charge.debit).await?;
+        let debited = charge.wallet.debit(&charge.debit).await?;
+        if !debited.is(&charge.debit) {
+            tracing::error!(
+                room_id = %charge.room_id,
+                command_id = %charge.key.command_id,
+                user_id = %charge.debit.user_id,
+                amount = charge.debit.amount,
+                wallet_user_id = ?debited.user_id,
+                wallet_amount = ?debited.amount,
+                debit_id = %debited.debit_id,
+                "The wallet's debit under this command's key is not this gift's; refused, nothing committed"
+            );
+            return Err(RoomError::PaymentMismatch);
+        }
         let result = queued.await;
         if nothing_committed(&result) {
             // Recorded first: a crash before the wallet call leaves an unfinished refund that

@@ -1,14 +1,14 @@
-//! Answering a repeated `command_id` from the command log: the original outcome (same
-//! version, same event ids, `applied` as before), or 409 when the id was used for another
-//! command.
+//! Answering a repeated command — the same caller's `command_id` — from the command log: the
+//! original outcome (same version, same event ids, `applied` as before), or 409 when the caller
+//! used the id for another command. Another caller's use of the id is another command.
 
 use std::collections::HashMap;
 
 use super::decide::Committed;
 use super::error::RoomError;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
-use crate::domain::{CommandId, DomainError, EventType, RoomSnapshot};
-use crate::store::{OutboxStatus, SharedCommandStore, StoredCommand};
+use crate::domain::{DomainError, EventType, RoomSnapshot};
+use crate::store::{CommandKey, OutboxStatus, SharedCommandStore, StoredCommand};
 
 /// Answers repeated command ids from the command log.
 pub(super) struct Replay {
@@ -25,12 +25,13 @@ impl Replay {
     /// it is not there. Called with the cell locked.
     pub(super) async fn answer(
         &self,
-        command_id: &CommandId,
+        key: &CommandKey,
         fingerprint: &str,
         refused: Option<DomainError>,
         room: Option<RoomSnapshot>,
     ) -> Result<Committed, RoomError> {
-        let Some(stored) = self.repo.find_command(command_id.as_str()).await? else {
+        let found = self.repo.find_command(key).await?;
+        let Some(stored) = found.into_iter().find(|row| row.belongs_to(key, fingerprint)) else {
             return Err(match refused {
                 Some(e) => e.into(),
                 None => RoomError::VersionConflict("command id is being used concurrently; retry".into()),
@@ -38,7 +39,8 @@ impl Replay {
         };
         if stored.fingerprint != fingerprint {
             return Err(RoomError::CommandConflict(format!(
-                "command_id {command_id} was already used for a different command"
+                "command_id {} was already used for a different command",
+                key.command_id
             )));
         }
         let response = self.replayed_response(stored, room).await?;

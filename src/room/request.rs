@@ -47,9 +47,10 @@ impl CommandRequest {
         self
     }
 
-    /// The command was sent by `caller` (`user:alice`, `service:gateway`; `None`: anonymous):
-    /// part of its identity, so another caller repeating its `command_id` gets 409
-    /// `command_conflict`, never this one's answer.
+    /// The command was sent by `caller` (`user:alice`, `service:gateway`; `None`: anonymous,
+    /// whose commands are the named user's, `user:<id>`): part of its identity, so another
+    /// caller's command under the same `command_id` is another command, and a replay answers
+    /// only its own caller (SPEC §13.1).
     #[must_use]
     pub fn by(mut self, caller: Option<String>) -> Self {
         self.caller = caller;

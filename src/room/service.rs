@@ -22,8 +22,15 @@ use super::request::CommandRequest;
 use super::sync_publish::{PublishSettings, SyncPublish};
 use crate::domain::{Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId};
 use crate::publish::Publisher;
-use crate::store::SharedCommandStore;
+use crate::store::{CommandKey, SharedCommandStore};
 use crate::telemetry::names;
+
+/// Who a command is from, as its identity keeps it (SPEC §13.1): the authenticated caller
+/// (`user:<id>`, `service:<name>`); for an anonymous one (`auth.mode: none`) and the service's
+/// own commands, the user the command acts as; empty for a command naming nobody (CloseRoom).
+fn principal(caller: Option<String>, command: &Command) -> String {
+    caller.unwrap_or_else(|| command.acting_user().map(|user| format!("user:{user}")).unwrap_or_default())
+}
 
 /// Runs room commands; cheap to clone.
 #[derive(Clone)]
@@ -135,8 +142,10 @@ impl RoomService {
         }
         let (reply, answer) = oneshot::channel();
         let fingerprint = fingerprint(&room_id, &command, caller.as_deref());
-        let charge = self.inner.payments.charge(&room_id, &command_id, &command);
-        let item = Queued { command_id, request_id, command, fingerprint, still, reply };
+        let caller = principal(caller, &command);
+        let key = CommandKey::new(caller.clone(), command_id.as_str());
+        let charge = self.inner.payments.charge(&room_id, &key, &fingerprint, &command);
+        let item = Queued { command_id, caller, request_id, command, fingerprint, still, reply };
         // A gift is paid for before it is queued; the answer decides whether the debit stays.
         let result = self.inner.payments.paid(charge, self.clone().queued(room_id, item, answer)).await;
         let outcome = result_label(&result);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::outbox_types::OutboxStatus;
-use super::types::{CommitError, RoomCommit, StoreError, StoredCommand, StoredRoom};
+use super::types::{CommandKey, CommitError, RoomCommit, StoreError, StoredCommand, StoredRoom};
 
 /// The command path's storage; see the module docs.
 #[async_trait]
@@ -20,24 +20,27 @@ pub trait CommandStore: Send + Sync {
     /// The stored version of a room, if it exists (cheap: the snapshot row alone).
     async fn room_version(&self, room_id: &str) -> Result<Option<u64>, StoreError>;
 
-    /// The logged outcome of a command, if it was ever committed.
-    async fn find_command(&self, command_id: &str) -> Result<Option<StoredCommand>, StoreError>;
+    /// The log rows that may be the command `key` names, if it was ever committed: its
+    /// caller's, and one logged before commands had callers under the same `command_id` (the
+    /// caller's row first). [`StoredCommand::belongs_to`] says which is the caller's.
+    async fn find_command(&self, key: &CommandKey) -> Result<Vec<StoredCommand>, StoreError>;
 
-    /// The logged outcomes of whichever of these commands were ever committed.
+    /// The log rows of whichever of these command ids were ever committed, by any caller.
     async fn find_commands(&self, command_ids: &[String]) -> Result<Vec<StoredCommand>, StoreError>;
 
-    /// Records that the debit of gift `command_id` in `room_id` was refunded (nothing
-    /// committed), so that a retry under the same id is refused; recording it again is a no-op.
-    async fn record_refund(&self, command_id: &str, room_id: &str) -> Result<(), StoreError>;
+    /// Records that the debit under the wallet key `wallet_key` of a gift in `room_id` was
+    /// refunded (nothing committed), so that a retry under the same key is refused; recording
+    /// it again is a no-op.
+    async fn record_refund(&self, wallet_key: &str, room_id: &str) -> Result<(), StoreError>;
 
-    /// True when the debit of `command_id` was refunded ([`CommandStore::record_refund`]).
-    async fn is_refunded(&self, command_id: &str) -> Result<bool, StoreError>;
+    /// True when the debit under `wallet_key` was refunded ([`CommandStore::record_refund`]).
+    async fn is_refunded(&self, wallet_key: &str) -> Result<bool, StoreError>;
 
-    /// Records that the wallet confirmed the refund of `command_id`.
-    async fn finish_refund(&self, command_id: &str) -> Result<(), StoreError>;
+    /// Records that the wallet confirmed the refund under `wallet_key`.
+    async fn finish_refund(&self, wallet_key: &str) -> Result<(), StoreError>;
 
     /// Up to `limit` refunds recorded at least `older_than` ago (database clock) that the
-    /// wallet has not confirmed, oldest first: `(command_id, room_id)`.
+    /// wallet has not confirmed, oldest first: `(wallet_key, room_id)`.
     async fn unfinished_refunds(
         &self,
         older_than: Duration,
@@ -86,12 +89,14 @@ macro_rules! impl_command_store {
 
             async fn find_command(
                 &self,
-                command_id: &str,
-            ) -> Result<Option<$crate::store::StoredCommand>, $crate::store::StoreError> {
+                key: &$crate::store::CommandKey,
+            ) -> Result<Vec<$crate::store::StoredCommand>, $crate::store::StoreError> {
                 use $crate::store::{StoredCommand, room_sql, rows};
-                let mut q = room_sql::find_command::<$db>(command_id);
-                let row = q.build_query_as::<rows::CommandRow>().fetch_optional(&self.pool).await?;
-                Ok(row.map(StoredCommand::from))
+                let mut q = room_sql::find_command::<$db>(key);
+                let rows = q.build_query_as::<rows::CommandRow>().fetch_all(&self.pool).await?;
+                let mut rows: Vec<StoredCommand> = rows.into_iter().map(StoredCommand::from).collect();
+                rows.sort_by_key(|r| r.caller != key.caller);
+                Ok(rows)
             }
 
             async fn find_commands(
@@ -109,21 +114,21 @@ macro_rules! impl_command_store {
 
             async fn record_refund(
                 &self,
-                command_id: &str,
+                wallet_key: &str,
                 room_id: &str,
             ) -> Result<(), $crate::store::StoreError> {
-                let mut q = $crate::store::room_sql::record_refund::<$db>(command_id, room_id);
+                let mut q = $crate::store::room_sql::record_refund::<$db>(wallet_key, room_id);
                 q.build().execute(&self.pool).await?;
                 Ok(())
             }
 
-            async fn is_refunded(&self, command_id: &str) -> Result<bool, $crate::store::StoreError> {
-                let mut q = $crate::store::room_sql::find_refund::<$db>(command_id);
+            async fn is_refunded(&self, wallet_key: &str) -> Result<bool, $crate::store::StoreError> {
+                let mut q = $crate::store::room_sql::find_refund::<$db>(wallet_key);
                 Ok(q.build().fetch_optional(&self.pool).await?.is_some())
             }
 
-            async fn finish_refund(&self, command_id: &str) -> Result<(), $crate::store::StoreError> {
-                $crate::store::room_sql::finish_refund::<$db>(command_id).build().execute(&self.pool).await?;
+            async fn finish_refund(&self, wallet_key: &str) -> Result<(), $crate::store::StoreError> {
+                $crate::store::room_sql::finish_refund::<$db>(wallet_key).build().execute(&self.pool).await?;
                 Ok(())
             }
 

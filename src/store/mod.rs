@@ -56,7 +56,7 @@ pub use outbox_types::{
 pub use queue::OutboxQueue;
 pub use repository::{MySqlRepository, SqlRepository, SqliteRepository};
 pub use types::{
-    CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, PoolStats, RoomCommit,
+    CommandKey, CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, PoolStats, RoomCommit,
     SnapshotWrite, StoreError, StoredCommand, StoredRoom,
 };
 

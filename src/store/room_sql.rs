@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::QueryBuilder;
 
 use super::sql::{Dialect, millis, push_strs};
-use super::types::{GiftTotalRow, RoomCommit, SnapshotWrite};
+use super::types::{CommandKey, GiftTotalRow, RoomCommit, SnapshotWrite};
 
 /// A new room's first snapshot; a unique violation means another writer created it first.
 /// `epoch`: the shard lease it is written under (0 without a cluster).
@@ -124,17 +124,23 @@ pub(super) fn upsert_gift_totals<DB: Dialect>(room_id: &str, totals: &[GiftTotal
     q
 }
 
-/// The commands' log rows; a unique violation on `command_id` means one was logged before.
+/// The commands' log rows; a unique violation on `(command_id, caller)` means one was logged
+/// before.
 pub(super) fn insert_command_log<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
-        "INSERT INTO room_command_log (command_id, room_id, command_type, fingerprint, request_id, applied, \
+        "INSERT INTO room_command_log (command_id, caller, room_id, command_type, fingerprint, request_id, applied, \
          room_version, outcome, created_at_ms) VALUES ",
     );
     for (i, command) in c.commands.iter().enumerate() {
         q.push(if i == 0 { "(" } else { ", (" });
-        for value in
-            [&command.command_id, &c.room_id, command.command_type, &command.fingerprint, &command.request_id]
-        {
+        for value in [
+            &command.command_id,
+            &command.caller,
+            &c.room_id,
+            command.command_type,
+            &command.fingerprint,
+            &command.request_id,
+        ] {
             DB::bind_str(&mut q, value);
             q.push(", ");
         }
@@ -194,50 +200,54 @@ pub(super) fn load_gift_totals<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
     q
 }
 
-const COMMAND_COLUMNS: &str = "SELECT command_id, room_id, fingerprint, applied, room_version, outcome FROM room_command_log WHERE command_id";
+const COMMAND_COLUMNS: &str = "SELECT command_id, caller, room_id, fingerprint, applied, room_version, outcome FROM room_command_log WHERE command_id";
 
-/// A command log row.
-pub(super) fn find_command<DB: Dialect>(command_id: &str) -> QueryBuilder<DB> {
+/// The log rows of `key`: its caller's, and one logged before commands had callers (at most
+/// two rows, on the unique key).
+pub(super) fn find_command<DB: Dialect>(key: &CommandKey) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!("{COMMAND_COLUMNS} = "));
-    DB::bind_str(&mut q, command_id);
+    DB::bind_str(&mut q, &key.command_id);
+    q.push(" AND caller IN (");
+    DB::bind_str(&mut q, &key.caller);
+    q.push(", '')");
     q
 }
 
-/// The log rows of any of these commands.
+/// The log rows of any of these command ids (any caller: the caller picks its own).
 pub(super) fn find_commands<DB: Dialect>(command_ids: &[String]) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!("{COMMAND_COLUMNS} IN "));
     push_strs(&mut q, command_ids);
     q
 }
 
-/// Records that the debit of `command_id` (a gift in `room_id`) was refunded; a command id
+/// Records that the debit under `wallet_key` (a gift in `room_id`) was refunded; a key
 /// recorded already keeps its first row.
-pub(super) fn record_refund<DB: Dialect>(command_id: &str, room_id: &str) -> QueryBuilder<DB> {
-    let columns = [("command_id", command_id), ("room_id", room_id)];
-    super::sql::insert_or_ignore("room_payment_refund", &columns, "refunded_at_ms", "command_id")
+pub(super) fn record_refund<DB: Dialect>(wallet_key: &str, room_id: &str) -> QueryBuilder<DB> {
+    let columns = [("wallet_key", wallet_key), ("room_id", room_id)];
+    super::sql::insert_or_ignore("room_payment_refund", &columns, "refunded_at_ms", "wallet_key")
 }
 
-/// The refund row of `command_id`, if any.
-pub(super) fn find_refund<DB: Dialect>(command_id: &str) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT command_id FROM room_payment_refund WHERE command_id = ");
-    DB::bind_str(&mut q, command_id);
+/// The refund row of `wallet_key`, if any.
+pub(super) fn find_refund<DB: Dialect>(wallet_key: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT wallet_key FROM room_payment_refund WHERE wallet_key = ");
+    DB::bind_str(&mut q, wallet_key);
     q
 }
 
-/// Records that the wallet confirmed the refund of `command_id`.
-pub(super) fn finish_refund<DB: Dialect>(command_id: &str) -> QueryBuilder<DB> {
+/// Records that the wallet confirmed the refund under `wallet_key`.
+pub(super) fn finish_refund<DB: Dialect>(wallet_key: &str) -> QueryBuilder<DB> {
     let mut q =
         QueryBuilder::new(format!("UPDATE room_payment_refund SET wallet_refunded_at_ms = {}", DB::NOW_MS));
-    q.push(" WHERE wallet_refunded_at_ms IS NULL AND command_id = ");
-    DB::bind_str(&mut q, command_id);
+    q.push(" WHERE wallet_refunded_at_ms IS NULL AND wallet_key = ");
+    DB::bind_str(&mut q, wallet_key);
     q
 }
 
 /// Up to `limit` refunds decided at least `older_than` ago that the wallet has not confirmed,
-/// oldest first: `(command_id, room_id)`.
+/// oldest first: `(wallet_key, room_id)`.
 pub(super) fn unfinished_refunds<DB: Dialect>(older_than: Duration, limit: u32) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!(
-        "SELECT command_id, room_id FROM room_payment_refund WHERE wallet_refunded_at_ms IS NULL \
+        "SELECT wallet_key, room_id FROM room_payment_refund WHERE wallet_refunded_at_ms IS NULL \
          AND refunded_at_ms <= {} - ",
         DB::NOW_MS
     ));

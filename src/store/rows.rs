@@ -44,6 +44,7 @@ impl From<GiftRow> for GiftTotalRow {
 #[derive(sqlx::FromRow)]
 pub(super) struct CommandRow {
     command_id: String,
+    caller: String,
     room_id: String,
     fingerprint: String,
     applied: bool,
@@ -55,6 +56,7 @@ impl From<CommandRow> for StoredCommand {
     fn from(r: CommandRow) -> Self {
         StoredCommand {
             command_id: r.command_id,
+            caller: r.caller,
             room_id: r.room_id,
             fingerprint: r.fingerprint,
             applied: r.applied,

@@ -17,11 +17,31 @@ pub struct StoredRoom {
     pub gift_totals: Vec<GiftTotalRow>,
 }
 
+/// A command's identity (SPEC §13.1): who sent it and its `command_id`. Two callers' equal
+/// command ids are two commands.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CommandKey {
+    /// The principal: `user:<id>`, `service:<name>`, under `auth.mode: none` the user the
+    /// command names; empty for a command naming nobody.
+    pub caller: String,
+    /// The client's idempotency key.
+    pub command_id: String,
+}
+
+impl CommandKey {
+    /// The key of `command_id` sent by `caller`.
+    pub fn new(caller: impl Into<String>, command_id: impl Into<String>) -> Self {
+        Self { caller: caller.into(), command_id: command_id.into() }
+    }
+}
+
 /// A logged command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredCommand {
     /// Its idempotency key.
     pub command_id: String,
+    /// Its caller (`''`: logged before commands had callers, or naming nobody).
+    pub caller: String,
     /// The room it targeted.
     pub room_id: String,
     /// SHA-256 of its body.
@@ -32,6 +52,17 @@ pub struct StoredCommand {
     pub room_version: u64,
     /// Its serialised outcome.
     pub outcome: String,
+}
+
+impl StoredCommand {
+    /// True when this row is the command `key` with body `fingerprint` names, or another body
+    /// under the same key (409): its own caller's row, or a row logged before commands had
+    /// callers whose fingerprint (which covered the caller) matches. A caller-less row of
+    /// another body is another caller's command, unless the key names nobody either.
+    pub fn belongs_to(&self, key: &CommandKey, fingerprint: &str) -> bool {
+        self.command_id == key.command_id
+            && (self.caller == key.caller || (self.caller.is_empty() && self.fingerprint == fingerprint))
+    }
 }
 
 /// One outbox row to insert with a command.
@@ -50,6 +81,8 @@ pub struct NewOutboxRow {
 pub struct LoggedCommand {
     /// Idempotency key.
     pub command_id: String,
+    /// Who sent it ([`CommandKey::caller`]).
+    pub caller: String,
     /// Bounded command name.
     pub command_type: &'static str,
     /// SHA-256 of the command body.

@@ -84,7 +84,12 @@ impl Wallet for HttpWallet {
         match self.post(&self.debits, &request).await? {
             (StatusCode::OK, body) => {
                 let answer: DebitAnswer = decode(&body, "debit")?;
-                Ok(Debited { debit_id: answer.debit_id, balance: answer.balance })
+                Ok(Debited {
+                    debit_id: answer.debit_id,
+                    balance: answer.balance,
+                    user_id: answer.user_id,
+                    amount: answer.amount,
+                })
             }
             (StatusCode::CONFLICT, body) if error_code(&body).as_deref() == Some(INSUFFICIENT_BALANCE) => {
                 Err(WalletError::InsufficientBalance)

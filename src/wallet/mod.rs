@@ -2,9 +2,10 @@
 //! a gift's sender through before the gift commits, its HTTP client [`HttpWallet`], and the
 //! [`wire`] format the client and [`crate::fake_wallet`] share.
 //!
-//! Every call carries an idempotency key (the command's `command_id`): the wallet answers a
-//! repeated debit with its first answer and never debits twice, and a refund under a key is
-//! idempotent too. Which debits stay and which are refunded is decided in `crate::room`.
+//! Every call carries an idempotency key derived from the command's identity (its caller and
+//! `command_id`, so no other caller can reach it): the wallet answers a repeated debit with its
+//! first answer and never debits twice, and a refund under a key is idempotent too. Which
+//! debits stay and which are refunded is decided in `crate::room`.
 
 mod error;
 mod http;
@@ -18,7 +19,8 @@ pub use http::{HttpWallet, HttpWalletOptions};
 /// A debit to take from a user's balance.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Debit {
-    /// The command's `command_id`: the same key again never debits twice.
+    /// Derived from the command's caller and `command_id`: the same key again never debits
+    /// twice.
     pub idempotency_key: String,
     /// Whose balance.
     pub user_id: String,
@@ -33,6 +35,19 @@ pub struct Debited {
     pub debit_id: String,
     /// The user's balance right after the debit.
     pub balance: u64,
+    /// Whose balance the debit under the key was taken from, as the wallet says.
+    pub user_id: Option<String>,
+    /// How much it took, as the wallet says.
+    pub amount: Option<u64>,
+}
+
+impl Debited {
+    /// True when the wallet says it took exactly `debit` (its user and amount): a debit under
+    /// the key that is not this one (the same caller's id reused for another gift while the
+    /// first is in flight, or a wallet that answers for another debit) never pays for it.
+    pub fn is(&self, debit: &Debit) -> bool {
+        self.user_id.as_deref() == Some(debit.user_id.as_str()) && self.amount == Some(debit.amount)
+    }
 }
 
 /// The wallet service, as the room pipeline sees it.

@@ -1,8 +1,9 @@
 //! The wallet's HTTP contract (SPEC §11.4), shared by [`super::HttpWallet`] and the fake:
 //!
-//! - `POST /v1/debits` `{"idempotency_key","user_id","amount"}` → 200 `{"debit_id","balance"}`,
-//!   or 409 `{"error":{"code":"insufficient_balance"}}`; the same key again answers the first
-//!   answer and never debits twice.
+//! - `POST /v1/debits` `{"idempotency_key","user_id","amount"}` → 200
+//!   `{"debit_id","balance","user_id","amount"}` (the debit taken under the key: whose and how
+//!   much), or 409 `{"error":{"code":"insufficient_balance"}}`; the same key again answers the
+//!   first answer — the first debit's user and amount — and never debits twice.
 //! - `POST /v1/refunds` `{"idempotency_key"}` → 200 `{"refunded": bool}` (idempotent; false
 //!   when nothing was debited under that key).
 //!
@@ -37,6 +38,13 @@ pub struct DebitAnswer {
     pub debit_id: String,
     /// The balance right after the debit.
     pub balance: u64,
+    /// Whose balance the debit under the key was taken from (absent from a wallet that does not
+    /// say: the room service then refuses the gift, `payment_mismatch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// How much the debit under the key took (absent: as for `user_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<u64>,
 }
 
 /// Body of `POST /v1/refunds`.

@@ -325,6 +325,7 @@ fn status_of(name: &str) -> u16 {
         "UNPROCESSABLE_ENTITY" => 422,
         "TOO_MANY_REQUESTS" => 429,
         "INTERNAL_SERVER_ERROR" => 500,
+        "BAD_GATEWAY" => 502,
         "SERVICE_UNAVAILABLE" => 503,
         other => panic!("StatusCode::{other} is new to tests/it/api/docs.rs: add it to status_of"),
     }

@@ -95,12 +95,20 @@ async fn replayed_command_id_returns_the_original_outcome_without_reapplying() {
             .await;
         assert_eq!(body["events"][0]["delivery"], "skipped", "{db}: a filtered event replays as skipped");
 
-        // Same id, different body: 409, nothing written.
-        let (status, body) = join(&app, "r1", "carol", "j1").await;
-        assert_eq!(status, 409, "{db}");
+        // The same caller's id with another body (bob leaving under his join's id): 409,
+        // nothing written.
+        let (status, body) =
+            app.post("/v1/rooms/r1/leave", json!({"command_id": "j1", "user_id": "bob"})).await;
+        assert_eq!(status, 409, "{db}: {body}");
         assert_eq!(body["error"]["code"], "command_conflict", "{db}");
         let (_, room) = app.get("/v1/rooms/r1").await;
         assert_eq!(room["member_count"], 1, "{db}");
+        // Another caller's use of the id (mode none: the user the command names) is another
+        // command.
+        let (status, body) = join(&app, "r1", "carol", "j1").await;
+        assert_eq!((status, body["replayed"].clone()), (200, json!(false)), "{db}: {body}");
+        let (_, room) = app.get("/v1/rooms/r1").await;
+        assert_eq!(room["member_count"], 2, "{db}");
         app.stop().await;
     }
 }

@@ -103,6 +103,7 @@ impl Db {
             snapshot: Some(SnapshotWrite { version, status: "open", state: "{}".into() }),
             commands: vec![LoggedCommand {
                 command_id: format!("cmd-{:016x}", rand::random::<u64>()),
+                caller: String::new(),
                 command_type: "JoinRoom",
                 fingerprint: "f".repeat(64),
                 request_id: "req-test".into(),

@@ -72,8 +72,8 @@ async fn a_refusal_inside_a_batch_is_refused_as_if_alone_and_the_others_proceed(
             .collect();
         // The leave of a non-member is a logged no-op at the version it saw.
         assert_eq!(ok, [(true, 2), (true, 3), (true, 4), (false, 4), (true, 5)], "{db}");
-        assert!(db.repo.find_command("g-stranger").await.unwrap().is_none(), "{db}: a refusal is not logged");
-        assert!(db.repo.find_command("l-ghost").await.unwrap().is_some(), "{db}: a no-op is");
+        assert!(db.logged("g-stranger").await.is_none(), "{db}: a refusal is not logged");
+        assert!(db.logged("l-ghost").await.is_some(), "{db}: a no-op is");
         let snapshot = rooms.snapshot(&super::room()).await.unwrap();
         assert_eq!((snapshot.version, snapshot.heat, snapshot.member_count), (5, 7, 3), "{db}");
     }
@@ -115,12 +115,23 @@ async fn a_replayed_command_id_from_a_batch_answers_its_original_outcome() {
         assert_eq!((y_again.replayed, y_again.room_version), (true, 8), "{db}");
         assert_eq!(ids(y_again), ids(y), "{db}");
 
-        // The same id with another body is a conflict, even inside a batch.
-        let answers =
-            run_all(&rooms, vec![("j1".to_owned(), join("someone-else")), ("z".to_owned(), join("z"))]).await;
+        // The same caller's id with another body is a conflict, even inside a batch (u1 leaving
+        // under its join's id); another caller's use of the id is another command (mode none:
+        // the caller is the user the command names).
+        let answers = run_all(
+            &rooms,
+            vec![
+                ("j1".to_owned(), leave("u1")),
+                ("z".to_owned(), join("z")),
+                ("j1".to_owned(), join("someone-else")),
+            ],
+        )
+        .await;
         assert!(matches!(answers[0], Err(RoomError::CommandConflict(_))), "{db}: {:?}", answers[0]);
         assert_eq!(answers[1].as_ref().unwrap().room_version, 9, "{db}");
-        assert_eq!(db.count("room_member").await, 8, "{db}");
+        let other = answers[2].as_ref().unwrap();
+        assert_eq!((other.replayed, other.applied, other.room_version), (false, true, 10), "{db}");
+        assert_eq!(db.count("room_member").await, 9, "{db}");
     }
 }
 

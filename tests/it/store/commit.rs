@@ -45,9 +45,10 @@ async fn commit_writes_command_log_outbox_rows_and_snapshot() {
         db.repo.commit_room(&c).await.unwrap_or_else(|e| panic!("{db}: {e}"));
         let after = db.now_ms().await;
 
-        let logged = db.repo.find_command("c1").await.unwrap();
+        let logged = db.logged("c1").await;
         let expected = StoredCommand {
             command_id: "c1".into(),
+            caller: String::new(),
             room_id: "r1".into(),
             fingerprint: c.commands[0].fingerprint.clone(),
             applied: true,
@@ -88,7 +89,7 @@ async fn a_failing_outbox_insert_rolls_back_the_command_and_snapshot() {
         second.outbox[1].event_id = first.outbox[0].event_id.clone();
         let err = db.repo.commit_room(&second).await.expect_err("duplicate event id");
         assert!(matches!(err, CommitError::Store(_)), "{db}: {err:?}");
-        assert_eq!(db.repo.find_command("c2").await.unwrap(), None, "{db}: command log rolled back");
+        assert_eq!(db.logged("c2").await, None, "{db}: command log rolled back");
         assert_eq!(db.repo.load_room("r1").await.unwrap().unwrap().version, 1, "{db}: snapshot rolled back");
         assert_eq!(db.count("room_outbox").await, 1, "{db}: outbox rolled back");
     }
@@ -122,7 +123,7 @@ async fn snapshot_fence_rejects_a_stale_expected_version_and_writes_nothing() {
         for (command_id, expected) in [("behind", 0), ("ahead", 2), ("far", 7)] {
             let err = db.repo.commit_room(&commit("r1", command_id, expected, 2)).await.expect_err("fence");
             assert!(matches!(err, CommitError::VersionConflict), "{db} expected {expected}: {err:?}");
-            assert_eq!(db.repo.find_command(command_id).await.unwrap(), None, "{db}: no command log row");
+            assert_eq!(db.logged(command_id).await, None, "{db}: no command log row");
         }
         // A room that has no snapshot cannot be updated from a version > 0 either.
         let err = db.repo.commit_room(&commit("r2", "ghost", 3, 1)).await.expect_err("fence");
@@ -144,7 +145,7 @@ async fn two_creations_of_the_same_room_second_is_a_version_conflict() {
         db.repo.commit_room(&commit("r1", "a", 0, 1)).await.unwrap();
         let err = db.repo.commit_room(&commit("r1", "b", 0, 1)).await.expect_err("second creation");
         assert!(matches!(err, CommitError::VersionConflict), "{db}: {err:?}");
-        assert_eq!(db.repo.find_command("b").await.unwrap(), None, "{db}");
+        assert_eq!(db.logged("b").await, None, "{db}");
         assert_eq!(db.count("room_outbox").await, 1, "{db}");
         assert_eq!(db.count("room_snapshot").await, 1, "{db}");
     }
@@ -153,15 +154,15 @@ async fn two_creations_of_the_same_room_second_is_a_version_conflict() {
 #[tokio::test]
 async fn find_command_and_load_room_round_trip() {
     for db in backends().await {
-        assert_eq!(db.repo.find_command("c1").await.unwrap(), None, "{db}");
+        assert_eq!(db.logged("c1").await, None, "{db}");
         assert_eq!(db.repo.load_room("r1").await.unwrap(), None, "{db}");
         let (c1, c2) = (commit("r1", "c1", 0, 1), commit("r1", "c2", 1, 0));
         db.repo.commit_room(&c1).await.unwrap();
         db.repo.commit_room(&c2).await.unwrap();
 
-        let found = db.repo.find_command("c1").await.unwrap().unwrap();
+        let found = db.logged("c1").await.unwrap();
         assert_eq!((found.room_version, found.outcome), (1, c1.commands[0].outcome.clone()), "{db}");
-        let found = db.repo.find_command("c2").await.unwrap().unwrap();
+        let found = db.logged("c2").await.unwrap();
         assert_eq!(
             (found.room_id.as_str(), found.fingerprint.as_str()),
             ("r1", c2.commands[0].fingerprint.as_str())
@@ -184,8 +185,7 @@ async fn unapplied_commit_logs_the_command_only() {
         let room_before = db.repo.load_room("r1").await.unwrap();
         db.repo.commit_room(&noop("r1", "noop", 1)).await.unwrap_or_else(|e| panic!("{db}: {e}"));
 
-        let logged =
-            db.repo.find_command("noop").await.unwrap().unwrap_or_else(|| panic!("{db}: not logged"));
+        let logged = db.logged("noop").await.unwrap_or_else(|| panic!("{db}: not logged"));
         assert_eq!((logged.applied, logged.room_version), (false, 1), "{db}");
         assert_eq!(db.count("room_outbox").await, 1, "{db}: no outbox row");
         assert_eq!(db.repo.load_room("r1").await.unwrap(), room_before, "{db}: snapshot untouched");
@@ -200,6 +200,6 @@ async fn an_unapplied_commit_on_a_stale_version_is_a_conflict_and_logs_nothing()
         // Decided on version 1, but the room is at 2.
         let err = db.repo.commit_room(&noop("r1", "noop", 1)).await.expect_err("stale");
         assert!(matches!(err, CommitError::VersionConflict), "{db}: {err:?}");
-        assert!(db.repo.find_command("noop").await.unwrap().is_none(), "{db}: nothing logged");
+        assert!(db.logged("noop").await.is_none(), "{db}: nothing logged");
     }
 }

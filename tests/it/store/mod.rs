@@ -29,6 +29,7 @@ pub fn commit(room_id: &str, command_id: &str, expected: u64, events: usize) -> 
         }),
         commands: vec![LoggedCommand {
             command_id: command_id.to_owned(),
+            caller: String::new(),
             command_type: "test",
             fingerprint: format!("{:064x}", version),
             request_id: format!("req-{command_id}"),

@@ -19,7 +19,9 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use room_service::store::{MySqlRepository, OutboxQuery, OutboxRow, SharedRepository, SqliteRepository};
+use room_service::store::{
+    MySqlRepository, OutboxQuery, OutboxRow, SharedRepository, SqliteRepository, StoredCommand,
+};
 use sqlx::mysql::{MySqlConnection, MySqlPool};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{AssertSqlSafe, Connection, Executor};
@@ -192,6 +194,12 @@ impl TestDb {
             .into_iter()
             .find(|r| r.event_id == event_id)
             .unwrap_or_else(|| panic!("{self}: no outbox row for event {event_id}"))
+    }
+
+    /// The command log row of `command_id`, whoever sent it (the tests use each id once).
+    pub async fn logged(&self, command_id: &str) -> Option<StoredCommand> {
+        let rows = self.repo.find_commands(&[command_id.to_owned()]).await.expect("read the command log");
+        rows.into_iter().next()
     }
 }
 
