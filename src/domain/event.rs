@@ -133,9 +133,71 @@ impl EventEnvelope {
     }
 }
 
+/// The most content bytes (envelope JSON + event type name) one event that reaches IM can
+/// take, whatever the edge let through: every id at its limit in its worst JSON escaping
+/// (`"` and `\` take two bytes), every number at its widest. `im_batch.max_bytes` may not be
+/// set below it, so no command that passed the edge makes an event IM cannot take (the test
+/// below derives the bound from the id limits).
+pub const LARGEST_IM_EVENT_BYTES: usize = 1536;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every IM event at its largest: the ids of [`crate::domain::ids`] at their limits and
+    /// worst escaping, numbers at their widest.
+    #[test]
+    fn no_im_event_outgrows_largest_im_event_bytes() {
+        let name = "x".repeat(64);
+        let printable = "\"".repeat(128);
+        for id in [&name] {
+            assert!(crate::domain::RoomId::parse(id.clone()).is_ok());
+            assert!(crate::domain::UserId::parse(id.clone()).is_ok());
+        }
+        assert!(crate::domain::CommandId::parse(printable.clone()).is_ok());
+        assert!(crate::domain::RequestId::parse(printable.clone()).is_ok());
+        let payloads = [
+            (
+                EventType::RoomUserJoined,
+                serde_json::json!({"user_id": name, "joined_at_ms": i64::MIN, "member_count": u64::MAX}),
+            ),
+            (
+                EventType::RoomUserLeft,
+                serde_json::json!({"user_id": name, "reason": "closed", "member_count": u64::MAX}),
+            ),
+            (
+                EventType::RoomGiftSent,
+                serde_json::json!({"sender_id": name, "receiver_id": name, "gift_id": name,
+                    "count": u32::MAX, "unit_value": u32::MAX, "total_value": u64::MAX}),
+            ),
+            (EventType::RoomClosed, serde_json::json!({"members_removed": u64::MAX})),
+        ];
+        let mut largest = 0;
+        for (event_type, payload) in payloads {
+            assert!(event_type.reaches_im());
+            let envelope = EventEnvelope {
+                event_id: uuid_like(),
+                event_type,
+                room_id: name.clone(),
+                room_version: u64::MAX,
+                command_id: printable.clone(),
+                request_id: printable.clone(),
+                occurred_at_ms: i64::MIN,
+                payload,
+            };
+            let bytes = envelope.to_json().len() + event_type.as_str().len();
+            largest = largest.max(bytes);
+        }
+        assert!(largest <= LARGEST_IM_EVENT_BYTES, "an IM event of {largest} bytes");
+        // Tight enough to mean something.
+        assert!(largest * 2 > LARGEST_IM_EVENT_BYTES, "{largest}");
+        let im_events = EventType::ALL.iter().filter(|t| t.reaches_im()).count();
+        assert_eq!(im_events, 4, "a new IM event type needs its worst case above");
+    }
+
+    fn uuid_like() -> String {
+        "01234567-89ab-7def-8123-456789abcdef".to_owned()
+    }
 
     #[test]
     fn event_type_names_round_trip() {

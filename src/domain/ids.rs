@@ -1,5 +1,7 @@
-//! Validated identifiers: `room_id`, `user_id`, `gift_id` (1–64 chars of `[A-Za-z0-9_.-]`) and
-//! `command_id` (1–128 printable ASCII chars).
+//! Validated identifiers: `room_id`, `user_id`, `gift_id` (1–64 chars of `[A-Za-z0-9_.-]`),
+//! `command_id` and `request_id` (1–128 printable ASCII chars). These limits are the one table
+//! the edges (HTTP and gRPC), the storage columns (`VARCHAR(64)`, `VARCHAR(128)`) and the
+//! largest event ([`crate::domain::LARGEST_IM_EVENT_BYTES`]) are derived from.
 
 use std::fmt;
 
@@ -109,6 +111,12 @@ id_type!(
 id_type!(
     /// A client-chosen command identifier, the idempotency key of commands.
     CommandId, 128, is_printable_ascii, "may contain only printable ASCII characters"
+);
+
+id_type!(
+    /// A request's tracing id (`x-request-id`), stored in the command log and carried by every
+    /// event of the command: 1–128 printable ASCII characters, the same rule on every transport.
+    RequestId, 128, is_printable_ascii, "may contain only printable ASCII characters"
 );
 
 /// Command ids the service issues itself (the presence worker's removals) start with this;

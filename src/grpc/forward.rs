@@ -14,7 +14,6 @@ use tonic::Status;
 
 use super::status::{status, with_retry_after};
 use crate::domain::{Command, CommandId, RoomId, UserId};
-use crate::http::extract::RequestId;
 use crate::http::forward::{Forwarder, forward};
 
 /// The largest owner's answer read back (a members page of 1,000 is about 100 KB).
@@ -90,7 +89,7 @@ impl Call {
         forwarder: &Forwarder,
         room_id: &RoomId,
         request_id: &str,
-        authorization: Option<&str>,
+        authorization: Option<&[u8]>,
     ) -> Result<T, Status> {
         if !self.reachable() {
             return Err(status(
@@ -100,12 +99,13 @@ impl Call {
         }
         let mut request = Request::builder().method(self.method).uri(self.path);
         request = request.header(header::CONTENT_TYPE, "application/json");
-        // The HTTP routes refuse a request id gRPC takes as it is: such a one is left out, and
-        // the owner names the request itself.
-        if RequestId::is_valid(request_id) {
-            request = request.header("x-request-id", request_id);
+        // Always a valid request id (the gRPC edge replaced any other).
+        if let Ok(request_id) = HeaderValue::from_str(request_id) {
+            request = request.header(crate::http::edge::REQUEST_ID, request_id);
         }
-        if let Some(credential) = authorization.and_then(|c| HeaderValue::from_str(c).ok()) {
+        // The credential's raw bytes (not only a visible-ASCII one): the owner refuses what the
+        // caller sent, never a hop without it.
+        if let Some(credential) = authorization.and_then(|c| HeaderValue::from_bytes(c).ok()) {
             request = request.header(header::AUTHORIZATION, credential);
         }
         let request = request

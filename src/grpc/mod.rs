@@ -10,7 +10,7 @@
 //!   the latter), both answered from the same descriptor sets.
 //!
 //! Every call goes through the layers of [`router`]: a request id (`x-request-id`, generated
-//! when absent, echoed back), one tracing span, panics caught into `INTERNAL`, and a deadline (the client's `grpc-timeout`,
+//! when absent or not 1–128 printable ASCII characters, as on HTTP; echoed back), one tracing span, panics caught into `INTERNAL`, and a deadline (the client's `grpc-timeout`,
 //! at most `http.request_timeout`) answered with `DEADLINE_EXCEEDED` ([`deadline`]). The
 //! protobuf code is generated at build time from `proto/` (see `build.rs`).
 //! [`crate::http::server::serve`] serves the router over HTTP/2 ([`ServeOptions::grpc`]).
@@ -91,7 +91,8 @@ pub fn router(state: AppState, options: GrpcOptions) -> anyhow::Result<axum::Rou
         .layer(CatchPanicLayer::custom(panic_status))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_grpc().make_span_with(call_span))
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid)))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(tower::util::MapRequestLayer::new(crate::http::edge::drop_invalid_request_id)))
 }
 
 /// Server reflection over the descriptor sets of the room and health services (each version

@@ -100,7 +100,7 @@ fn close(m: pb::CloseRoomRequest) -> Parsed {
 
 /// The request id the request-id layer set (or the client sent).
 fn request_id<T>(request: &Request<T>) -> String {
-    request.metadata().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+    crate::http::edge::request_id(request.metadata().get("x-request-id").and_then(|v| v.to_str().ok()))
 }
 
 fn room_id(value: String) -> Result<RoomId, Status> {
@@ -111,9 +111,10 @@ impl GrpcRooms {
     /// The caller of `request` (its `authorization` metadata entry; a read needs none while
     /// reads are public), and the entry itself for a hop to the room's owner. A refusal is
     /// counted and answers `UNAUTHENTICATED`.
-    async fn caller<T>(&self, request: &Request<T>, read: bool) -> Result<(Caller, Option<String>), Status> {
+    async fn caller<T>(&self, request: &Request<T>, read: bool) -> Result<(Caller, Option<Vec<u8>>), Status> {
         let entry = request.metadata().get(AUTHORIZATION);
-        let credential = entry.and_then(|v| v.to_str().ok()).map(str::to_owned);
+        // Its raw bytes, as they came: the owner verifies exactly what the caller sent.
+        let credential = entry.map(|v| v.as_bytes().to_vec());
         if read && self.state.auth.public_reads() {
             return Ok((Caller::Anonymous, credential));
         }

@@ -26,6 +26,32 @@ use tower::{BoxError, ServiceBuilder};
 use super::error::ApiError;
 use crate::telemetry::names;
 
+/// The `x-request-id` header.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// A request's id, HTTP and gRPC alike (SPEC §13.1): its `x-request-id` when that is a valid
+/// [`RequestId`](crate::domain::RequestId) (1–128 printable ASCII characters), else a new
+/// UUIDv7 — an id the command log and every event can hold, whatever the client sent.
+pub fn request_id(header: Option<&str>) -> String {
+    match header.map(crate::domain::RequestId::parse) {
+        Some(Ok(id)) => id.into(),
+        _ => uuid::Uuid::now_v7().to_string(),
+    }
+}
+
+/// Drops an `x-request-id` that is not a valid request id, so the request-id layer just
+/// outside sets a fresh one, and the span, the handler and the echoed answer all carry that.
+pub fn drop_invalid_request_id<B>(mut request: axum::http::Request<B>) -> axum::http::Request<B> {
+    let valid = request
+        .headers()
+        .get(REQUEST_ID)
+        .is_none_or(|v| v.to_str().is_ok_and(|v| crate::domain::RequestId::parse(v).is_ok()));
+    if !valid {
+        request.headers_mut().remove(REQUEST_ID);
+    }
+    request
+}
+
 /// The layers [`layer`] returns, outermost last.
 pub type EdgeLayer = ServiceBuilder<
     Stack<

@@ -124,25 +124,15 @@ pub fn page_limit(value: &str, max: u32) -> Result<u32, ApiError> {
         .ok_or_else(|| ApiError::invalid("limit", format!("must be an integer from 1 to {max}")))
 }
 
-/// The request id: taken from `x-request-id` (set by the request-id layer when absent).
+/// The request id: `x-request-id` (set by the request-id layer when absent, and replaced
+/// there when invalid), checked again by [`super::edge::request_id`].
 pub struct RequestId(pub String);
-
-impl RequestId {
-    /// True when `value` is a request id the routes take: 1–128 printable ASCII characters.
-    pub fn is_valid(value: &str) -> bool {
-        !value.is_empty() && value.len() <= 128 && value.bytes().all(|b| (0x20..=0x7e).contains(&b))
-    }
-}
 
 impl<S: Send + Sync> FromRequestParts<S> for RequestId {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        let value = parts.headers.get("x-request-id").map(|v| v.to_str().map(str::to_owned));
-        match value {
-            None => Ok(RequestId(uuid::Uuid::now_v7().to_string())),
-            Some(Ok(v)) if RequestId::is_valid(&v) => Ok(RequestId(v)),
-            Some(_) => Err(ApiError::invalid("x-request-id", "must be 1–128 printable ASCII characters")),
-        }
+        let header = parts.headers.get(super::edge::REQUEST_ID).and_then(|v| v.to_str().ok());
+        Ok(RequestId(super::edge::request_id(header)))
     }
 }

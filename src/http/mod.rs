@@ -205,7 +205,7 @@ fn with_fallbacks<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router
 }
 
 /// What both routers wrap everything in: the body limit, panics caught into a 500 JSON
-/// answer, request ids, and one span per request.
+/// answer, request ids (an invalid one replaced by a fresh one), and one span per request.
 fn outer_layers<S: Clone + Send + Sync + 'static>(router: Router<S>, body_limit: usize) -> Router<S> {
     router
         .layer(DefaultBodyLimit::max(body_limit))
@@ -213,6 +213,7 @@ fn outer_layers<S: Clone + Send + Sync + 'static>(router: Router<S>, body_limit:
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(tower::util::MapRequestLayer::new(edge::drop_invalid_request_id))
 }
 
 /// One span per request, carrying its `x-request-id` (set just outside by the request-id

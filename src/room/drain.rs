@@ -115,11 +115,21 @@ impl RoomService {
                     cell.unload(slot);
                 }
                 Written::Moved => return fail_all(answers, items, Written::moved_twice()),
+                Written::Failed { error, unload: false } if items.len() > 1 && shares_no_fate(&error) => {
+                    // The database refused the batch over one command's data (or two of its
+                    // commands are the same one): each goes alone, so only the culprit fails.
+                    for item in items {
+                        let alone =
+                            Box::pin(self.decide_and_commit(room_id, cell, slot, vec![item], lane_owned));
+                        answers.extend(alone.await);
+                    }
+                    return answers;
+                }
                 Written::Failed { error, unload } => {
                     if unload {
                         cell.unload(slot);
                     }
-                    return fail_all(answers, items, error);
+                    return fail_all(answers, items, refused_data(error));
                 }
             }
         }
@@ -161,6 +171,33 @@ impl Drop for AbandonOnPanic<'_> {
         if std::thread::panicking() {
             self.0.abandon();
         }
+    }
+}
+
+/// True when a batch's failure may be one command's alone (SPEC §13.1: a batch shares no fate
+/// over data): the database answered and refused it before its COMMIT, or two commands of the
+/// batch are one command. Not when the database is lost or unavailable.
+fn shares_no_fate(error: &RoomError) -> bool {
+    match error {
+        RoomError::NotCommitted(store) => store.is_refusal(),
+        RoomError::VersionConflict(_) => true,
+        _ => false,
+    }
+}
+
+/// A command whose own data the database refused answers 400 naming it (nothing was written),
+/// not 503: a retry would fail the same way.
+fn refused_data(error: RoomError) -> RoomError {
+    match error {
+        RoomError::NotCommitted(store) if store.is_data_fault() => {
+            tracing::warn!(%store, "The database refused a command's data; the edge let through what a column cannot hold");
+            crate::domain::DomainError::InvalidArgument {
+                field: "command",
+                reason: "a value does not fit what the service stores".into(),
+            }
+            .into()
+        }
+        other => other,
     }
 }
 

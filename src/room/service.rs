@@ -130,7 +130,12 @@ impl RoomService {
     /// Applies `request` (idempotent by its command id, and only if its condition holds),
     /// commits it, publishes its events and answers how far each got.
     pub async fn submit(&self, request: CommandRequest) -> Result<CommandResponse, RoomError> {
-        let CommandRequest { room_id, command_id, request_id, command, transport, still, caller } = request;
+        let CommandRequest { room_id, command_id, mut request_id, command, transport, still, caller } =
+            request;
+        if crate::domain::RequestId::parse(request_id.as_str()).is_err() {
+            // The edges replace an invalid one already; nothing else may reach the log either.
+            request_id = uuid::Uuid::now_v7().to_string();
+        }
         let started = tokio::time::Instant::now();
         let name = command.name();
         if let (Command::CreateRoom { .. }, Some(max)) = (&command, self.inner.options.max_room_id_bytes)

@@ -246,3 +246,21 @@ pub enum StoreError {
     #[error("{0}")]
     Config(String),
 }
+
+impl StoreError {
+    /// True when the database answered and refused the statement (a constraint, a value that
+    /// does not fit, a deadlock): the server is there, and the statement's data may be at
+    /// fault. False when it was lost or unavailable (I/O, pool timeout, closed pool).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, StoreError::Database(sqlx::Error::Database(_)))
+    }
+
+    /// True when the statement's data is at fault: a value too long or out of range for its
+    /// column (SQLSTATE class 22, MySQL 1366/1406/1264/1265), or too big for SQLite.
+    pub fn is_data_fault(&self) -> bool {
+        let StoreError::Database(sqlx::Error::Database(e)) = self else { return false };
+        let mysql = e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|e| e.number());
+        matches!(mysql, Some(1264 | 1265 | 1366 | 1406))
+            || e.code().is_some_and(|code| code.starts_with("22") || code == "18")
+    }
+}

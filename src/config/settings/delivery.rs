@@ -71,7 +71,7 @@ pub struct ImRateLimitSettings {
 pub const MAX_IM_BATCH_EVENTS: usize = 256;
 /// Fewest and most content bytes one IM message may be given (`im_batch.max_bytes`); Tencent
 /// allows 12 KB.
-pub const IM_BATCH_BYTES_RANGE: (usize, usize) = (1024, 12 * 1024);
+pub const IM_BATCH_BYTES_RANGE: (usize, usize) = (crate::domain::LARGEST_IM_EVENT_BYTES, 12 * 1024);
 
 /// How many events one IM message may carry (`im_batch.*`): a room's consecutive events go
 /// into one `send_group_msg` call, one `TIMCustomElem` per event.
