@@ -150,10 +150,8 @@ mod tests {
     fn no_im_event_outgrows_largest_im_event_bytes() {
         let name = "x".repeat(64);
         let printable = "\"".repeat(128);
-        for id in [&name] {
-            assert!(crate::domain::RoomId::parse(id.clone()).is_ok());
-            assert!(crate::domain::UserId::parse(id.clone()).is_ok());
-        }
+        assert!(crate::domain::RoomId::parse(name.clone()).is_ok());
+        assert!(crate::domain::UserId::parse(name.clone()).is_ok());
         assert!(crate::domain::CommandId::parse(printable.clone()).is_ok());
         assert!(crate::domain::RequestId::parse(printable.clone()).is_ok());
         let payloads = [
