@@ -1,5 +1,6 @@
 //! Control endpoints of the fake, for tests and demos driving it over HTTP:
-//! `GET /fake/messages?group=`, `POST /fake/faults`, `POST /fake/latency` (`POST /fake/reset`
+//! `GET /fake/messages?group=`, `POST /fake/faults`, `POST /fake/latency`,
+//! `POST /fake/sensitive` (`POST /fake/reset`
 //! and `GET /fake/stats` are every fake's, see [`controls`](super::server::controls)).
 
 use std::sync::Arc;
@@ -37,6 +38,22 @@ pub(crate) async fn faults(State(state): State<Arc<FakeState>>, Json(spec): Json
         }
         Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
     }
+}
+
+/// Body of `POST /fake/sensitive`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SensitiveBody {
+    words: Vec<String>,
+}
+
+/// Sets the sensitive words: a message with one in any element is refused with 80001.
+pub(crate) async fn sensitive(
+    State(state): State<Arc<FakeState>>,
+    Json(body): Json<SensitiveBody>,
+) -> StatusCode {
+    state.set_sensitive_words(body.words);
+    StatusCode::NO_CONTENT
 }
 
 /// Body of `POST /fake/latency`.

@@ -78,6 +78,7 @@ fn app(state: Arc<FakeState>) -> Router {
         .route("/fake/messages", get(control::messages))
         .route("/fake/faults", post(control::faults))
         .route("/fake/latency", post(control::latency))
+        .route("/fake/sensitive", post(control::sensitive))
         .with_state(Arc::clone(&state))
         .merge(controls(state, FakeState::clear, FakeState::stats))
 }

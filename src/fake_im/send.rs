@@ -88,6 +88,10 @@ pub(crate) async fn send_group_msg(
             return refuse(&state, refusal);
         }
     };
+    if state.is_sensitive(&candidate.elements) {
+        // The whole message is refused for what one element says, as Tencent's moderation does.
+        return refuse(&state, (80001, "message content contains sensitive words"));
+    }
     let msg_time = usersig::system_now_secs();
     let answer = match state.admit(now, msg_time, candidate) {
         Admission::Recorded { msg_seq } | Admission::Duplicate { msg_seq } => Answer::ok(msg_time, msg_seq),

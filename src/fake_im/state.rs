@@ -147,6 +147,9 @@ const CALL_LOG: usize = 100_000;
 pub struct FakeState {
     pub(crate) options: FakeImOptions,
     latency: Mutex<Duration>,
+    /// Words whose presence in any element refuses the whole message with 80001, like
+    /// Tencent's content moderation.
+    sensitive: Mutex<Vec<String>>,
     book: Mutex<Book>,
 }
 
@@ -174,7 +177,12 @@ fn take_slot(window: &mut VecDeque<Instant>, now: Instant, limit: Option<u32>) -
 
 impl FakeState {
     pub(crate) fn new(options: FakeImOptions) -> Self {
-        Self { latency: Mutex::new(options.latency), options, book: Mutex::new(Book::default()) }
+        Self {
+            latency: Mutex::new(options.latency),
+            options,
+            sensitive: Mutex::new(Vec::new()),
+            book: Mutex::new(Book::default()),
+        }
     }
 
     fn book(&self) -> std::sync::MutexGuard<'_, Book> {
@@ -189,6 +197,18 @@ impl FakeState {
     /// Sets the latency of every later call.
     pub fn set_latency(&self, latency: Duration) {
         *self.latency.lock().unwrap_or_else(|e| e.into_inner()) = latency;
+    }
+
+    /// Refuses (80001) every later message any element of which contains one of `words`;
+    /// none: moderation off. Kept across [`FakeState::clear`], like the latency.
+    pub fn set_sensitive_words(&self, words: Vec<String>) {
+        *self.sensitive.lock().unwrap_or_else(|e| e.into_inner()) = words;
+    }
+
+    /// True when an element's data holds a sensitive word.
+    pub(crate) fn is_sensitive(&self, elements: &[Element]) -> bool {
+        let words = self.sensitive.lock().unwrap_or_else(|e| e.into_inner());
+        elements.iter().any(|e| words.iter().any(|w| e.data.contains(w.as_str())))
     }
 
     /// Counts a call (and a send of each of `event_ids`, the events the body carried) and

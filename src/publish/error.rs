@@ -78,6 +78,11 @@ pub trait Classify {
     /// The class of this error.
     fn class(&self) -> ErrorClass;
 
+    /// True when the message's content was refused (see [`is_content_refusal`]).
+    fn content_refused(&self) -> bool {
+        false
+    }
+
     /// A bounded, more precise reason (a parked row records it); the class name by default.
     fn reason(&self) -> &'static str {
         self.class().as_str()
@@ -93,6 +98,14 @@ pub trait Classify {
 /// the chain knows better.
 pub fn reason(error: &(dyn Error + 'static)) -> &'static str {
     find_leaf(error).map_or_else(|| classify(error).as_str(), |leaf| leaf.reason())
+}
+
+/// True when a permanent error refuses a message's content — what one of its events carries
+/// (80001 refused content, 80002 and 93000 too long, 9000x a body IM cannot take, or the
+/// message over the size limit) — rather than the group or the call: a pack refused so may
+/// hold only one culprit, so it is split (SPEC §13.1).
+pub fn is_content_refusal(error: &(dyn Error + 'static)) -> bool {
+    find_leaf(error).is_some_and(|leaf| leaf.content_refused())
 }
 
 /// True when a rate-limited error throttles the whole app rather than one group.

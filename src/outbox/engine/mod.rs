@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use futures::FutureExt;
+use futures::future::BoxFuture;
 use rand::Rng;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -30,6 +31,7 @@ mod marks;
 
 use super::policy::{Failure, on_failure};
 use super::{BatchReport, OutboxWorker, WORKER_NAME};
+use crate::publish::error::is_content_refusal;
 use crate::publish::pack::PackLimits;
 use crate::publish::{BoxError, Event, Message, Path};
 use crate::store::{Mark, OutboxRow, StoreError};
@@ -273,15 +275,11 @@ impl OutboxWorker {
             && !packed.is_empty()
         {
             let (slots, events): (Vec<usize>, Vec<Event>) = packed.into_iter().unzip();
-            let shared = match self.publish(room, events).await {
-                Ok(()) => None,
-                Err(Outcome::Failed(error)) => Some(SharedError(std::sync::Arc::new(error))),
-                Err(Outcome::Undecodable(error)) => Some(SharedError(std::sync::Arc::new(error.into()))),
-            };
-            for slot in slots {
-                results[slot] = Some(match &shared {
+            let outcomes = self.publish_split(room, events).await;
+            for (slot, outcome) in slots.into_iter().zip(outcomes) {
+                results[slot] = Some(match outcome {
                     None => Ok(()),
-                    Some(error) => Err(Outcome::Failed(Box::new(error.clone()))),
+                    Some(error) => Err(Outcome::Failed(Box::new(error))),
                 });
             }
         }
@@ -289,6 +287,39 @@ impl OutboxWorker {
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Outcome::Failed("not published".into()))))
             .collect()
+    }
+
+    /// Publishes `events` (one room's, in order) as one message, each event's failure if any.
+    /// A message IM refuses for its content (SPEC §13.1) that holds more than one event is split
+    /// in halves, published in order — the second half only once the first went through or
+    /// was refused for its own content — so the pack shares no fate: only an event refused
+    /// alone fails for it (and is parked), its neighbours are delivered. Any other failure is
+    /// every event's (and what follows it waits behind it).
+    fn publish_split<'a>(
+        &'a self,
+        room: &'a str,
+        mut events: Vec<Event>,
+    ) -> BoxFuture<'a, Vec<Option<SharedError>>> {
+        Box::pin(async move {
+            let n = events.len();
+            let error = match self.publish(room, events.clone()).await {
+                Ok(()) => return vec![None; n],
+                Err(Outcome::Failed(error)) => error,
+                Err(Outcome::Undecodable(error)) => error.into(),
+            };
+            let shared = SharedError(std::sync::Arc::new(error));
+            if n < 2 || !is_content_refusal(&shared) {
+                return vec![Some(shared); n];
+            }
+            let second = events.split_off(n / 2);
+            let mut outcomes = self.publish_split(room, events).await;
+            let blocking = outcomes.iter().flatten().find(|e| !is_content_refusal(*e)).cloned();
+            match blocking {
+                Some(error) => outcomes.extend(vec![Some(error); second.len()]),
+                None => outcomes.extend(self.publish_split(room, second).await),
+            }
+            outcomes
+        })
     }
 
     async fn publish(&self, room: &str, events: Vec<Event>) -> Result<(), Outcome> {

@@ -108,6 +108,14 @@ impl Classify for ImError {
         }
     }
 
+    fn content_refused(&self) -> bool {
+        matches!(
+            self,
+            ImError::TooLarge { .. }
+                | ImError::Im { code: 80001 | 80002 | 90001 | 90002 | 90007 | 90010 | 93000, .. }
+        )
+    }
+
     fn app_wide(&self) -> bool {
         // Tencent's app-level frequency limits (60007 and kin, 10006) pause every group;
         // MsgDropReason and 10023 are one group's message rate.
