@@ -29,9 +29,12 @@ impl RoomService {
             if batch.is_empty() {
                 continue;
             }
+            // Before anything of the batch reaches the database: the lane's deadline for its
+            // events starts here, never after the rows' claim guard (which starts at their INSERT).
+            let started = tokio::time::Instant::now();
             let (answers, lane_owned) = self.run_batch(&room_id, &cell, &mut guard, batch).await;
             drop(guard);
-            self.inner.publish.in_lane(&cell, answers, lane_owned).await;
+            self.inner.publish.in_lane(&cell, answers, lane_owned, started).await;
         }
     }
 
@@ -47,6 +50,11 @@ impl RoomService {
         slot: &mut CellState,
         items: Vec<Queued>,
     ) -> (Vec<Answer>, bool) {
+        // The epoch fence first: entering a new epoch unloads the cell and hands its room to the
+        // worker, so the lane's ownership is decided under the epoch the batch commits under.
+        if let Err(error) = self.fence(room_id, cell, slot) {
+            return (fail_all(Vec::new(), items, error), false);
+        }
         let lane_owned = self.inner.publish.lane_owns(room_id, cell).await;
         (self.decide_and_commit(room_id, cell, slot, items, lane_owned).await, lane_owned)
     }

@@ -194,10 +194,15 @@ impl SyncPublish {
     }
 
     /// The top-up of a pack whose permit came after a wait: the queue's front events (committed
-    /// meanwhile, already answered `pending`) as far as the pack limits let them in.
-    fn refill(&self, cell: &Arc<Cell>) -> Refill {
+    /// meanwhile, already answered `pending`) as far as the pack limits let them in — only
+    /// while the cell is still under the shard lease `epoch` the send started with (under
+    /// another, the room may have moved and come back: its queue is not this send's).
+    fn refill(&self, cell: &Arc<Cell>, epoch: u64) -> Refill {
         let (cell, limits) = (Arc::clone(cell), self.pack);
         Refill::new(move |events| {
+            if cell.epoch() != epoch {
+                return;
+            }
             let mut guard = cell.lane.lock();
             let state = &mut *guard;
             let sizes = events.iter().map(Event::content_bytes);
@@ -219,7 +224,7 @@ impl SyncPublish {
         let notice = Arc::new(Notify::new());
         let mut message = Message::new(room.clone(), Path::Sync, events);
         message.on_wait = Some(Arc::clone(&notice));
-        message.refill = Some(self.refill(cell));
+        message.refill = Some(self.refill(cell, cell.epoch()));
         // Its rows are guarded for the worker from their commit; a call that has not started
         // within publish_timeout (a frozen process) is not made.
         message.call_by = Some(Instant::now() + self.publish_timeout);

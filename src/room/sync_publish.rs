@@ -73,8 +73,16 @@ impl SyncPublish {
     /// reach IM, and queues the others on the cell's lane behind what it already holds — or,
     /// when the batch was committed for the worker (`lane_owned` false: its rows are claimable
     /// already), answers them `pending` and wakes the worker.
-    pub(super) async fn in_lane(self: &Arc<Self>, cell: &Arc<Cell>, answers: Vec<Answer>, lane_owned: bool) {
-        let start_by = Instant::now() + self.publish_timeout;
+    /// `started`: taken before the batch's INSERT, so the lane's deadline never outlasts the
+    /// rows' claim guard however long the COMMIT took.
+    pub(super) async fn in_lane(
+        self: &Arc<Self>,
+        cell: &Arc<Cell>,
+        answers: Vec<Answer>,
+        lane_owned: bool,
+        started: Instant,
+    ) {
+        let start_by = started + self.publish_timeout;
         let mut lane = Vec::new();
         let mut skipped = Vec::new();
         let mut room = None;

@@ -291,3 +291,33 @@ async fn finish_claimed_stores_a_long_error_shortened_to_fit_last_error() {
         assert!(stored.starts_with("éé"), "{db}: keeps the start of the message");
     }
 }
+
+#[tokio::test]
+async fn rows_a_lane_releases_are_its_own_nodes_at_once_and_another_nodes_only_once_orphaned() {
+    for db in backends().await {
+        let (mine, theirs) = ("room-mine", "room-theirs");
+        let shard = |room: &str| room_service::cluster::shard_of(room);
+        assert_ne!(shard(mine), shard(theirs), "two shards");
+        // Fresh rows under their young-pending guard, as a command commits them for its lane.
+        for (room, command) in [(mine, "c1"), (theirs, "c2")] {
+            let mut fresh = commit(room, command, 0, 2);
+            fresh.publish_timeout = LONG;
+            db.repo.commit_room(&fresh).await.unwrap();
+        }
+        let scoped = |worker: &str, room: &str| Claim {
+            scope: Some(ClaimScope { shards: vec![shard(room)], orphaned_after: Duration::from_secs(20) }),
+            ..claim(worker, 10, LONG)
+        };
+        assert!(db.repo.claim_outbox(&scoped("w0", mine)).await.unwrap().rows.is_empty(), "{db}: guarded");
+        // The lane of `theirs`' owner gives its rows up.
+        let theirs_ids: Vec<String> =
+            db.outbox().await.into_iter().filter(|r| r.room_id == theirs).map(|r| r.event_id).collect();
+        assert_eq!(db.repo.release_pending(&theirs_ids).await.unwrap(), 2, "{db}");
+        // Not an orphan to the node owning the other shard...
+        let rows = db.repo.claim_outbox(&scoped("w1", mine)).await.unwrap().rows;
+        assert!(rows.is_empty(), "{db}: another node took released rows at once: {rows:?}");
+        // ... but at once its own node's worker's.
+        let rows = db.repo.claim_outbox(&scoped("w2", theirs)).await.unwrap().rows;
+        assert!(rows.len() == 2 && rows.iter().all(|r| r.room_id == theirs), "{db}: {rows:?}");
+    }
+}
