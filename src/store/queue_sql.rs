@@ -122,8 +122,13 @@ fn push_claimable<DB: Dialect>(q: &mut QueryBuilder<DB>, t: &str, claim: &Claim)
     ));
     push_own(q, t, &claim.own);
     if let Some(scope) = &claim.scope {
-        q.push(format!(" AND ({t}.lock_until_ms <= {now} - "));
+        // Another shard's row once it has been due, and unchanged, for the grace: a row a lane
+        // released (due at 0, changed now) stays its owner's for the grace.
+        q.push(format!(" AND (({t}.lock_until_ms <= {now} - "));
         DB::bind_i64(q, millis(scope.orphaned_after));
+        q.push(format!(" AND {t}.updated_at_ms <= {now} - "));
+        DB::bind_i64(q, millis(scope.orphaned_after));
+        q.push(")");
         if !scope.shards.is_empty() {
             q.push(format!(" OR {t}.shard IN "));
             push_list(q, &scope.shards, |q, shard| DB::bind_i64(q, i64::from(*shard)));

@@ -19,14 +19,16 @@ pub(super) fn mark_delivered<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<
     q
 }
 
-/// Fresh rows the synchronous path gave up on: claimable at once (due now, on the database
-/// clock) instead of after their young-pending guard. Due now, not at 0: in a cluster a row
-/// is another node's to claim only once it is `orphaned_after` past due, so the rows a lane
-/// releases are its own node's worker's (their shard's), not every node's at once.
+/// Fresh rows the synchronous path gave up on: claimable at once instead of after their
+/// young-pending guard, and first (`lock_until_ms` 0 sorts ahead of any backlog in the claim
+/// index), so live events never wait behind an old backlog. Their `updated_at_ms` is now: in a
+/// cluster a row is another node's to claim only once it has also not changed for
+/// `orphaned_after` ([`queue_sql`](super::queue_sql)'s claimable predicate), so released rows
+/// are their owner's worker's, not every node's at once.
 pub(super) fn release_pending<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(format!(
-        "UPDATE room_outbox SET lock_until_ms = {now}, updated_at_ms = {now} \
+        "UPDATE room_outbox SET lock_until_ms = 0, updated_at_ms = {now} \
          WHERE status = 'pending' AND lock_until_ms > {now} AND event_id IN "
     ));
     push_strs(&mut q, event_ids);

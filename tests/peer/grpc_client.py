@@ -64,7 +64,9 @@ def main():
             assert (room.version, room.member_count, room.heat) == (3, 1, 30), room
             page = rooms.ListMembers(pb.ListMembersRequest(room_id="py-r1", limit=10), timeout=5)
             assert [m.user_id for m in page.members] == ["bob"] and page.next_after == "", page
-            expect_code(lambda: rooms.JoinRoom(pb.MemberRequest(command_id="py-c2", room_id="py-r1", user_id="carol"), timeout=5),
+            # bob reusing his join's id for a leave: a conflict (ids are per caller: carol's
+            # py-c2 would be her own command).
+            expect_code(lambda: rooms.LeaveRoom(pb.MemberRequest(command_id="py-c2", room_id="py-r1", user_id="bob"), timeout=5),
                         grpc.StatusCode.ALREADY_EXISTS)
             expect_code(lambda: rooms.GetRoom(pb.GetRoomRequest(room_id="nope"), timeout=5), grpc.StatusCode.NOT_FOUND)
             expect_code(lambda: rooms.GetRoom(pb.GetRoomRequest(room_id="bad id"), timeout=5),

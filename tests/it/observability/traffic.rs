@@ -90,7 +90,8 @@ pub async fn healthy_traffic(app: &TestApp, room: &str) {
 
     let (status, _) = app.get("/v1/rooms/no-such-room").await;
     assert_eq!(status, 404);
-    let reused = json!({"command_id": format!("{room}-j1"), "user_id": "carol"});
+    // bob's join id reused by bob for a leave (ids are per caller: carol's would be hers).
+    let reused = json!({"command_id": format!("{room}-j1"), "user_id": "bob"});
     let (status, _) = app.post(&format!("/v1/rooms/{room}/leave"), reused).await;
     assert_eq!(status, 409);
     let (status, _) = app.post(&format!("/v1/rooms/{room}/join"), json!({"command_id": ""})).await;

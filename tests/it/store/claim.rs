@@ -191,8 +191,10 @@ async fn a_cluster_claim_takes_its_shards_rooms_and_others_only_once_orphaned() 
         assert!(rows.len() == 2 && rows.iter().all(|r| r.room_id == mine), "{db}: {rows:?}");
         // The other shard's rows, claimable for longer than the grace: the safety net.
         let long_ago = db.now_ms().await - 30_000;
-        db.execute(format!("UPDATE room_outbox SET lock_until_ms = {long_ago} WHERE room_id = '{theirs}'"))
-            .await;
+        db.execute(format!(
+            "UPDATE room_outbox SET lock_until_ms = {long_ago}, updated_at_ms = {long_ago} WHERE room_id = '{theirs}'"
+        ))
+        .await;
         let rows = db.repo.claim_outbox(&scoped("w2")).await.unwrap().rows;
         assert!(rows.len() == 2 && rows.iter().all(|r| r.room_id == theirs), "{db}: {rows:?}");
     }
