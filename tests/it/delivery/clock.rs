@@ -24,13 +24,19 @@ use crate::support::TestDb;
 const ROOMS: usize = 200;
 const PER_ROOM: usize = 4;
 
-#[tokio::test]
-async fn nodes_ten_minutes_ahead_and_behind_never_steal_or_keep_leases() {
+/// Checks that `faketime` is there; a fresh MariaDB database and its URL.
+async fn skew_setup() -> (TestDb, String) {
     if std::process::Command::new("faketime").arg("--version").output().is_err() {
         panic!("faketime is not installed (scripts/test.sh installs Debian's faketime package)");
     }
     let test_db = TestDb::mysql().await;
     let db_url = test_db.url().to_owned();
+    (test_db, db_url)
+}
+
+#[tokio::test]
+async fn nodes_ten_minutes_ahead_and_behind_never_steal_or_keep_leases() {
+    let (test_db, db_url) = skew_setup().await;
     let outbox = Db::over(test_db);
     let mut options = FakeImOptions::new(APP, KEY, ADMIN);
     (options.per_group_limit_per_sec, options.global_limit_per_sec) = (None, None);
@@ -108,11 +114,7 @@ const OUTAGE_DRAIN_BOUND: Duration = Duration::from_secs(45);
 
 #[tokio::test]
 async fn an_outage_backlog_drains_on_nodes_whose_clocks_are_ten_minutes_apart() {
-    if std::process::Command::new("faketime").arg("--version").output().is_err() {
-        panic!("faketime is not installed (scripts/test.sh installs Debian's faketime package)");
-    }
-    let test_db = TestDb::mysql().await;
-    let db_url = test_db.url().to_owned();
+    let (test_db, db_url) = skew_setup().await;
     // Tencent's limits (200 calls/s, 40/s per group): the nodes' workers wait for permits.
     let im = FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await;
     // A transient outage (10002) from the start.
