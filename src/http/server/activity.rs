@@ -165,9 +165,10 @@ mod tests {
 
     use super::*;
 
-    fn answer() -> tower::util::ServiceFn<
-        impl FnMut(Request<()>) -> std::future::Ready<Result<Response<String>, std::convert::Infallible>>,
-    > {
+    /// What a service answers in these tests.
+    type Answered = std::future::Ready<Result<Response<String>, std::convert::Infallible>>;
+
+    fn answer() -> tower::util::ServiceFn<impl FnMut(Request<()>) -> Answered> {
         tower::service_fn(|_| std::future::ready(Ok(Response::new("ok".to_owned()))))
     }
 

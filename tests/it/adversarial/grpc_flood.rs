@@ -109,18 +109,22 @@ async fn flood_connection(grpc_port: u16) -> Option<Held> {
     let driver = tokio::spawn(async move {
         let _ = connection.await;
     });
+    // The server's SETTINGS (its stream limit) arrive first.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let mut frame = Vec::with_capacity(MAX_MESSAGE - HELD_BACK + 5);
     frame.push(0);
     frame.extend_from_slice(&u32::try_from(MAX_MESSAGE).unwrap().to_be_bytes());
     frame.resize(MAX_MESSAGE - HELD_BACK + 5, 0x0a);
     let frame = Bytes::from(frame);
     let mut streams = Vec::new();
-    while streams.len() < MOST_STREAMS.min(client.current_max_send_streams()) {
+    let mut allowed = client.current_max_send_streams();
+    while streams.len() < MOST_STREAMS.min(allowed) {
         // A server at its stream limit (holding every stream) makes this wait: that is all.
         let Ok(Ok(ready)) = tokio::time::timeout(Duration::from_millis(500), client.ready()).await else {
             break;
         };
         client = ready;
+        allowed = client.current_max_send_streams();
         let request = Request::builder()
             .method(Method::POST)
             .uri(format!("http://127.0.0.1:{grpc_port}/room.v1.RoomService/Heartbeats"))
@@ -133,8 +137,8 @@ async fn flood_connection(grpc_port: u16) -> Option<Held> {
             break;
         }
         streams.push((body, response));
+        tokio::task::yield_now().await;
     }
-    let allowed = client.current_max_send_streams();
     Some(Held { streams, allowed, driver })
 }
 
