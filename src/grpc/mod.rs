@@ -12,12 +12,17 @@
 //! Every call goes through the layers of [`router`]: a request id (`x-request-id`, generated
 //! when absent or not 1–128 printable ASCII characters, as on HTTP; echoed back), one tracing span, panics caught into `INTERNAL`, and a deadline (the client's `grpc-timeout`,
 //! at most `http.request_timeout`) answered with `DEADLINE_EXCEEDED` ([`deadline`]). The
-//! protobuf code is generated at build time from `proto/` (see `build.rs`).
+//! room service's calls then pass its edge ([`edge`]): load shedding beyond
+//! `http.max_in_flight` (`RESOURCE_EXHAUSTED`), and authentication from metadata before the
+//! message is read (`UNAUTHENTICATED`); its messages are limited per method (`Heartbeats`:
+//! the batch's size; the others: `http.body_limit_bytes`). The protobuf code is generated at
+//! build time from `proto/` (see `build.rs`).
 //! [`crate::http::server::serve`] serves the router over HTTP/2 ([`ServeOptions::grpc`]).
 //!
 //! [`ServeOptions::grpc`]: crate::http::server::ServeOptions::grpc
 
 pub mod deadline;
+pub mod edge;
 mod forward;
 pub mod health;
 pub mod rooms;
@@ -46,18 +51,25 @@ pub const SERVICE_NAME: &str = "room.v1.RoomService";
 /// The limits of the gRPC router (from `http.*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GrpcOptions {
-    /// Largest request message, in bytes (tonic answers `OUT_OF_RANGE` above it):
-    /// `http.body_limit_bytes`, at least [`BATCH_HEARTBEAT_BYTES`](crate::http::BATCH_HEARTBEAT_BYTES).
+    /// Largest request message of every method but `Heartbeats`, in bytes (tonic answers
+    /// `OUT_OF_RANGE` above it): `http.body_limit_bytes`, as over HTTP.
     pub max_message_bytes: usize,
+    /// Largest `Heartbeats` message: [`BATCH_HEARTBEAT_BYTES`](crate::http::BATCH_HEARTBEAT_BYTES),
+    /// or `http.body_limit_bytes` when larger, as the HTTP batch route.
+    pub max_batch_message_bytes: usize,
     /// Longest a call may run, whatever deadline the client sets.
     pub request_timeout: Duration,
+    /// Most room-service calls in flight at once; beyond it, `RESOURCE_EXHAUSTED` at once.
+    pub max_in_flight: usize,
 }
 
 impl From<&crate::config::HttpSettings> for GrpcOptions {
     fn from(http: &crate::config::HttpSettings) -> Self {
         Self {
-            max_message_bytes: http.body_limit_bytes.max(crate::http::BATCH_HEARTBEAT_BYTES),
+            max_message_bytes: http.body_limit_bytes,
+            max_batch_message_bytes: http.body_limit_bytes.max(crate::http::BATCH_HEARTBEAT_BYTES),
             request_timeout: http.request_timeout,
+            max_in_flight: http.max_in_flight,
         }
     }
 }
@@ -66,27 +78,38 @@ impl Default for GrpcOptions {
     /// The defaults of `http.*`.
     fn default() -> Self {
         Self {
-            max_message_bytes: crate::http::BATCH_HEARTBEAT_BYTES,
+            max_message_bytes: 65_536,
+            max_batch_message_bytes: crate::http::BATCH_HEARTBEAT_BYTES,
             request_timeout: Duration::from_secs(10),
+            max_in_flight: 512,
         }
     }
 }
 
 /// The gRPC services behind their layers: a request id set (or kept) outermost so the span
-/// carries it, the span, the id echoed on the answer, then the deadline around the call.
+/// carries it, the span, the id echoed on the answer, then the deadline around the call. The
+/// room service's methods sit behind its edge ([`edge`]): load shedding, then authentication
+/// from metadata, each method with its own message limit.
 pub fn router(state: AppState, options: GrpcOptions) -> anyhow::Result<axum::Router> {
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
-    let rooms = pb::room_service_server::RoomServiceServer::new(rooms::GrpcRooms::new(state.clone()))
-        .max_decoding_message_size(options.max_message_bytes);
+    let rooms = |max_message_bytes| {
+        pb::room_service_server::RoomServiceServer::new(rooms::GrpcRooms::new(state.clone()))
+            .max_decoding_message_size(max_message_bytes)
+    };
+    // The batch heartbeat takes the largest message; every other method HTTP's body limit.
+    let room_routes = axum::Router::new()
+        .route_service(&format!("/{SERVICE_NAME}/Heartbeats"), rooms(options.max_batch_message_bytes))
+        .route_service(&format!("/{SERVICE_NAME}/{{*method}}"), rooms(options.max_message_bytes))
+        .route_layer(axum::middleware::from_fn_with_state(state.auth.clone(), edge::authenticate))
+        .route_layer(edge::layer(options.max_in_flight));
     let health = tonic_health::pb::health_server::HealthServer::new(health::Readiness::new(state));
-    let routes = tonic::service::Routes::new(rooms)
-        .add_service(health)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha);
+    let routes =
+        tonic::service::Routes::new(health).add_service(reflection_v1).add_service(reflection_v1alpha);
     Ok(routes
         .prepare()
         .into_axum_router()
+        .merge(room_routes)
         .layer(deadline::DeadlineLayer::new(options.request_timeout))
         .layer(CatchPanicLayer::custom(panic_status))
         .layer(PropagateRequestIdLayer::x_request_id())

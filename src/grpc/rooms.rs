@@ -6,6 +6,7 @@
 
 use tonic::{Request, Response, Status};
 
+use super::edge::Authenticated;
 use super::forward::Call;
 use super::pb;
 use super::status::{from_api, invalid};
@@ -109,14 +110,18 @@ fn room_id(value: String) -> Result<RoomId, Status> {
 
 impl GrpcRooms {
     /// The caller of `request` (its `authorization` metadata entry; a read needs none while
-    /// reads are public), and the entry itself for a hop to the room's owner. A refusal is
-    /// counted and answers `UNAUTHENTICATED`.
+    /// reads are public), and the entry itself for a hop to the room's owner: the one the edge
+    /// verified before the message was read ([`Authenticated`]), or verified here when the
+    /// service runs without its edge. A refusal is counted and answers `UNAUTHENTICATED`.
     async fn caller<T>(&self, request: &Request<T>, read: bool) -> Result<(Caller, Option<Vec<u8>>), Status> {
         let entry = request.metadata().get(AUTHORIZATION);
         // Its raw bytes, as they came: the owner verifies exactly what the caller sent.
         let credential = entry.map(|v| v.as_bytes().to_vec());
         if read && self.state.auth.public_reads() {
             return Ok((Caller::Anonymous, credential));
+        }
+        if let Some(Authenticated(caller)) = request.extensions().get::<Authenticated>() {
+            return Ok((caller.clone(), credential));
         }
         match self.state.auth.authenticate(entry.map(|v| v.as_bytes())).await {
             Ok(caller) => Ok((caller, credential)),

@@ -73,12 +73,13 @@ pub fn describe_all() {
 }
 
 /// The counters without labels: exported at 0 from startup by [`init_unlabelled_counters`].
-pub const UNLABELLED_COUNTERS: [&str; 7] = [
+pub const UNLABELLED_COUNTERS: [&str; 8] = [
     OUTBOX_CLAIMED_TOTAL,
     OUTBOX_LEASE_LOST_TOTAL,
     OUTBOX_PURGED_ROWS_TOTAL,
     DB_POOL_ACQUIRE_TIMEOUTS_TOTAL,
     HTTP_REQUESTS_SHED_TOTAL,
+    GRPC_CALLS_SHED_TOTAL,
     HTTP_REQUEST_TIMEOUTS_TOTAL,
     HTTP_PANICS_TOTAL,
 ];

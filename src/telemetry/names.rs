@@ -69,6 +69,9 @@ declare_metrics! {
     HTTP_REQUEST_DURATION_SECONDS: Histogram(Seconds) = "http_request_duration_seconds";
     /// `/v1/*` requests refused with 503 overloaded because `http.max_in_flight` were in flight.
     HTTP_REQUESTS_SHED_TOTAL: Counter(Count) = "room_http_requests_shed_total";
+    /// `room.v1.RoomService` calls answered RESOURCE_EXHAUSTED overloaded because
+    /// `http.max_in_flight` calls were in flight on the gRPC listener.
+    GRPC_CALLS_SHED_TOTAL: Counter(Count) = "room_grpc_calls_shed_total";
     /// `/v1/*` requests answered 503 request_timeout after `http.request_timeout`.
     HTTP_REQUEST_TIMEOUTS_TOTAL: Counter(Count) = "room_http_request_timeouts_total";
     /// Request handlers that panicked (answered 500; the process kept serving).

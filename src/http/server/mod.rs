@@ -9,8 +9,18 @@
 //! - HTTP/1.1 only: an HTTP/2 preface is refused (the connection is closed) rather than
 //!   negotiated.
 //!
-//! The gRPC listener speaks HTTP/2 (prior knowledge, as gRPC clients do), with keep-alive
-//! pings every `http.idle_timeout`, so a peer that vanished is dropped. Every listener has:
+//! The gRPC listener speaks HTTP/2 (prior knowledge, as gRPC clients do), bounded so that no
+//! client can make the node buffer much more than one maximum-size message per call:
+//! - at most [`MAX_CONCURRENT_STREAMS`] calls open per connection;
+//! - flow-control windows sized for the largest message ([`STREAM_WINDOW`], the batch
+//!   heartbeat's 72 KiB and its frame header; [`CONNECTION_WINDOW`]): a client cannot send
+//!   more than that ahead of what the service has read;
+//! - a header-read timeout (the first call must start within it) and an idle timeout
+//!   (`http.idle_timeout`: no call open for that long), after which the connection is closed
+//!   with a GOAWAY ([`activity`]); keep-alive pings every `http.idle_timeout`, so a peer that
+//!   vanished is dropped.
+//!
+//! Every listener has:
 //! - a cap on open connections (`http.max_connections`): beyond it, a new HTTP connection gets
 //!   a canned `503 overloaded` and is closed (a gRPC one is closed at once: its client
 //!   reconnects), well before the process runs out of file descriptors and stops accepting
@@ -19,14 +29,16 @@
 //!   finish (HTTP/2: GOAWAY), then every remaining connection is dropped so the stop order can
 //!   go on.
 
+pub mod activity;
+
 use std::io;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -42,6 +54,25 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long an HTTP/2 keep-alive ping may go unanswered before the connection is dropped.
 const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Most calls open at once on one gRPC connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`;
+/// hyper's default is 200).
+pub const MAX_CONCURRENT_STREAMS: u32 = 64;
+
+/// The length-prefix of a gRPC message: a compression flag and a 4-byte length.
+const GRPC_FRAME_HEADER_BYTES: usize = 5;
+
+/// The initial flow-control window of one gRPC call: the largest message (the batch
+/// heartbeat's) with its frame header, so such a message arrives in one window and a call can
+/// never send more than that ahead of what the service has read (hyper's default is 1 MiB).
+pub const STREAM_WINDOW: u32 = (crate::http::BATCH_HEARTBEAT_BYTES + GRPC_FRAME_HEADER_BYTES) as u32;
+
+/// The initial flow-control window of one gRPC connection: four maximum-size messages on their
+/// way at once (hyper's default is 1 MiB).
+pub const CONNECTION_WINDOW: u32 = 4 * STREAM_WINDOW;
+
+/// Largest header block of one gRPC call (`SETTINGS_MAX_HEADER_LIST_SIZE`; hyper's default).
+pub const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
 
 /// The body of the answer to a connection over `max_connections`.
 const OVERLOADED_BODY: &str =
@@ -111,13 +142,14 @@ pub async fn serve(
                 .timer(TokioTimer::new())
                 .header_read_timeout(options.header_read_timeout)
                 .half_close(true);
-            let connection = |stream: TcpStream, graceful: &GracefulShutdown| {
+            let connection = |stream: TcpStream, drain: CancellationToken| {
                 let mut stream = TimeoutStream::new(stream);
                 stream.set_read_timeout(Some(options.idle_timeout));
                 stream.set_write_timeout(Some(options.idle_timeout));
                 let service = TowerToHyperService::new(router.clone());
                 let stream = TokioIo::new(Box::pin(stream));
-                logged(graceful.watch(builder.serve_connection(stream, service)), options.listener)
+                let served = builder.serve_connection(stream, service);
+                logged(drained(served, drain.cancelled_owned(), |c| c.graceful_shutdown()), options.listener)
             };
             accept_loop(listener, &options, shutdown, refuse, connection).await
         }
@@ -126,14 +158,55 @@ pub async fn serve(
             builder
                 .timer(TokioTimer::new())
                 .keep_alive_interval(Some(options.idle_timeout))
-                .keep_alive_timeout(KEEP_ALIVE_TIMEOUT);
-            let connection = |stream: TcpStream, graceful: &GracefulShutdown| {
-                let service = TowerToHyperService::new(router.clone());
-                let stream = TokioIo::new(stream);
-                logged(graceful.watch(builder.serve_connection(stream, service)), options.listener)
+                .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
+                .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+                .initial_stream_window_size(STREAM_WINDOW)
+                .initial_connection_window_size(CONNECTION_WINDOW)
+                .max_header_list_size(MAX_HEADER_LIST_BYTES);
+            let connection = |stream: TcpStream, drain: CancellationToken| {
+                let (service, calls) = activity::track(router.clone());
+                let served =
+                    builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+                let listener = options.listener;
+                let (header_read, idle) = (options.header_read_timeout, options.idle_timeout);
+                // Closed (GOAWAY) at shutdown, or once it has had no call for too long.
+                let close = async move {
+                    tokio::select! {
+                        () = drain.cancelled() => {}
+                        expired = calls.expired(header_read, idle) => {
+                            tracing::debug!(listener, ?expired, "Closing an unused connection");
+                        }
+                    }
+                };
+                logged(drained(served, close, |c| c.graceful_shutdown()), listener)
             };
             // A connection over the cap is closed at once (dropped): a gRPC client reconnects.
             accept_loop(listener, &options, shutdown, drop, connection).await
+        }
+    }
+}
+
+/// Serves `connection` to its end; once `close` completes, asks it to finish
+/// (`graceful_shutdown`: HTTP/1 closes after the request being answered, HTTP/2 sends a GOAWAY
+/// and lets open calls finish) and serves it to that end.
+async fn drained<C, E>(
+    connection: C,
+    close: impl Future<Output = ()>,
+    graceful_shutdown: impl FnOnce(Pin<&mut C>),
+) -> Result<(), E>
+where
+    C: Future<Output = Result<(), E>>,
+{
+    let mut connection = pin!(connection);
+    let ended = tokio::select! {
+        ended = connection.as_mut() => Some(ended),
+        () = close => None,
+    };
+    match ended {
+        Some(ended) => ended,
+        None => {
+            graceful_shutdown(connection.as_mut());
+            connection.await
         }
     }
 }
@@ -150,9 +223,9 @@ async fn logged<E: std::fmt::Display>(
 
 /// The accept loop every listener shares: admits connections up to `options.max_connections`
 /// (a connection beyond it goes to `refuse`, which must not block), hands each admitted one to
-/// `connection` (which serves it, watched by the graceful shutdown), counts them, and once
-/// `shutdown` completes stops accepting, lets open connections finish for at most
-/// `options.shutdown_timeout`, and drops what is left.
+/// `connection` (which serves it, and closes it gracefully once its token is cancelled),
+/// counts them, and once `shutdown` completes stops accepting, lets open connections finish
+/// for at most `options.shutdown_timeout`, and drops what is left.
 async fn accept_loop<C, F>(
     listener: TcpListener,
     options: &ServeOptions,
@@ -161,11 +234,11 @@ async fn accept_loop<C, F>(
     connection: C,
 ) -> io::Result<()>
 where
-    C: Fn(TcpStream, &GracefulShutdown) -> F,
+    C: Fn(TcpStream, CancellationToken) -> F,
     F: Future<Output = ()> + Send + 'static,
 {
     let slots = Arc::new(Semaphore::new(options.max_connections));
-    let graceful = GracefulShutdown::new();
+    let drain = CancellationToken::new();
     let connections = TaskTracker::new();
     let abort = CancellationToken::new();
     let open = metrics::gauge!(names::HTTP_CONNECTIONS, names::LABEL_LISTENER => options.listener);
@@ -194,7 +267,7 @@ where
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let served = connection(stream, &graceful);
+        let served = connection(stream, drain.clone());
         let abort = abort.clone();
         let open = OpenConnection::new(open.clone(), slot);
         connections.spawn(async move {
@@ -207,7 +280,8 @@ where
     }
     drop(listener);
     connections.close();
-    if tokio::time::timeout(options.shutdown_timeout, graceful.shutdown()).await.is_err() {
+    drain.cancel();
+    if tokio::time::timeout(options.shutdown_timeout, connections.wait()).await.is_err() {
         tracing::warn!(
             listener = options.listener,
             open = options.max_connections - slots.available_permits(),
