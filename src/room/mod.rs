@@ -13,6 +13,7 @@
 //! With a wallet configured, a gift is paid for before it is queued and its debit refunded
 //! when nothing was committed (`Payments`). [`RoomService`] orchestrates them.
 
+mod cell_map;
 mod cells;
 mod commit;
 mod decide;
@@ -21,10 +22,12 @@ mod error;
 mod lane;
 mod last_seen;
 pub mod marker;
+mod misses;
 mod options;
 mod outcome;
 mod pay;
 pub mod presence;
+mod reads;
 mod replay;
 mod request;
 mod service;
