@@ -42,7 +42,7 @@ impl SqlRepository<MySql> {
     }
 
     /// Runs `migrations/mysql`, one node at a time: under a `GET_LOCK` of our own on the
-    /// migrating session, taken within [`MIGRATION_LOCK_WAIT`]. (sqlx's own lock asks
+    /// migrating session, waited for up to 120 s. (sqlx's own lock asks
     /// `GET_LOCK(name, -1)`, which MariaDB answers NULL at once without locking anything, so
     /// nodes started together on a fresh database raced to apply the same migration and all but
     /// one failed with a duplicate key in `_sqlx_migrations`.)
