@@ -1,6 +1,6 @@
 //! Rooms found missing lately. A read or heartbeat of a room that does not exist is answered
 //! from here for [`HOLD`] after the database said so, and leaves nothing else behind (no cell:
-//! see [`super::service::RoomService`]'s reads), so a flood of distinct unknown room ids costs
+//! see [`super::reads`]), so a flood of distinct unknown room ids costs
 //! at most [`CAPACITY`] small entries (quick_cache's CLOCK-Pro eviction), and a flood of the
 //! same unknown id costs one database read per [`HOLD`].
 //!

@@ -33,6 +33,15 @@ fn rss_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time (user + system, in clock ticks of 10 ms) the process `pid` has used.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command name (in parentheses): state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    fields.get(11..13).map_or(0, |t| t.iter().filter_map(|v| v.parse::<u64>().ok()).sum())
+}
+
 fn spawn(dir: &std::path::Path, port: u16, admin_port: u16, grpc_port: u16) -> Spawned {
     let log = std::fs::File::create(dir.join("log")).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_room-service"));
@@ -90,6 +99,7 @@ async fn unknown_rooms_cost_nothing_lasting() {
     let warm = read_all(base.clone(), "warm".into(), 0..500).await;
     assert_eq!(warm.keys().collect::<Vec<_>>(), [&(404, "room_not_found".to_owned())], "{warm:?}");
     let rss_before = rss_kb(child.id());
+    let (cpu_before, our_cpu_before) = (cpu_ticks(child.id()), cpu_ticks(std::process::id()));
 
     let started = Instant::now();
     let per_client = READS / CLIENTS;
@@ -104,6 +114,8 @@ async fn unknown_rooms_cost_nothing_lasting() {
     }
     let took = started.elapsed();
     let rss_after = rss_kb(child.id());
+    let server_cpu = Duration::from_millis(cpu_ticks(child.id()).saturating_sub(cpu_before) * 10);
+    let client_cpu = Duration::from_millis(cpu_ticks(std::process::id()).saturating_sub(our_cpu_before) * 10);
 
     // Heartbeats of unknown rooms, single and batch, and a gRPC read.
     let mut beats = BTreeMap::<(u16, String), u32>::new();
@@ -152,7 +164,7 @@ async fn unknown_rooms_cost_nothing_lasting() {
     let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
     eprintln!(
         "row 10 unknown rooms: {READS} distinct unknown rooms read by {CLIENTS} clients in {took:?} \
-         ({:.0}/s): {answers:?}; RSS {} kB before, {} kB after (+{} kB, {} B per room); \
+         ({:.0}/s; CPU: service {server_cpu:?}, clients {client_cpu:?}): {answers:?}; RSS {} kB before, {} kB after (+{} kB, {} B per room); \
          heartbeats {beats:?}; gRPC GetRoom {grpc_codes:?}; RSS {} kB at the end",
         READS as f64 / took.as_secs_f64(),
         rss_before,
