@@ -148,6 +148,7 @@ pub async fn start_with_redis(
     let state = AppState {
         rooms: rooms.clone(),
         repo: repo.clone(),
+        db_ping: crate::http::readiness::DbPing::new(repo.clone()),
         lifecycle: lifecycle.clone(),
         metrics: Some(metrics.clone()),
         forwarder: keeper

@@ -1,5 +1,6 @@
 //! `grpc.health.v1.Health` following readiness, as `/readyz` does: `SERVING` while the service
-//! is ready and its database answers a ping; `NOT_SERVING` once it leaves or drains (after
+//! is ready and its database answers a ping (the ping `/readyz` shares, reused for 250 ms:
+//! [`crate::http::readiness`]); `NOT_SERVING` once it leaves or drains (after
 //! SIGTERM) or while the database is away. The overall status (`""`) and
 //! `room.v1.RoomService` answer the same; any other name is `NOT_FOUND`. `Watch` sends the
 //! status at once, then each change (checked every [`WATCH_INTERVAL`]); it ends once the
@@ -32,7 +33,7 @@ impl Readiness {
     }
 
     async fn status(&self) -> ServingStatus {
-        let ready = self.state.lifecycle.is_ready() && self.state.repo.ping().await.is_ok();
+        let ready = self.state.lifecycle.is_ready() && self.state.db_ping.check().await.is_ok();
         if ready { ServingStatus::Serving } else { ServingStatus::NotServing }
     }
 }

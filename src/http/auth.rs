@@ -7,29 +7,41 @@ use axum::http::StatusCode;
 use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use crate::secret::Secret;
 
-/// The token every admin request must present.
+/// The token every admin request must present, kept as its SHA-256 digest.
 #[derive(Clone)]
-pub struct BearerToken(Arc<Secret>);
+pub struct BearerToken(Arc<[u8; 32]>);
 
 impl BearerToken {
     /// Wraps the configured token.
     pub fn new(token: Secret) -> Self {
-        Self(Arc::new(token))
+        Self(Arc::new(digest(token.expose().as_bytes())))
     }
 
     /// True when `header` is `Bearer <token>` (the scheme in any case, RFC 7235, as on the
-    /// public API); the comparison takes the same time wherever the first differing byte is.
+    /// public API). The digests of the presented and the configured token are compared in
+    /// constant time, so neither the first differing byte nor the token's length shows in the
+    /// time taken.
     fn accepts(&self, header: Option<&[u8]>) -> bool {
         let Some(given) = header.and_then(crate::auth::bearer) else {
             return false;
         };
-        given.ct_eq(self.0.expose().as_bytes()).into()
+        same_digest(given, &self.0)
     }
+}
+
+fn digest(token: &[u8]) -> [u8; 32] {
+    Sha256::digest(token).into()
+}
+
+/// True when `given`'s SHA-256 is `expected` (compared in constant time).
+fn same_digest(given: &[u8], expected: &[u8; 32]) -> bool {
+    digest(given).ct_eq(expected).into()
 }
 
 /// Middleware: 401 JSON (with `WWW-Authenticate: Bearer`) unless the request carries the token.
@@ -62,5 +74,19 @@ mod tests {
             assert!(!token.accepts(Some(wrong)), "{:?}", String::from_utf8_lossy(wrong));
         }
         assert!(!token.accepts(None));
+    }
+
+    #[test]
+    fn tokens_are_compared_as_digests_whatever_their_lengths() {
+        let expected = digest(b"s3cret");
+        assert!(same_digest(b"s3cret", &expected), "equal");
+        assert!(!same_digest(b"s3creT", &expected), "same length, different");
+        for other in [&b""[..], b"s", b"s3cret!", &[b'x'; 4096]] {
+            assert!(!same_digest(other, &expected), "different length: {}", other.len());
+        }
+        // What is compared is always 32 bytes: the configured token's length is never read.
+        let token = BearerToken::new(Secret::new("s3cret"));
+        assert_eq!(token.0.len(), 32);
+        assert_eq!(*token.0, expected);
     }
 }

@@ -95,6 +95,12 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<std::sync::Arc<StoreError>> for ApiError {
+    fn from(e: std::sync::Arc<StoreError>) -> Self {
+        ApiError::unavailable(&e)
+    }
+}
+
 impl From<RoomError> for ApiError {
     fn from(e: RoomError) -> Self {
         match e {

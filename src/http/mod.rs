@@ -17,6 +17,7 @@ pub mod error;
 pub mod extract;
 pub mod forward;
 pub mod metrics;
+pub mod readiness;
 pub mod rooms;
 pub mod server;
 
@@ -77,8 +78,10 @@ impl Lifecycle {
 pub struct AppState {
     /// The room service.
     pub rooms: RoomService,
-    /// The repository (readiness, admin reads).
+    /// The repository (admin reads).
     pub repo: SharedRepository,
+    /// Readiness's database check, shared by `/readyz` and gRPC health (one ping per 250 ms).
+    pub db_ping: readiness::DbPing,
     /// Serving, leaving or draining.
     pub lifecycle: Lifecycle,
     /// Renders `/metrics`; `None` when no recorder is installed.
@@ -231,7 +234,7 @@ async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError>
     if !state.lifecycle.is_ready() {
         return Err(ApiError::draining());
     }
-    state.repo.ping().await?;
+    state.db_ping.check().await?;
     Ok("ready")
 }
 

@@ -3,18 +3,18 @@
 //! Commands of one room are queued on its cell and run by one drain task at a time (see
 //! [`super::drain`]), which takes up to `max_commit_batch` queued commands and commits them
 //! together; different rooms run concurrently. Cells are created on first use, loaded lazily
-//! and dropped again when idle.
+//! and dropped again when idle; the map of them is [`super::cell_map::Cells`].
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Mutex as AsyncMutex;
 
 use super::decide::Queued;
 use super::lane::Lane;
 use super::last_seen::LastSeen;
-use crate::domain::{Change, RoomId, RoomState, RoomStatus, UserId};
+use crate::domain::{Change, RoomState, RoomStatus};
 
 /// What a cell knows of its room.
 #[derive(Debug, Default)]
@@ -73,7 +73,8 @@ struct Queue {
     draining: bool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `m`, whether or not a holder panicked (the data guarded stays consistent).
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -164,7 +165,13 @@ impl Cell {
         }
     }
 
-    fn queued(&self) -> usize {
+    /// Marks the cell used at `now_ms`.
+    pub(super) fn touch(&self, now_ms: i64) {
+        self.last_used_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// Commands queued on the cell.
+    pub(super) fn queued(&self) -> usize {
         lock(&self.queue).items.len()
     }
 
@@ -172,93 +179,35 @@ impl Cell {
         let queue = lock(&self.queue);
         queue.items.is_empty() && !queue.draining && self.lane.is_idle()
     }
-}
 
-/// Every cell of this process, by room.
-#[derive(Debug, Default)]
-pub(super) struct Cells {
-    map: Mutex<HashMap<RoomId, Arc<Cell>>>,
-}
-
-impl Cells {
-    fn map(&self) -> MutexGuard<'_, HashMap<RoomId, Arc<Cell>>> {
-        lock(&self.map)
-    }
-
-    /// The room's cell, created when missing, marked used at `now_ms`.
-    pub(super) fn get(&self, room_id: &RoomId, now_ms: i64) -> Arc<Cell> {
-        let mut map = self.map();
-        let cell = map.entry(room_id.clone()).or_default();
-        cell.last_used_ms.store(now_ms, Ordering::Relaxed);
-        cell.clone()
-    }
-
-    /// The room's cell, if it has one (not created, not marked used).
-    pub(super) fn find(&self, room_id: &RoomId) -> Option<Arc<Cell>> {
-        self.map().get(room_id).cloned()
-    }
-
-    /// Commands queued on a room's cell (0 when it has none).
-    pub(super) fn queued(&self, room_id: &RoomId) -> usize {
-        self.map().get(room_id).map_or(0, |cell| cell.queued())
-    }
-
-    /// How many cells are in memory.
-    pub(super) fn len(&self) -> usize {
-        self.map().len()
-    }
-
-    /// Open rooms loaded in memory and their members (with `joined_at_ms`) last seen at or
-    /// before `cutoff_ms`. Presence is scanned without the rooms' locks; only a room with stale
-    /// members is copied under its lock (O(1): the maps are persistent) for their join times.
-    pub(super) async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<(UserId, i64)>)> {
-        let cells: Vec<(RoomId, Arc<Cell>)> =
-            self.map().iter().map(|(id, c)| (id.clone(), c.clone())).collect();
-        let mut stale = Vec::new();
-        for (room_id, cell) in cells {
-            let ids = cell.presence.stale(cutoff_ms);
-            if ids.is_empty() {
-                continue;
-            }
-            let room = match &*cell.state.lock().await {
-                CellState::Room(room) if room.status == RoomStatus::Open => room.clone(),
-                _ => continue,
-            };
-            let members: Vec<(UserId, i64)> = ids
-                .into_iter()
-                .filter_map(|id| room.members.get(&id).map(|m| m.joined_at_ms).map(|at| (id, at)))
-                .collect();
-            if !members.is_empty() {
-                stale.push((room_id, members));
+    /// True when the cell may be dropped (the caller has checked that nobody else holds it):
+    /// nothing queued, draining or sending, its state not locked, and it holds no room, a
+    /// closed room, or an open room without members unused since `cutoff_ms`; any idle cell
+    /// of a room not `owned` here.
+    pub(super) fn evictable(&self, cutoff_ms: i64, owned: bool) -> bool {
+        if !self.is_idle() {
+            return false;
+        }
+        let Ok(state) = self.state.try_lock() else { return false };
+        if !owned {
+            return true;
+        }
+        match &*state {
+            CellState::Unloaded | CellState::NoRoom => true,
+            CellState::Room(room) if room.status == RoomStatus::Closed => true,
+            CellState::Room(room) => {
+                room.members.is_empty() && self.last_used_ms.load(Ordering::Relaxed) <= cutoff_ms
             }
         }
-        stale
     }
 
-    /// Drops cells nobody is using that hold no live presence: rooms that do not exist, closed
-    /// rooms, rooms without members unused since `cutoff_ms`, and rooms not `owned` here.
-    /// Returns how many.
-    pub(super) fn evict_idle(&self, cutoff_ms: i64, owned: impl Fn(&RoomId) -> bool) -> usize {
-        let mut map = self.map();
-        let before = map.len();
-        map.retain(|room_id, cell| {
-            // Only the map holds it (clones are made under this lock): nobody uses or waits on
-            // it, and no drain task runs for it.
-            if Arc::strong_count(cell) > 1 || !cell.is_idle() {
-                return true;
-            }
-            let Ok(state) = cell.state.try_lock() else { return true };
-            if !owned(room_id) {
-                return false;
-            }
-            match &*state {
-                CellState::Unloaded | CellState::NoRoom => false,
-                CellState::Room(room) if room.status == RoomStatus::Closed => false,
-                CellState::Room(room) => {
-                    !room.members.is_empty() || cell.last_used_ms.load(Ordering::Relaxed) > cutoff_ms
-                }
-            }
-        });
-        before - map.len()
+    /// True when the cell holds no room (not loaded, or loaded as missing) and is idle: a read
+    /// that made it may drop it at once (the caller has checked that nobody else holds it).
+    pub(super) fn holds_nothing(&self) -> bool {
+        self.is_idle()
+            && self
+                .state
+                .try_lock()
+                .is_ok_and(|state| matches!(*state, CellState::Unloaded | CellState::NoRoom))
     }
 }

@@ -2,9 +2,13 @@
 //!
 //! [`RoomService`] owns one cell per room: the room's state in memory behind a lock and a
 //! queue of its commands, so the commands of one room run in order while different rooms run
-//! concurrently. A cell loads lazily from the database. Queued commands go through explicit
-//! steps, each a type of its own with its own data: `Decide` (pure: the domain applies them
-//! one after another), `Commit` (one transaction for the batch — group commit: each command's
+//! concurrently. A cell loads lazily from the database; the cells live in a sharded map
+//! (`cell_map`) that the janitor walks one shard at a time. Reads and heartbeats (`reads`)
+//! of a room that does not exist leave no cell behind, and such misses are remembered briefly
+//! in a bounded cache (`misses`).
+//!
+//! Queued commands go through explicit steps, each a type of its own with its own data:
+//! `Decide` (pure: the domain applies them one after another), `Commit` (one transaction for the batch — group commit: each command's
 //! log and outbox rows, one snapshot write, the member and gift rows they changed — swapped
 //! into memory only after commit) and `SyncPublish` (the room's IM events onto its lane, which
 //! sends them in room order through the shared publish stack, packed several to a message;
@@ -13,6 +17,7 @@
 //! With a wallet configured, a gift is paid for before it is queued and its debit refunded
 //! when nothing was committed (`Payments`). [`RoomService`] orchestrates them.
 
+mod cell_map;
 mod cells;
 mod commit;
 mod decide;
@@ -21,10 +26,12 @@ mod error;
 mod lane;
 mod last_seen;
 pub mod marker;
+mod misses;
 mod options;
 mod outcome;
 mod pay;
 pub mod presence;
+mod reads;
 mod replay;
 mod request;
 mod service;

@@ -1,6 +1,6 @@
 //! [`RoomService`]: validate → pay (gifts) → queue on the room's cell → the cell's drain task
 //! runs the steps ([`super::drain`]: decide, commit, swap memory, publish in room order) →
-//! respond; and the queries, served from the cells.
+//! respond. The queries and heartbeats, served from the cells, are in [`super::reads`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,19 +8,20 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::Clock;
-use super::cells::{Cell, CellState, Cells};
+use super::cell_map::Cells;
+use super::cells::{Cell, CellState};
 use super::commit::Commit;
 use super::decide::Queued;
 use super::error::RoomError;
-use super::last_seen::Heartbeats;
 use super::marker::MarkerStats;
+use super::misses::Misses;
 use super::options::{CommitStats, RoomOptions};
 use super::outcome::{CommandResponse, fingerprint, result_label};
 use super::pay::Payments;
 use super::replay::Replay;
 use super::request::CommandRequest;
 use super::sync_publish::{PublishSettings, SyncPublish};
-use crate::domain::{Command, CommandId, DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId};
+use crate::domain::{Command, CommandId, DomainError, RoomId, RoomState, UserId};
 use crate::publish::Publisher;
 use crate::store::{CommandKey, SharedCommandStore};
 use crate::telemetry::names;
@@ -41,6 +42,8 @@ pub struct RoomService {
 /// The cells and the steps a command goes through, each with its own data.
 pub(super) struct Inner {
     pub(super) cells: Cells,
+    /// Rooms found missing lately: reads and heartbeats of them leave no cell behind.
+    pub(super) misses: Misses,
     pub(super) options: RoomOptions,
     pub(super) clock: Clock,
     /// Pays for gifts before they are queued.
@@ -77,6 +80,7 @@ impl RoomService {
         let publish = SyncPublish::new(publisher, repo.clone(), settings, options.worker_wake.clone());
         let inner = Inner {
             cells: Cells::default(),
+            misses: Misses::default(),
             payments: Arc::new(Payments::new(options.wallet.clone(), repo.clone())),
             commit: Commit::new(repo.clone(), options.publish_timeout),
             replay: Replay::new(repo),
@@ -145,6 +149,9 @@ impl RoomService {
                 format!("must be at most {max} bytes: IM's GroupId (group_id_prefix + room_id) holds 48");
             return Err(DomainError::InvalidArgument { field: "room_id", reason }.into());
         }
+        // The room's miss is forgotten once its creation is answered (committed or not), so the
+        // creator's next read finds it.
+        let created = matches!(command, Command::CreateRoom { .. }).then(|| room_id.clone());
         let (reply, answer) = oneshot::channel();
         let fingerprint = fingerprint(&room_id, &command, caller.as_deref());
         let caller = principal(caller, &command);
@@ -153,6 +160,9 @@ impl RoomService {
         let item = Queued { command_id, caller, request_id, command, fingerprint, still, reply };
         // A gift is paid for before it is queued; the answer decides whether the debit stays.
         let result = self.inner.payments.paid(charge, self.clone().queued(room_id, item, answer)).await;
+        if let Some(room_id) = created {
+            self.inner.misses.forget(&room_id);
+        }
         let outcome = result_label(&result);
         metrics::counter!(
             names::COMMANDS_TOTAL,
@@ -180,63 +190,6 @@ impl RoomService {
         }
         // The drain task always answers; a lost answer means it died mid-batch.
         answer.await.unwrap_or_else(|_| Err(RoomError::unknown_outcome()))
-    }
-
-    /// Refreshes a member's presence (memory only): [`Self::heartbeats`] of one member, a
-    /// non-member refused with `not_member`.
-    pub async fn heartbeat(&self, room_id: &RoomId, user_id: &UserId) -> Result<(), RoomError> {
-        let beats = self.heartbeats(room_id, std::slice::from_ref(user_id)).await?;
-        if beats.alive == 0 {
-            return Err(DomainError::NotMember { user_id: user_id.to_string() }.into());
-        }
-        Ok(())
-    }
-
-    /// Refreshes the presence of members of a room (memory only; a repeated id counts once)
-    /// and says which ids are not members. Never waits for a commit: presence lives outside
-    /// the lock the room's drain holds while it commits. Only a cell not loaded yet (or loaded
-    /// under another shard lease epoch) takes the lock, to load the room.
-    pub async fn heartbeats(&self, room_id: &RoomId, user_ids: &[UserId]) -> Result<Heartbeats, RoomError> {
-        let fence = self.inner.options.ownership.fence(room_id.as_str()).map_err(|_| RoomError::NotOwner)?;
-        let cell = self.cell(room_id);
-        if let Some(beats) = cell.presence.touch(fence.unwrap_or(0), user_ids, (self.inner.clock)()) {
-            return Ok(beats?);
-        }
-        let mut guard = cell.state.lock().await;
-        let fence = self.fence(room_id, &cell, &mut guard)?;
-        self.loaded(room_id, &cell, &mut guard).await?;
-        let beats = cell.presence.touch(fence.unwrap_or(0), user_ids, (self.inner.clock)());
-        Ok(beats.ok_or(RoomError::NotOwner)??)
-    }
-
-    /// When a member was last seen (its last heartbeat, ms), if the room is loaded here and has
-    /// them.
-    pub fn last_seen(&self, room_id: &RoomId, user_id: &UserId) -> Option<i64> {
-        self.inner.cells.find(room_id)?.presence.last_seen(user_id)
-    }
-
-    /// The room as committed (without its member list).
-    pub async fn snapshot(&self, room_id: &RoomId) -> Result<RoomSnapshot, RoomError> {
-        Ok(self.room(room_id).await?.snapshot())
-    }
-
-    /// Up to `limit` members after `after` (exclusive), in user id order.
-    pub async fn members(
-        &self,
-        room_id: &RoomId,
-        after: Option<&UserId>,
-        limit: usize,
-    ) -> Result<Vec<MemberView>, RoomError> {
-        Ok(self.room(room_id).await?.members_page(after, limit))
-    }
-
-    /// A copy of the room as committed (O(1): its maps are persistent).
-    async fn room(&self, room_id: &RoomId) -> Result<RoomState, RoomError> {
-        let cell = self.cell(room_id);
-        let mut guard = cell.state.lock().await;
-        self.fence(room_id, &cell, &mut guard)?;
-        let state = self.loaded(room_id, &cell, &mut guard).await?;
-        Ok(state.ok_or(DomainError::RoomNotFound)?.clone())
     }
 
     /// Open rooms loaded in memory and their members (with `joined_at_ms`) last seen at or

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use room_service::domain::{Command, CommandId, RoomId, UserId};
+use room_service::domain::{Command, CommandId, DomainError, RoomId, UserId};
 use room_service::room::presence::sweep_stale;
-use room_service::room::{Clock, CommandRequest, RoomOptions, RoomService};
+use room_service::room::{Clock, CommandRequest, RoomError, RoomOptions, RoomService};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::app::{publisher, settings};
@@ -120,16 +120,43 @@ async fn idle_cells_are_evicted_and_reload_from_the_snapshot() {
         Command::LeaveRoom { user_id: user("a"), reason: room_service::domain::LeaveReason::User },
     )
     .await;
-    assert_eq!(rooms.cell_count(), 2);
+    assert_eq!(rooms.cell_count(), 1, "the unknown room left no cell");
 
-    // The unknown room goes at once; the empty room only once idle.
-    assert_eq!(rooms.evict_idle(Duration::from_secs(300)), 1);
+    // The empty room goes only once idle.
+    assert_eq!(rooms.evict_idle(Duration::from_secs(300)), 0);
     now.fetch_add(301_000, Ordering::SeqCst);
     assert_eq!(rooms.evict_idle(Duration::from_secs(300)), 1);
     assert_eq!(rooms.cell_count(), 0);
 
     let room = rooms.snapshot(&RoomId::parse("r1").unwrap()).await.unwrap();
     assert_eq!(room.version, 3, "reloaded from the snapshot");
+}
+
+#[tokio::test]
+async fn unknown_rooms_leave_no_cell_and_a_room_created_after_its_miss_is_read_at_once() {
+    for db in backends().await {
+        let now = Arc::new(AtomicI64::new(1_000_000));
+        let rooms = service(&db, &now);
+        let late = RoomId::parse("late").unwrap();
+        let not_found = |e: RoomError| matches!(e, RoomError::Domain(DomainError::RoomNotFound));
+        for _ in 0..2 {
+            // The second round is answered from the miss remembered by the first.
+            assert!(rooms.snapshot(&late).await.is_err_and(not_found), "{db}");
+            assert!(rooms.members(&late, None, 10).await.is_err_and(not_found), "{db}");
+            assert!(rooms.heartbeat(&late, &user("a")).await.is_err_and(not_found), "{db}");
+            assert!(rooms.heartbeats(&late, &[user("a"), user("b")]).await.is_err_and(not_found), "{db}");
+            assert_eq!(rooms.cell_count(), 0, "{db}: nothing lasting");
+        }
+        let create = Command::CreateRoom { owner_id: user("owner"), title: "t".into() };
+        rooms
+            .execute(late.clone(), CommandId::parse("create-late").unwrap(), "test".into(), create)
+            .await
+            .unwrap();
+        // Even with its cell gone (idle, no members), the room is read from the database at
+        // once: its creation forgot the miss.
+        assert_eq!(rooms.evict_idle(Duration::ZERO), 1, "{db}");
+        assert_eq!(rooms.snapshot(&late).await.expect("the created room").version, 1, "{db}");
+    }
 }
 
 #[tokio::test]

@@ -125,3 +125,46 @@ async fn draining_answers_503_on_readyz_and_commands() {
     assert_eq!(db.count("room_command_log").await, 0);
     assert_eq!(app.oneshot(request("/healthz", None)).await.unwrap().status(), 200, "still alive");
 }
+
+#[tokio::test]
+async fn readyz_and_grpc_health_share_one_database_ping_per_250_ms() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use room_service::grpc::health::Readiness;
+    use room_service::http::readiness::{DbPing, REUSE};
+    use room_service::http::{PublicOptions, public_router};
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_server::Health;
+    use tower::ServiceExt;
+
+    let db = TestDb::sqlite().await;
+    let mut state = crate::support::app::router_state(&db);
+    let pings = Arc::new(AtomicUsize::new(0));
+    let (counted, repo) = (pings.clone(), db.repo.clone());
+    state.db_ping = DbPing::from_fn(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let repo = repo.clone();
+        Box::pin(async move { repo.ping().await })
+    });
+    let health = Readiness::new(state.clone());
+    let app = public_router(state, PublicOptions::default());
+    let readyz = || axum::http::Request::get("/readyz").body(axum::body::Body::empty()).unwrap();
+
+    let started = std::time::Instant::now();
+    for _ in 0..5 {
+        assert_eq!(app.clone().oneshot(readyz()).await.unwrap().status(), 200);
+        let answer = health.check(tonic::Request::new(HealthCheckRequest::default())).await.unwrap();
+        assert_eq!(answer.into_inner().status, 1, "SERVING");
+    }
+    let took = started.elapsed();
+    let within = pings.load(Ordering::SeqCst);
+    tokio::time::sleep(REUSE).await;
+    assert_eq!(app.oneshot(readyz()).await.unwrap().status(), 200);
+    let after = pings.load(Ordering::SeqCst);
+    eprintln!("10 readiness checks in {took:?}: {within} ping(s); one more after 250 ms: {after} in all");
+    if took < REUSE {
+        assert_eq!(within, 1, "ten checks within 250 ms, over both protocols: one ping");
+    }
+    assert_eq!(after, within + 1, "250 ms after the ping, the next check pings again");
+}

@@ -67,6 +67,7 @@ pub fn router_state(db: &super::TestDb) -> room_service::http::AppState {
     room_service::http::AppState {
         rooms,
         repo: db.repo.clone(),
+        db_ping: room_service::http::readiness::DbPing::new(db.repo.clone()),
         lifecycle: Default::default(),
         metrics: None,
         forwarder: None,

@@ -1,0 +1,93 @@
+//! The service's reads (the room's snapshot, its members) and heartbeats, served from the
+//! cells, and what they leave behind: nothing, for a room that does not exist. Such a room is
+//! answered from the misses remembered lately ([`super::misses`]) without a cell or a database
+//! read; otherwise a read holds the room's cell as a [`ReadCell`], which takes the cell away
+//! again when the room turned out missing and nobody else uses it.
+
+use tokio::time::Instant;
+
+use super::cell_map::ReadCell;
+use super::error::RoomError;
+use super::last_seen::Heartbeats;
+use super::service::RoomService;
+use crate::domain::{DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId};
+
+impl RoomService {
+    /// Refreshes a member's presence (memory only): [`Self::heartbeats`] of one member, a
+    /// non-member refused with `not_member`.
+    pub async fn heartbeat(&self, room_id: &RoomId, user_id: &UserId) -> Result<(), RoomError> {
+        let beats = self.heartbeats(room_id, std::slice::from_ref(user_id)).await?;
+        if beats.alive == 0 {
+            return Err(DomainError::NotMember { user_id: user_id.to_string() }.into());
+        }
+        Ok(())
+    }
+
+    /// Refreshes the presence of members of a room (memory only; a repeated id counts once)
+    /// and says which ids are not members. Never waits for a commit: presence lives outside
+    /// the lock the room's drain holds while it commits. Only a cell not loaded yet (or loaded
+    /// under another shard lease epoch) takes the lock, to load the room.
+    pub async fn heartbeats(&self, room_id: &RoomId, user_ids: &[UserId]) -> Result<Heartbeats, RoomError> {
+        let fence = self.inner.options.ownership.fence(room_id.as_str()).map_err(|_| RoomError::NotOwner)?;
+        let cell = self.read_cell(room_id).ok_or(DomainError::RoomNotFound)?;
+        if let Some(beats) = cell.presence.touch(fence.unwrap_or(0), user_ids, (self.inner.clock)()) {
+            return Ok(beats?);
+        }
+        let mut guard = cell.state.lock().await;
+        let fence = self.fence(room_id, &cell, &mut guard)?;
+        let generation = self.inner.misses.generation();
+        if self.loaded(room_id, &cell, &mut guard).await?.is_none() {
+            self.inner.misses.remember(room_id, generation, Instant::now());
+        }
+        let beats = cell.presence.touch(fence.unwrap_or(0), user_ids, (self.inner.clock)());
+        drop(guard);
+        Ok(beats.ok_or(RoomError::NotOwner)??)
+    }
+
+    /// When a member was last seen (its last heartbeat, ms), if the room is loaded here and has
+    /// them.
+    pub fn last_seen(&self, room_id: &RoomId, user_id: &UserId) -> Option<i64> {
+        self.inner.cells.find(room_id)?.presence.last_seen(user_id)
+    }
+
+    /// The room as committed (without its member list).
+    pub async fn snapshot(&self, room_id: &RoomId) -> Result<RoomSnapshot, RoomError> {
+        Ok(self.room(room_id).await?.snapshot())
+    }
+
+    /// Up to `limit` members after `after` (exclusive), in user id order.
+    pub async fn members(
+        &self,
+        room_id: &RoomId,
+        after: Option<&UserId>,
+        limit: usize,
+    ) -> Result<Vec<MemberView>, RoomError> {
+        Ok(self.room(room_id).await?.members_page(after, limit))
+    }
+
+    /// A copy of the room as committed (O(1): its maps are persistent).
+    async fn room(&self, room_id: &RoomId) -> Result<RoomState, RoomError> {
+        self.inner.options.ownership.fence(room_id.as_str()).map_err(|_| RoomError::NotOwner)?;
+        let cell = self.read_cell(room_id).ok_or(DomainError::RoomNotFound)?;
+        let mut guard = cell.state.lock().await;
+        self.fence(room_id, &cell, &mut guard)?;
+        let generation = self.inner.misses.generation();
+        let room = self.loaded(room_id, &cell, &mut guard).await?.map(|room| room.clone());
+        drop(guard);
+        room.ok_or_else(|| {
+            self.inner.misses.remember(room_id, generation, Instant::now());
+            DomainError::RoomNotFound.into()
+        })
+    }
+
+    /// The cell a read or heartbeat of `room_id` uses (marked used), made when missing; `None`
+    /// when the room has no cell and was found missing lately. Called once this node is known
+    /// to own the room (a miss says nothing of whose room it is).
+    fn read_cell<'a>(&'a self, room_id: &'a RoomId) -> Option<ReadCell<'a>> {
+        let cells = &self.inner.cells;
+        if cells.find(room_id).is_none() && self.inner.misses.contains(room_id, Instant::now()) {
+            return None;
+        }
+        Some(ReadCell::new(cells, room_id, self.cell(room_id)))
+    }
+}
