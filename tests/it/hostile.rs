@@ -18,16 +18,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{Spawned, free_port};
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
+use crate::support::{Spawned, free_port, rss_kb, wait_ready};
 
 fn spawn(dir: &std::path::Path, port: u16, admin_port: u16) -> Spawned {
     let log = std::fs::File::create(dir.join("log")).unwrap();
@@ -123,12 +114,7 @@ async fn hostile_clients_get_4xx_and_others_keep_being_served() {
     let mut child = spawn(dir.path(), port, admin_port);
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
-    for _ in 0..100 {
-        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&client, &base).await;
     let create = json!({"command_id": "create-good-0", "room_id": "good-0", "owner_id": "o", "title": "t"});
     assert_eq!(client.post(format!("{base}/v1/rooms")).json(&create).send().await.unwrap().status(), 200);
     let rss_before = rss_kb(child.id());

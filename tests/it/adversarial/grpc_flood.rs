@@ -18,7 +18,7 @@ use room_service::grpc::pb::room_service_client::RoomServiceClient;
 use tokio::net::TcpStream;
 use tonic::transport::Channel;
 
-use crate::support::{Spawned, free_port};
+use crate::support::{Spawned, free_port, rss_kb};
 
 /// The HS256 key of the node under test.
 const SECRET: &str = "a-flood-test-hs256-key-of-32-bytes-or-more";
@@ -32,15 +32,6 @@ const MAX_MESSAGE: usize = room_service::http::BATCH_HEARTBEAT_BYTES;
 const HELD_BACK: usize = 1024;
 /// Most the flood may add to the node's resident memory.
 const MAX_GROWTH_KB: u64 = 64 * 1024;
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 fn spawn(dir: &std::path::Path, grpc_port: u16) -> Spawned {
     let log = std::fs::File::create(dir.join("log")).unwrap();

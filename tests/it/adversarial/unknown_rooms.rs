@@ -15,7 +15,7 @@ use room_service::grpc::pb;
 use room_service::grpc::pb::room_service_client::RoomServiceClient;
 use serde_json::{Value, json};
 
-use crate::support::{Spawned, free_port};
+use crate::support::{Spawned, free_port, rss_kb, wait_ready};
 
 /// Distinct unknown rooms read.
 const READS: usize = 60_000;
@@ -23,15 +23,6 @@ const READS: usize = 60_000;
 const CLIENTS: usize = 4;
 /// RSS growth allowed (kB).
 const MAX_GROWTH_KB: u64 = 32 * 1024;
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 /// CPU time (user + system, in clock ticks of 10 ms) the process `pid` has used.
 fn cpu_ticks(pid: u32) -> u64 {
@@ -89,12 +80,7 @@ async fn unknown_rooms_cost_nothing_lasting() {
     let mut child = spawn(dir.path(), port, admin_port, grpc_port);
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
-    for _ in 0..100 {
-        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&client, &base).await;
     // Warm the read path once (allocator arenas, the pool's connections) before measuring.
     let warm = read_all(base.clone(), "warm".into(), 0..500).await;
     assert_eq!(warm.keys().collect::<Vec<_>>(), [&(404, "room_not_found".to_owned())], "{warm:?}");

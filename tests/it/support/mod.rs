@@ -12,7 +12,7 @@ pub mod process;
 pub mod redis;
 
 pub use db::{TestDb, backends};
-pub use process::Spawned;
+pub use process::{Spawned, rss_kb, wait_ready};
 pub use redis::PrivateRedis;
 
 /// A loopback port free right now, for a child process to bind a moment later: one below the

@@ -58,6 +58,26 @@ impl Drop for Spawned {
     }
 }
 
+/// The resident memory of process `pid`, in kB (`VmRSS`; 0 when it cannot be read).
+pub fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits (at most 10 s) until the service at `base` answers `/readyz` 200.
+pub async fn wait_ready(client: &reqwest::Client, base: &str) {
+    for _ in 0..100 {
+        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
