@@ -145,3 +145,64 @@ async fn another_callers_reused_command_ids_never_move_anyones_money_but_their_o
         app.stop().await;
     }
 }
+
+/// The same over gRPC: bob and mallory send gifts under alice's ids at the same moment.
+#[tokio::test]
+async fn over_grpc_another_callers_reused_ids_move_no_money_but_their_own() {
+    use room_service::grpc::pb;
+    use room_service::grpc::pb::room_service_client::RoomServiceClient;
+
+    let made =
+        make(json!({"jwts": {"alice": rs256("alice"), "bob": rs256("bob"), "mallory": rs256("mallory")}}));
+    let db = TestDb::mysql().await;
+    let wallet = FakeWallet::start(FakeWalletOptions { initial_balance: BALANCE }).await;
+    let app = start(&db, &made, &wallet).await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", app.app.grpc_addr))
+        .unwrap()
+        .connect_lazy();
+    let authed = |message: pb::SendGiftRequest, user: &str| {
+        let mut request = tonic::Request::new(message);
+        let bearer = format!("Bearer {}", made.token(user));
+        request.metadata_mut().insert("authorization", bearer.parse().unwrap());
+        request
+    };
+    let grpc_gift = |id: &str, sender: &str, count: u32| pb::SendGiftRequest {
+        command_id: id.into(),
+        room_id: "r1".into(),
+        sender_id: sender.into(),
+        receiver_id: "alice".into(),
+        gift_id: "rose".into(),
+        count,
+        unit_value: 7,
+    };
+    let create = json!({"command_id": "c", "room_id": "r1", "owner_id": "alice", "title": "t"});
+    assert_eq!(post(&app, "/v1/rooms", create, Some(made.token("alice"))).await.status, 200);
+    for user in ["alice", "bob"] {
+        let join = json!({"command_id": format!("join-{user}"), "user_id": user});
+        assert_eq!(post(&app, "/v1/rooms/r1/join", join, Some(made.token(user))).await.status, 200);
+    }
+    for round in 0..ROUNDS {
+        let id = format!("g-{round}");
+        let (mut a, mut b, mut m) = (
+            RoomServiceClient::new(channel.clone()),
+            RoomServiceClient::new(channel.clone()),
+            RoomServiceClient::new(channel.clone()),
+        );
+        let (alice, bob, mallory) = tokio::join!(
+            a.send_gift(authed(grpc_gift(&id, "alice", 2), "alice")),
+            b.send_gift(authed(grpc_gift(&id, "bob", 5), "bob")),
+            m.send_gift(authed(grpc_gift(&id, "mallory", 3), "mallory")),
+        );
+        for (who, answer) in [("alice", alice), ("bob", bob)] {
+            let answer = answer.unwrap_or_else(|e| panic!("{who}'s own gift: {e:?}")).into_inner();
+            assert!(answer.applied && !answer.replayed, "{who}: {answer:?}");
+        }
+        assert_eq!(mallory.expect_err("not a member").code(), tonic::Code::FailedPrecondition);
+    }
+    app.settle().await;
+    let (kept, gifts) = (kept_debits(&wallet), committed_gifts(&db).await);
+    eprintln!("grpc: kept debits {kept:?}, committed gifts {gifts:?}");
+    assert_eq!(kept, gifts, "each user's net debits = the gifts that user committed");
+    assert_eq!(gifts.get("alice"), Some(&(ROUNDS as u64 * 14)), "every gift of alice, paid by her");
+    app.stop().await;
+}
