@@ -1,4 +1,5 @@
-//! Hot rooms at the room-service level: group commit semantics, large rooms loaded after a
+//! Hot rooms at the room-service level: group commit semantics, the lane's hand-off under
+//! ownership moves and slow commits, large rooms loaded after a
 //! restart, a database written by the previous schema, and the members listing.
 //!
 //! The group-commit tests build the [`RoomService`] directly over a real database and submit
@@ -6,6 +7,7 @@
 //! before the room's drain task first runs, so they form one batch deterministically.
 
 mod group_commit;
+mod lane;
 mod legacy;
 mod members;
 
