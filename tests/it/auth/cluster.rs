@@ -108,3 +108,67 @@ async fn a_forwarded_request_carries_the_credential_and_the_owner_verifies_it() 
     let closed = send(url(other, "/v1/rooms/a-r1/close"), close, Some(made.token("alice")), false).await;
     assert_eq!(closed.0, 200, "the owner closes through the other node: {}", closed.1);
 }
+
+/// A gRPC client of node `port` that sends `authorization` as these very bytes (tonic's
+/// metadata API takes visible ASCII only; HTTP/2 carries any header byte but CR, LF and NUL).
+fn raw_credential_client(
+    port: u16,
+    authorization: &'static [u8],
+) -> RoomServiceClient<
+    tower::util::MapRequest<
+        tonic::transport::Channel,
+        impl FnMut(axum::http::Request<tonic::body::Body>) -> axum::http::Request<tonic::body::Body> + Clone,
+    >,
+> {
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap().connect_lazy();
+    let with_credential = move |mut request: axum::http::Request<tonic::body::Body>| {
+        let value = axum::http::HeaderValue::from_bytes(authorization).expect("a header value");
+        request.headers_mut().insert(axum::http::header::AUTHORIZATION, value);
+        request
+    };
+    RoomServiceClient::new(tower::ServiceBuilder::new().map_request(with_credential).service(channel))
+}
+
+#[tokio::test]
+async fn a_credential_that_is_not_ascii_travels_the_grpc_hop_as_the_caller_sent_it() {
+    // An operator's service token is any UTF-8 of 32 bytes or more.
+    const TOKEN: &str = "clé-de-passerelle-ünïcode-0123456789";
+    const BEARER: &[u8] = "Bearer clé-de-passerelle-ünïcode-0123456789".as_bytes();
+    let tokens = format!("gateway={TOKEN}");
+    let env = [
+        ("ROOM_SERVICE__AUTH__MODE", "jwt"),
+        ("ROOM_SERVICE__AUTH__JWT__ALGORITHMS", "HS256"),
+        ("ROOM_SERVICE__AUTH__JWT__SECRET", HS_SECRET),
+        ("ROOM_SERVICE__AUTH__SERVICE_TOKENS", tokens.as_str()),
+    ];
+    let nodes = Nodes::start(2, &env).await;
+    let mut via_first = raw_credential_client(nodes.nodes[0].grpc_port, BEARER);
+    let create = || pb::CreateRoomRequest {
+        command_id: "c1".into(),
+        room_id: "u-r1".into(),
+        owner_id: "alice".into(),
+        title: "t".into(),
+    };
+    let mut created = via_first.create_room(create()).await;
+    for _ in 0..50 {
+        if !matches!(&created, Err(s) if s.code() == Code::Unavailable) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        created = via_first.create_room(create()).await;
+    }
+    created.expect("the gateway creates the room");
+
+    let owner = nodes.owner(0, "u-r1").await;
+    let mut via_other = raw_credential_client(nodes.nodes[1 - owner].grpc_port, BEARER);
+    let before = nodes.forwarded().await;
+    let member = pb::MemberRequest { command_id: "j1".into(), room_id: "u-r1".into(), user_id: "bob".into() };
+    via_other.join_room(member).await.expect("the owner verifies the very credential the caller sent");
+    assert!(nodes.forwarded().await > before, "the join was forwarded to the owner");
+    assert_eq!(
+        nodes.db.scalar("SELECT COUNT(*) FROM room_command_log WHERE caller = 'service:gateway'").await,
+        Some(2),
+        "the create and the join, both the gateway's"
+    );
+}
