@@ -11,14 +11,18 @@ ARG RUST_VERSION=1.95
 FROM rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
 
-# What cargo needs to accept the manifest and build the service: Cargo.toml's targets live in
-# src/ (the library, the service and the bins under src/bin/, though only the service binary
-# is built); `sqlx::migrate!` embeds migrations/ at compile time; build.rs
-# generates the gRPC code from proto/ (with protox: no protoc in the image). `build.rs*`
-# copies a build script when the crate has one and nothing otherwise (Cargo.toml always
-# matches, so the COPY never comes up empty). scripts/check-docker-context.sh rebuilds this
-# layout from these COPY lines and .dockerignore and runs cargo in it (CI runs it).
+# What cargo needs to build the service: its crate (Cargo.toml, src/); `sqlx::migrate!` embeds
+# migrations/ at compile time; build.rs generates the gRPC code from proto/ (with protox: no
+# protoc in the image). The workspace's other members (the fakes, the benchmark and fault
+# harnesses) are not built: cargo reads their manifests to load the workspace and the lock
+# file, and needs none of their code. `build.rs*` copies a build script when the crate has one
+# and nothing otherwise (Cargo.toml always matches, so the COPY never comes up empty).
+# scripts/check-docker-context.sh rebuilds this layout from these COPY lines and .dockerignore
+# and runs cargo in it (CI runs it).
 COPY Cargo.toml Cargo.lock build.rs* ./
+COPY fakes/Cargo.toml ./fakes/
+COPY bench/Cargo.toml ./bench/
+COPY faults/Cargo.toml ./faults/
 COPY src ./src
 COPY migrations ./migrations
 COPY proto ./proto
@@ -28,14 +32,14 @@ COPY proto ./proto
 #   docker build --build-arg ROOM_SERVICE_GIT_COMMIT="$(git rev-parse HEAD)" -t room-service .
 ARG ROOM_SERVICE_GIT_COMMIT=unknown
 
-# Only the service binary. The cache mounts keep the crates.io registry and target/ between
+# Only the service. The cache mounts keep the crates.io registry and target/ between
 # builds (dependencies are compiled once, then only our crate), so no placeholder dependency
 # layer is needed. target/ is a cache mount, absent from the image: the binary is copied out
 # of it within this RUN.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     ROOM_SERVICE_GIT_COMMIT="${ROOM_SERVICE_GIT_COMMIT}" \
-        cargo build --release --locked --bin room-service \
+        cargo build --release --locked -p room-service --bin room-service \
     && cp target/release/room-service /usr/local/bin/room-service \
     && strip /usr/local/bin/room-service
 

@@ -4,7 +4,8 @@
 # missing and exits 0 at once. It never starts an engine and never pulls or builds a base image.
 #
 # With them it checks, failing on the first miss:
-#   - `docker build` of the repository's Dockerfile (the commit as ROOM_SERVICE_GIT_COMMIT);
+#   - `docker build` of the repository's Dockerfile (the commit as ROOM_SERVICE_GIT_COMMIT), and
+#     of fakes/Dockerfile (the fakes' image, which compose runs too);
 #   - `--version` names that commit;
 #   - `serve` (SQLite in the container, publishing to a `fake-im` container, `fake-wallet`
 #     beside them on a private network) turns healthy, runs as uid 10001, and answers the
@@ -12,8 +13,8 @@
 #     outbox stats and /metrics on the admin listener (bearer token), IM received the events;
 #   - `docker stop` ends each of the three containers (serve, fake-im, fake-wallet) with exit
 #     code 0 within the stop grace.
-# Everything it creates is removed at exit, but the image (tag room-service:check) and the
-# build cache, which make the next build take minutes instead of many.
+# Everything it creates is removed at exit, but the images (tags room-service:check and
+# room-service-fakes:check) and the build cache, which make the next build take minutes instead of many.
 #
 #   scripts/check-image.sh          # DOCKER=/path/to/docker to choose the client
 #
@@ -24,6 +25,7 @@ cd "$(dirname "$0")/.."
 
 BASES=(rust:1.95-bookworm debian:bookworm-slim)
 IMAGE=room-service:check
+FAKES_IMAGE=room-service-fakes:check
 GRACE=10 # seconds docker stop waits before it kills
 RUN_ID="room-check-$$"
 
@@ -63,6 +65,8 @@ started=$(date +%s)
 echo "check-image: building $IMAGE at commit $commit"
 "$docker" build --build-arg ROOM_SERVICE_GIT_COMMIT="$commit" -t "$IMAGE" . || fail "docker build"
 echo "check-image: built in $(($(date +%s) - started)) s"
+"$docker" build -f fakes/Dockerfile -t "$FAKES_IMAGE" . || fail "docker build of fakes/Dockerfile"
+echo "check-image: $FAKES_IMAGE built ($(($(date +%s) - started)) s since the first build started)"
 
 version=$("$docker" run --rm "$IMAGE" --version) || fail "room-service --version"
 [[ "$version" == *"commit ${commit:0:12}"* ]] || fail "--version says '$version', not commit ${commit:0:12}"
@@ -72,10 +76,10 @@ echo "check-image: --version: $version"
 key=check-secret-key
 token=check-admin-token
 "$docker" run -d --name "$RUN_ID-im" --network "$RUN_ID" --network-alias fake-im \
-    -e ROOM_SERVICE_FAKE_IM_SECRET_KEY="$key" "$IMAGE" fake-im --listen 0.0.0.0:9000 >/dev/null ||
+    -e ROOM_SERVICE_FAKE_IM_SECRET_KEY="$key" "$FAKES_IMAGE" fake-im --listen 0.0.0.0:9000 >/dev/null ||
     fail "starting fake-im"
 "$docker" run -d --name "$RUN_ID-wallet" --network "$RUN_ID" --network-alias fake-wallet \
-    "$IMAGE" fake-wallet --listen 0.0.0.0:7000 --initial-balance 5000 >/dev/null ||
+    "$FAKES_IMAGE" fake-wallet --listen 0.0.0.0:7000 --initial-balance 5000 >/dev/null ||
     fail "starting fake-wallet"
 "$docker" run -d --name "$RUN_ID-svc" --network "$RUN_ID" \
     -e ROOM_SERVICE__DATABASE__URL='sqlite:///app/data/rooms.db?mode=rwc' \

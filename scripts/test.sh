@@ -42,18 +42,18 @@ scripts/check-docker-context.sh --self-test
 # It never starts an engine nor builds a base image.
 scripts/check-image.sh
 cargo fmt --all -- --check
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 # The API docs: a broken intra-doc link fails the run.
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --locked
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --locked -p room-service -p room-service-fakes
 # The benchmark harness in smoke mode (tiny sizes): proves it works, measures nothing. B10
-# spawns the room-service binary next to it, so both are built first.
-cargo build --locked --bin room-service --bin room-service-bench
-cargo run --locked --bin room-service-bench -- --smoke
+# spawns the room-service and room-service-fakes binaries next to it, so all are built first.
+cargo build --locked -p room-service -p room-service-fakes -p room-service-bench
+cargo run --locked -p room-service-bench -- --smoke
 # Every test; a hung test must fail the run well inside CI's limit, not eat it.
-timeout 1200 cargo test --lib --bins --tests --locked
+timeout 1200 cargo test --workspace --lib --bins --tests --locked
 # The fault matrix (docs/RELIABILITY.md), full sizes, about 2 minutes: private MariaDB servers
 # killed and frozen, services frozen, terminated and killed under load; exits non-zero when
 # anything acknowledged is lost or a promise is broken. It spawns the room-service binary, so
 # both are built first (cargo run builds only the harness).
-cargo build --locked --bin room-service --bin room-service-faults
-timeout 600 cargo run --locked --bin room-service-faults
+cargo build --locked -p room-service -p room-service-faults
+timeout 600 cargo run --locked -p room-service-faults

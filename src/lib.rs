@@ -7,7 +7,8 @@
 //! synchronous push missed, through the very same stack. [`app`] wires it all together;
 //! [`admin`] holds the operator commands and the retention purge; [`build`] tells what the
 //! binary was built from. With `wallet.enabled`, gifts are paid through [`wallet`] before
-//! they commit; [`fake_im`] and [`fake_wallet`] stand in for the real services in tests.
+//! they commit. The fakes of Tencent IM and the wallet are a crate of their own
+//! (`room-service-fakes`), as are the benchmark and fault-matrix harnesses.
 #![forbid(unsafe_code)]
 
 pub mod admin;
@@ -19,8 +20,6 @@ pub mod config;
 pub mod consumer;
 pub mod domain;
 pub mod error_text;
-pub mod fake_im;
-pub mod fake_wallet;
 pub mod grpc;
 pub mod http;
 pub mod outbox;

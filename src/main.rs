@@ -1,15 +1,11 @@
 //! `room-service`: parse the command line, load the config, compose the publish stack, and
 //! hand it to the app. Everything else lives in the library.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use room_service::config::{self, Settings};
-use room_service::fake_im::{self, FakeImOptions};
-use room_service::fake_wallet::{self, FakeWalletOptions};
 use room_service::publish::Publisher;
 use room_service::publish::filter::EventFilterLayer;
 use room_service::publish::metrics::MetricsLayer;
@@ -42,10 +38,6 @@ enum Cmd {
     Serve,
     /// Run the database migrations and exit.
     Migrate,
-    /// Run the fake Tencent IM server (tests, demos, benchmarks).
-    FakeIm(FakeImArgs),
-    /// Run the fake wallet server (tests, demos, compose).
-    FakeWallet(FakeWalletArgs),
     /// Inspect and repair the outbox: stats, list, show, requeue, purge-delivered.
     Outbox(admin::OutboxArgs),
     /// Inspect and move the event consumers (webhook, audit): list, reset, retire.
@@ -67,47 +59,10 @@ enum ConfigCmd {
     Check,
 }
 
-#[derive(Debug, clap::Args)]
-struct FakeImArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:9000")]
-    listen: SocketAddr,
-    /// The SDKAppID accepted.
-    #[arg(long, default_value_t = 1_400_000_000)]
-    sdk_app_id: u64,
-    /// Key usersigs must be signed with.
-    #[arg(long, env = "ROOM_SERVICE_FAKE_IM_SECRET_KEY", hide_env_values = true)]
-    secret_key: String,
-    /// The admin identifier accepted.
-    #[arg(long = "admin", default_value = "administrator")]
-    admin_identifier: String,
-    /// Latency added to every send_group_msg call, e.g. "20ms".
-    #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
-    latency: Duration,
-    /// Messages per second per group before drops (0 = unlimited).
-    #[arg(long, default_value_t = 40)]
-    per_group_limit: u32,
-    /// Calls per second before error 60007 (0 = unlimited).
-    #[arg(long, default_value_t = 200)]
-    global_limit: u32,
-}
-
-#[derive(Debug, clap::Args)]
-struct FakeWalletArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:7000")]
-    listen: SocketAddr,
-    /// Balance of a user the fake has not seen yet (set others with PUT /fake/balances/{user_id}).
-    #[arg(long, default_value_t = 0)]
-    initial_balance: u64,
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Cmd::Serve) {
-        Cmd::FakeIm(args) => run_fake_im(args).await,
-        Cmd::FakeWallet(args) => run_fake_wallet(args).await,
         Cmd::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "room-service", &mut std::io::stdout());
             Ok(())
@@ -195,32 +150,4 @@ fn publish_stack(settings: &Settings, redis: Option<&RedisConn>) -> anyhow::Resu
             // Tencent IM, or a log line when IM is disabled (same stack either way).
             .service(leaf),
     ))
-}
-
-async fn run_fake_im(args: FakeImArgs) -> anyhow::Result<()> {
-    telemetry::init_logging(&config::LogSettings { format: config::LogFormat::Json, level: "info".into() });
-    let limit = |n: u32| (n > 0).then_some(n);
-    let options = FakeImOptions {
-        sdk_app_id: args.sdk_app_id,
-        secret_key: args.secret_key,
-        admin_identifier: args.admin_identifier,
-        latency: args.latency,
-        per_group_limit_per_sec: limit(args.per_group_limit),
-        global_limit_per_sec: limit(args.global_limit),
-    };
-    let listener = tokio::net::TcpListener::bind(args.listen).await.context("binding --listen")?;
-    tracing::info!(addr = %args.listen, "Fake Tencent IM listening");
-    fake_im::server::serve::<fake_im::FakeState>(listener, options, app::shutdown_signal())
-        .await
-        .context("fake IM server")
-}
-
-async fn run_fake_wallet(args: FakeWalletArgs) -> anyhow::Result<()> {
-    telemetry::init_logging(&config::LogSettings { format: config::LogFormat::Json, level: "info".into() });
-    let options = FakeWalletOptions { initial_balance: args.initial_balance };
-    let listener = tokio::net::TcpListener::bind(args.listen).await.context("binding --listen")?;
-    tracing::info!(addr = %args.listen, initial_balance = args.initial_balance, "Fake wallet listening");
-    fake_im::server::serve::<fake_wallet::FakeWalletState>(listener, options, app::shutdown_signal())
-        .await
-        .context("fake wallet server")
 }

@@ -126,7 +126,3 @@ fn unexpected(status: StatusCode, body: &[u8]) -> WalletError {
     };
     WalletError::unavailable(FailureClass::Status, detail)
 }
-
-#[cfg(test)]
-#[path = "http_tests.rs"]
-mod tests;

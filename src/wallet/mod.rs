@@ -1,6 +1,6 @@
 //! The wallet gifts are paid from (SPEC §11.4): the [`Wallet`] trait the room pipeline debits
 //! a gift's sender through before the gift commits, its HTTP client [`HttpWallet`], and the
-//! [`wire`] format the client and [`crate::fake_wallet`] share.
+//! [`wire`] format the client and the fake wallet (`room_service_fakes::fake_wallet`) share.
 //!
 //! Every call carries an idempotency key derived from the command's identity (its caller and
 //! `command_id`, so no other caller can reach it): the wallet answers a repeated debit with its

@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use room_service::config::OutboxWorkerSettings;
-use room_service::fake_im::Fault;
 use room_service::outbox::OutboxWorker;
+use room_service_fakes::fake_im::Fault;
 use serde_json::{Value, json};
 
 use crate::support::app::{TestApp, fake_im, settings};

@@ -22,3 +22,4 @@ mod store;
 mod support;
 mod tencent_im;
 mod wallet;
+mod wallet_http;

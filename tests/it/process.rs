@@ -106,30 +106,6 @@ fn migrate_creates_the_schema_and_exits() {
     );
 }
 
-#[tokio::test]
-async fn the_fake_im_subcommand_serves_its_control_api() {
-    let port = free_port();
-    let mut child = Spawned::spawn(
-        Command::new(env!("CARGO_BIN_EXE_room-service"))
-            .args(["fake-im", "--listen", &format!("127.0.0.1:{port}"), "--latency", "5ms"])
-            .env("ROOM_SERVICE_FAKE_IM_SECRET_KEY", "k")
-            .stderr(Stdio::null()),
-        "room-service fake-im",
-    );
-    let client = reqwest::Client::new();
-    let mut stats = None;
-    for _ in 0..100 {
-        if let Ok(r) = client.get(format!("http://127.0.0.1:{port}/fake/stats")).send().await {
-            stats = Some(r.json::<Value>().await.unwrap());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(stats.expect("fake IM answered")["calls"], 0);
-}
-
 /// The operator's fd-exhaustion scenario: with the process limited to 256 open files, far more
 /// idle connections than that are opened. The cap (`http.max_connections`) refuses the excess
 /// with a 503 instead of running out of descriptors, the admin listener keeps answering, nothing
@@ -189,42 +165,4 @@ async fn idle_connections_beyond_the_cap_are_refused_before_the_fd_limit() {
     child.wait().unwrap();
     let logged = std::fs::read_to_string(dir.path().join("log")).unwrap();
     assert!(!logged.contains("Too many open files"), "{logged}");
-}
-
-/// `fake-im` and `fake-wallet` as a container's first process: `docker stop` sends SIGTERM and
-/// kills them after its grace (exit 137) unless they stop on it. Each must exit 0 within 2 s.
-#[tokio::test]
-async fn the_fake_im_and_fake_wallet_subcommands_exit_0_soon_after_sigterm() {
-    let client = reqwest::Client::new();
-    for fake in ["fake-im", "fake-wallet"] {
-        let port = free_port();
-        let mut child = Spawned::spawn(
-            Command::new(env!("CARGO_BIN_EXE_room-service"))
-                .args([fake, "--listen", &format!("127.0.0.1:{port}")])
-                .env("ROOM_SERVICE_FAKE_IM_SECRET_KEY", "k")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-            fake,
-        );
-        let mut up = false;
-        for _ in 0..100 {
-            if client.get(format!("http://127.0.0.1:{port}/fake/stats")).send().await.is_ok() {
-                up = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(up, "{fake} never answered on {port}");
-        let terminated = tokio::time::Instant::now();
-        let pid = child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(terminated.elapsed() < Duration::from_secs(2), "{fake} still runs 2 s after SIGTERM");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        assert!(status.success(), "{fake} exited with {status} after SIGTERM");
-    }
 }

@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use room_service::config::TencentImSettings;
-use room_service::fake_im::{FakeIm, FakeImOptions, Fault};
 use room_service::publish::tencent::usersig::{Clock, system_now_secs};
 use room_service::publish::tencent::wire::random_for;
 use room_service::publish::tencent::{ImError, TencentImService};
 use room_service::publish::{BoxError, ErrorClass, Event, Message, Outcome, Path, Priority, classify};
 use room_service::secret::Secret;
+use room_service_fakes::fake_im::{FakeIm, FakeImOptions, Fault};
 use tower::{Service, ServiceExt};
 
 const APP: u64 = 1_400_000_123;

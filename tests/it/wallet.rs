@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use room_service::fake_wallet::{Call, FakeWallet, FakeWalletOptions, Fault};
+use room_service_fakes::fake_wallet::{Call, FakeWallet, FakeWalletOptions, Fault};
 use serde_json::{Value, json};
 
 use crate::support::app::{TestApp, settings};
@@ -304,45 +304,4 @@ async fn an_invalid_gift_is_refused_without_a_debit() {
     assert_eq!((status, code(&answer)), (400, "invalid_argument"), "{answer}");
     assert_eq!(paying.wallet.stats().debit_calls, 0);
     paying.app.stop().await;
-}
-
-#[tokio::test]
-async fn the_fake_wallet_subcommand_serves_the_contract_and_its_control_api() {
-    use std::process::{Command, Stdio};
-
-    let port = crate::support::free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut child = crate::support::Spawned::spawn(
-        Command::new(env!("CARGO_BIN_EXE_room-service"))
-            .args(["fake-wallet", "--listen", &format!("127.0.0.1:{port}"), "--initial-balance", "50"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-        "room-service fake-wallet",
-    );
-    let client = reqwest::Client::new();
-    let mut up = false;
-    for _ in 0..100 {
-        if client.get(format!("{base}/fake/stats")).send().await.is_ok() {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let debit = json!({"idempotency_key": "k1", "user_id": "u", "amount": 20});
-    let debited = match up {
-        true => client.post(format!("{base}/v1/debits")).json(&debit).send().await.ok(),
-        false => None,
-    };
-    let balances = match debited {
-        Some(_) => client.get(format!("{base}/fake/balances")).send().await.ok(),
-        None => None,
-    };
-    let balances: Option<Value> = match balances {
-        Some(response) => response.json().await.ok(),
-        None => None,
-    };
-    child.kill().expect("kill the fake wallet");
-    child.wait().expect("reap the fake wallet");
-    assert!(up, "the fake wallet never answered on {base}");
-    assert_eq!(balances, Some(json!({"u": 30})));
 }

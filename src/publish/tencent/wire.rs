@@ -1,6 +1,6 @@
 //! The `send_group_msg` wire format: request body, answer, and how an answer maps to success
 //! or an [`ImError`]. Shared by the client ([`super::TencentImService`]) and the fake server
-//! (`crate::fake_im`) so both speak exactly the same JSON.
+//! (`room_service_fakes::fake_im`) so both speak exactly the same JSON.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

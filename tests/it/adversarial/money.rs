@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use room_service::fake_wallet::{FakeWallet, FakeWalletOptions};
+use room_service_fakes::fake_wallet::{FakeWallet, FakeWalletOptions};
 use serde_json::{Value, json};
 
 use crate::auth::{Answer, Made, jwt_overrides, make, pairs, post, rs256, serve_jwks};

@@ -3,7 +3,7 @@
 //! for anyone, the caller is part of a command's identity, reads are public unless configured
 //! otherwise, and a burst over the per-caller limit answers 429 for that caller only.
 
-use room_service::fake_wallet::{FakeWallet, FakeWalletOptions};
+use room_service_fakes::fake_wallet::{FakeWallet, FakeWalletOptions};
 use serde_json::{Value, json};
 
 use super::*;

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use room_service::cluster::{SHARDS, Shard, preferred_node};
-use room_service::fake_im::{FakeIm, FakeImOptions};
+use room_service_fakes::fake_im::{FakeIm, FakeImOptions};
 use serde_json::Value;
 
 use crate::delivery::Node;

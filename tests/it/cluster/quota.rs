@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use room_service::domain::EventType;
-use room_service::fake_im::{FakeIm, FakeImOptions, busiest_window};
+use room_service_fakes::fake_im::{FakeIm, FakeImOptions, busiest_window};
 use tokio::time::Instant;
 
 use crate::delivery::{Node, metric};

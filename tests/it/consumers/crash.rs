@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use room_service::domain::EventType;
-use room_service::fake_im::FakeImOptions;
+use room_service_fakes::fake_im::FakeImOptions;
 
 use super::receiver::{Receiver, SECRET};
 use crate::delivery::{Node, eventually};
@@ -27,7 +27,7 @@ async fn sigkill_resumes_from_the_position_with_at_most_one_batch_sent_twice() {
     receiver.set_latency(Duration::from_millis(5));
     let mut options = FakeImOptions::new(APP, KEY, ADMIN);
     (options.per_group_limit_per_sec, options.global_limit_per_sec) = (None, None);
-    let im = room_service::fake_im::FakeIm::start(options).await;
+    let im = room_service_fakes::fake_im::FakeIm::start(options).await;
     let mut node = Node::new(&db_url, &im);
     node.env = vec![
         ("ROOM_SERVICE__CONSUMERS__WEBHOOK__ENABLED".into(), "true".into()),

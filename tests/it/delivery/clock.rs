@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use room_service::domain::EventType;
-use room_service::fake_im::{FakeIm, FakeImOptions, Fault};
+use room_service_fakes::fake_im::{FakeIm, FakeImOptions, Fault};
 use serde_json::json;
 
 use super::{Node, eventually, metric, undelivered};

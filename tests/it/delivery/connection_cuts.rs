@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use room_service::fake_im::Fault;
+use room_service_fakes::fake_im::Fault;
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Connection, Executor, MySqlConnection};
 

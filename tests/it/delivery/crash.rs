@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use room_service::domain::EventType;
-use room_service::fake_im::{FakeIm, FakeImOptions};
+use room_service_fakes::fake_im::{FakeIm, FakeImOptions};
 
 use super::{Node, eventually, undelivered};
 use crate::outbox::harness::{ADMIN, APP, Db, KEY};

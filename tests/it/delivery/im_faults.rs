@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use room_service::fake_im::Fault;
+use room_service_fakes::fake_im::Fault;
 use serde_json::json;
 
 use super::{create, eventually, fake_with_limits, start, undelivered};

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::telemetry::names::{PUBLISH_FAILURE_TOTAL, PUBLISH_SUCCESS_TOTAL};
+use room_service_fakes::fake_im::{FakeIm, FakeImOptions};
 use serde_json::json;
 
 use super::{Node, eventually};

@@ -17,7 +17,7 @@ mod policy;
 use std::future::Future;
 use std::time::Duration;
 
-use room_service::fake_im::{FakeIm, FakeImOptions};
+use room_service_fakes::fake_im::{FakeIm, FakeImOptions};
 use serde_json::{Value, json};
 
 use crate::support::app::{SDK_APP_ID, SECRET_KEY, TestApp, settings};

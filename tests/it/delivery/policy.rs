@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use room_service::fake_im::Fault;
 use room_service::store::RequeueTarget;
+use room_service_fakes::fake_im::Fault;
 use serde_json::json;
 
 use super::{create, eventually, fake_with_limits, join, start, undelivered};

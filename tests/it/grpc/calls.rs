@@ -1,7 +1,7 @@
 //! Every RPC of `room.v1.RoomService`: its happy path, replay, and each failure's status.
 
-use room_service::fake_wallet::{Call, FakeWallet, FakeWalletOptions, Fault};
 use room_service::grpc::pb;
+use room_service_fakes::fake_wallet::{Call, FakeWallet, FakeWalletOptions, Fault};
 use tonic::Code;
 
 use super::{GrpcApp, gift, member, raw_call};

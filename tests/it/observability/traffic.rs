@@ -8,10 +8,10 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use room_service::fake_im::{FakeIm, Fault};
 use room_service::outbox::sampler::sample_backlog;
 use room_service::store::OutboxStats;
 use room_service::telemetry::names::PUBLISH_FAILURE_TOTAL;
+use room_service_fakes::fake_im::{FakeIm, Fault};
 use serde_json::{Value, json};
 
 use super::exposition::Exposition;

@@ -108,7 +108,7 @@ async fn insert_many(db: &Db, room: &str, n: usize, publish_timeout: Duration) -
 }
 
 /// The event ids the fake IM accepted for `room`, in order.
-fn sent(fake: &room_service::fake_im::FakeIm, room: &str) -> Vec<String> {
+fn sent(fake: &room_service_fakes::fake_im::FakeIm, room: &str) -> Vec<String> {
     fake.messages(&group(room)).into_iter().filter_map(|m| m.event_id).collect()
 }
 

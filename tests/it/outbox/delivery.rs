@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use room_service::domain::EventType;
-use room_service::fake_im::Fault;
 use room_service::outbox::BatchReport;
+use room_service_fakes::fake_im::Fault;
 use tokio_util::sync::CancellationToken;
 
 use super::harness::*;

@@ -6,7 +6,6 @@ use std::time::Duration;
 use room_service::app::im_stack;
 use room_service::config::{OutboxWorkerSettings, RetryStrategy, TencentImSettings};
 use room_service::domain::{EventEnvelope, EventType};
-use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::outbox::OutboxWorker;
 use room_service::publish::Publisher;
 use room_service::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
@@ -16,6 +15,7 @@ use room_service::store::{
     LoggedCommand, MemberChanges, NewOutboxRow, OutboxQuery, OutboxRow, RoomCommit, SharedRepository,
     SnapshotWrite,
 };
+use room_service_fakes::fake_im::{FakeIm, FakeImOptions};
 
 use crate::support::TestDb;
 

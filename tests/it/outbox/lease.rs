@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use room_service::domain::EventType;
-use room_service::fake_im::Fault;
 use room_service::outbox::{BatchReport, OutboxWorker};
 use room_service::publish::rate_limit::RateLimitOptions;
 use room_service::store::{Claim, Mark, PublishResult};
 use room_service::telemetry::names::{OUTBOX_CLAIMED_TOTAL, OUTBOX_LEASE_LOST_TOTAL};
+use room_service_fakes::fake_im::Fault;
 
 use super::harness::*;
 

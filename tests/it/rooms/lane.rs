@@ -287,7 +287,10 @@ async fn a_pack_waiting_for_its_permit_takes_on_nothing_committed_after_the_room
     // dave's row too (its guard ran out), so a's lane takes the room again at once.
     a.release(&db).await;
     b.take(&db).await;
-    db.repo.mark_delivered(&[dave_event.clone()]).await.expect("b's worker delivered dave's join");
+    db.repo
+        .mark_delivered(std::slice::from_ref(&dave_event))
+        .await
+        .expect("b's worker delivered dave's join");
     im.hold.store(false, Ordering::SeqCst);
     let erin = b.run("j-erin", join("erin")).await;
     settled(&im, 2).await;

@@ -6,8 +6,8 @@ use std::path::Path;
 use room_service::app::im_stack;
 use room_service::app::{self, RunningApp};
 use room_service::config::{self, Settings};
-use room_service::fake_im::{FakeIm, FakeImOptions};
 use room_service::publish::Publisher;
+use room_service_fakes::fake_im::{FakeIm, FakeImOptions};
 use serde_json::Value;
 
 /// SDKAppID the fake accepts in tests.

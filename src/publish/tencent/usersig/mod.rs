@@ -1,7 +1,7 @@
 //! Tencent IM UserSig (TLSSigAPIv2): generation, verification and a small cache.
 //!
 //! The IM leaf ([`super::TencentImService`]) asks a [`UserSigCache`] for the admin's usersig on
-//! every call; the fake IM server (`crate::fake_im`) calls [`verify`] exactly like Tencent does.
+//! every call; the fake IM server (`room_service_fakes::fake_im`) calls [`verify`] exactly like Tencent does.
 //!
 //! Format (SPEC §8): `sig = base64(HMAC-SHA256(key, "TLS.identifier:..\nTLS.sdkappid:..\n
 //! TLS.time:..\nTLS.expire:..\n"))`, put in a JSON document, zlib-compressed, base64-encoded
