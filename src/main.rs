@@ -6,14 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use room_service::config::{self, Settings};
-use room_service::publish::Publisher;
-use room_service::publish::filter::EventFilterLayer;
-use room_service::publish::metrics::MetricsLayer;
-use room_service::publish::stack::into_publisher;
-use room_service::publish::trace::TraceLayer;
 use room_service::redis_conn::RedisConn;
 use room_service::{admin, app, store, telemetry};
-use tower::ServiceBuilder;
 
 /// mimalloc, not glibc's malloc: the service allocates and frees many small buffers a command
 /// (JSON, HTTP, SQL binds); glibc's allocator took ~12 % of B1's CPU samples, and with mimalloc
@@ -89,7 +83,7 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!(source = ?settings.source, node_id = %settings.node_id, "Configuration loaded");
             // One Redis handle per node (connected lazily: Redis may be down now).
             let redis = RedisConn::from_settings(settings.redis.as_ref()).context("redis.url")?;
-            let publisher = publish_stack(&settings, redis.as_ref())?;
+            let publisher = app::publisher(&settings, redis.as_ref())?;
             app::serve(settings, publisher, redis).await
         }
     }
@@ -127,27 +121,4 @@ async fn run_tool(path: &std::path::Path, tool: admin::Tool) -> anyhow::Result<(
     let result = admin::run(operator, tool).await;
     repo.close().await;
     result
-}
-
-/// The one publish stack, shared by the command path and the outbox worker.
-fn publish_stack(settings: &Settings, redis: Option<&RedisConn>) -> anyhow::Result<Publisher> {
-    let leaf = app::im_leaf(settings)?;
-    Ok(into_publisher(
-        ServiceBuilder::new()
-            // Outermost: one span per publish covers everything below, including the filter.
-            .layer(TraceLayer::new())
-            // Counts every outcome once, skipped and timed-out publishes included.
-            .layer(MetricsLayer::new())
-            // RoomCreated/HeatChanged/RankChanged: no-op success, never reach IM nor the timeout.
-            .layer(EventFilterLayer::skip(room_service::domain::EventType::im_skipped()))
-            // Tencent's limits for both paths together, so only IM-bound events take a permit;
-            // one permit per message, however many events it carries; the room lanes and the
-            // worker wait here (not inside the timeout below).
-            // The app-wide limit is the cluster's with Redis. None with the log sink.
-            .option_layer(app::rate_limit_layer(settings, redis))
-            // Bounds one IM call; the error is classified as a timeout above.
-            .timeout(settings.outbox_worker.publish_timeout)
-            // Tencent IM, or a log line when IM is disabled (same stack either way).
-            .service(leaf),
-    ))
 }

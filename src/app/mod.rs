@@ -43,7 +43,7 @@ mod wiring;
 
 pub use tasks::shutdown_signal;
 use tasks::{join_cluster, run_metrics_upkeep, spawn_consumers, spawn_outbox_worker};
-pub use wiring::{auth, im_leaf, im_stack, pack_limits, rate_limit, rate_limit_layer, wallet};
+pub use wiring::{auth, im_leaf, im_stack, pack_limits, publisher, rate_limit, rate_limit_layer, wallet};
 
 /// Extra time granted to workers beyond one publish timeout when stopping.
 const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);

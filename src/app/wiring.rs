@@ -1,9 +1,12 @@
-//! The parts `main.rs` composes the publish stack from (the leaf, the rate limiter), the
-//! wallet and the public API's authenticator, each built from its validated settings.
+//! The publish stack `main.rs` serves with and the parts it is composed from (the leaf, the rate
+//! limiter), the wallet and the public API's authenticator, each built from its validated
+//! settings.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
+use tower::Layer;
 use tower::util::Either;
 
 use crate::auth::Auth;
@@ -11,12 +14,10 @@ use crate::config::{AuthMode, AuthSettings, Settings, WalletSettings};
 use crate::domain::EventType;
 use crate::publish::filter::EventFilterLayer;
 use crate::publish::log_sink::LogSink;
-use crate::publish::metrics::MetricsLayer;
 use crate::publish::pack::PackLimits;
 use crate::publish::rate_limit::{ClusterQuota, RateLimitLayer, RateLimitOptions};
-use crate::publish::stack::into_publisher;
+use crate::publish::stack::{PublishLayers, into_publisher};
 use crate::publish::tencent::TencentImService;
-use crate::publish::trace::TraceLayer;
 use crate::publish::{BoxError, Message, Outcome, Publisher};
 use crate::redis_conn::RedisConn;
 use crate::wallet::{HttpWallet, HttpWalletOptions, Wallet};
@@ -74,29 +75,26 @@ pub fn wallet(settings: &WalletSettings) -> anyhow::Result<Option<Arc<dyn Wallet
     Ok(Some(Arc::new(wallet)))
 }
 
-/// The IM publish stack in production order around `leaf`: Trace → Metrics → EventFilter (the
-/// event types that do not reach IM, from the domain) → `rate_limit` (none: no limiter, as with
-/// the log sink) → Timeout (`publish_timeout`) → `leaf`. For tests and benchmarks; `main.rs`
-/// spells the same stack out.
-pub fn im_stack<L>(
-    leaf: L,
-    rate_limit: Option<RateLimitLayer>,
-    publish_timeout: std::time::Duration,
-) -> Publisher
+/// The publish stack of the command path and the outbox worker for `settings` (the one
+/// `main.rs` serves with): the IM leaf ([`im_leaf`]) in [`im_stack`], with Tencent's rate limits
+/// ([`rate_limit_layer`]; the app-wide one the cluster's with `redis`).
+pub fn publisher(settings: &Settings, redis: Option<&RedisConn>) -> anyhow::Result<Publisher> {
+    let leaf = im_leaf(settings)?;
+    Ok(im_stack(leaf, rate_limit_layer(settings, redis), settings.outbox_worker.publish_timeout))
+}
+
+/// The IM publish stack around `leaf` ([`PublishLayers`], the filter skipping the event types
+/// that do not reach IM, from the domain), with `rate_limit` (none: no limiter, as with the log
+/// sink) and calls bounded by `publish_timeout`: [`publisher`]'s, and the one tests and
+/// benchmarks build around their own leaves.
+pub fn im_stack<L>(leaf: L, rate_limit: Option<RateLimitLayer>, publish_timeout: Duration) -> Publisher
 where
     L: tower::Service<Message, Response = Outcome> + Clone + Send + Sync + 'static,
     L::Error: Into<BoxError> + 'static,
     L::Future: Send + 'static,
 {
-    into_publisher(
-        tower::ServiceBuilder::new()
-            .layer(TraceLayer::new())
-            .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::skip(EventType::im_skipped()))
-            .option_layer(rate_limit)
-            .timeout(publish_timeout)
-            .service(leaf),
-    )
+    let skip = EventFilterLayer::skip(EventType::im_skipped());
+    into_publisher(PublishLayers { skip, rate_limit, timeout: publish_timeout }.layer(leaf))
 }
 
 /// The authenticator of the public API (`auth.*`): reads the JWT key file, fetches the JWKS

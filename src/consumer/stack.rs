@@ -1,11 +1,13 @@
-//! A consumer's publish stack: the IM stack's own layers, configured for the consumer, around
-//! its [`Batcher`]. Only the rate limit differs in kind: Tencent's (per group, per app, paths
-//! sharing a quota) means nothing to a webhook, so a consumer takes `tower`'s plain one —
-//! events per second — whose `call` reaches the leaf at once, as the [`Batcher`] needs.
+//! A consumer's publish stack: the IM stack's own layers ([`PublishLayers`]), configured for the
+//! consumer, around its [`Batcher`]. Only the rate limit differs in kind: Tencent's (per group,
+//! per app, paths sharing a quota) means nothing to a webhook, so a consumer takes `tower`'s
+//! plain one — events per second — whose `call` reaches the leaf at once, as the [`Batcher`]
+//! needs.
 
 use std::time::Duration;
 
-use tower::ServiceBuilder;
+use tower::Layer;
+use tower::limit::RateLimitLayer;
 use tower::util::BoxService;
 
 use super::ConsumerStack;
@@ -13,24 +15,18 @@ use super::batch::{Batcher, Sink};
 use crate::config::ConsumerSettings;
 use crate::domain::EventType;
 use crate::publish::filter::EventFilterLayer;
-use crate::publish::metrics::MetricsLayer;
-use crate::publish::trace::TraceLayer;
+use crate::publish::stack::PublishLayers;
 
-/// Trace → Metrics → EventFilter → RateLimit → Timeout → `batcher`, as `settings` say.
+/// [`PublishLayers`] around `batcher`, as `settings` say.
 pub fn layered<S: Sink>(settings: &ConsumerSettings, batcher: Batcher<S>) -> ConsumerStack {
-    BoxService::new(
-        ServiceBuilder::new()
-            .layer(TraceLayer::new())
-            .layer(MetricsLayer::new())
-            .layer(EventFilterLayer::skip(skipped(&settings.event_types)))
-            .option_layer(
-                settings
-                    .rate_limit_per_sec
-                    .map(|n| tower::limit::RateLimitLayer::new(n.into(), Duration::from_secs(1))),
-            )
-            .timeout(settings.timeout)
-            .service(batcher),
-    )
+    let layers = PublishLayers {
+        skip: EventFilterLayer::skip(skipped(&settings.event_types)),
+        rate_limit: settings
+            .rate_limit_per_sec
+            .map(|n| RateLimitLayer::new(n.into(), Duration::from_secs(1))),
+        timeout: settings.timeout,
+    };
+    BoxService::new(layers.layer(batcher))
 }
 
 /// The event types a consumer asking for `wanted` skips (none when it asks for every type).

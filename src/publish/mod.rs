@@ -1,13 +1,14 @@
 //! Publishing: one `tower::Service` stack that takes a [`Message`] (an event envelope already
 //! serialised) and answers an [`Outcome`]. The synchronous command path and the outbox worker
-//! both call the very same stack, built once in `main.rs`:
+//! both call the very same stack, built once at startup (`main.rs`, through `app::publisher`),
+//! its layers in the order [`stack::PublishLayers`] writes down:
 //!
 //! ```text
 //! TraceLayer → MetricsLayer → EventFilterLayer → RateLimitLayer → TimeoutLayer → TencentImService | LogSink
 //! ```
 //!
-//! This module knows nothing of rooms, storage or HTTP, so another sink (activity, audit) can
-//! reuse the layers around a different leaf.
+//! This module knows nothing of rooms, storage or HTTP, so another sink (the webhook and audit
+//! consumers) reuses the layers around a different leaf.
 
 pub mod error;
 pub mod filter;

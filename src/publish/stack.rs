@@ -1,18 +1,64 @@
-//! The assembled publish stack: erase its concrete type into a [`Publisher`]. The one
-//! composition every test and benchmark uses is `app::im_stack` (it configures the filter with
-//! the domain's IM skip list, which this module does not know).
+//! The publish stack's layers, in the one order every stack of the service uses — the IM
+//! stack `main.rs` serves with (through `app::publisher`), the stacks tests and benchmarks build
+//! around other leaves (`app::im_stack`), and each event consumer's — and the erasure of an
+//! assembled stack into a [`Publisher`].
 //!
-//! `main.rs` writes the production stack out with its own `ServiceBuilder`, outer to inner:
-//! [`TraceLayer`](super::trace::TraceLayer) → [`MetricsLayer`](super::metrics::MetricsLayer) →
-//! [`EventFilterLayer`](super::filter::EventFilterLayer) → `RateLimitLayer` (IM only) →
-//! `tower::timeout::TimeoutLayer` → leaf (Tencent IM or [`LogSink`](super::log_sink::LogSink)).
-//! `app::im_stack` builds exactly that order; the process test `tests/it/delivery/main_stack.rs`
-//! runs the real binary to prove `main.rs` composes it the same way (filter skips, timeouts
-//! counted, metrics by path). The tests beside this module check how the layers work together.
+//! ```text
+//! TraceLayer → MetricsLayer → EventFilterLayer → rate limit → TimeoutLayer → leaf
+//! ```
+//!
+//! The stacks differ only in what the layers are configured with (see [`PublishLayers`]). The
+//! tests beside this module check how the layers work together.
 
-use tower::{Service, ServiceExt};
+use std::time::Duration;
 
+use tower::timeout::Timeout;
+use tower::util::Either;
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
+
+use super::filter::{EventFilter, EventFilterLayer};
+use super::metrics::{MetricsLayer, PublishMetrics};
+use super::trace::{Trace, TraceLayer};
 use super::{BoxError, Message, Outcome, Publisher};
+
+/// The layers of a publish stack, outermost first; `layer(leaf)` is the stack:
+///
+/// 1. [`TraceLayer`]: one span per publish covers everything below, the filter included.
+/// 2. [`MetricsLayer`]: counts every outcome once, skipped and timed-out publishes included.
+/// 3. [`EventFilterLayer`] (`skip`): the event types this sink does not take are answered
+///    `Skipped` at once, so they never take a rate-limit permit nor reach the timeout (for IM:
+///    RoomCreated, RoomHeatChanged, RoomRankChanged, from the domain).
+/// 4. `rate_limit`: waits for a permit outside the timeout below, so a wait is never counted as
+///    a slow call. For IM, Tencent's limits for the command path and the worker together, one
+///    permit per message however many events it carries (the app-wide one the cluster's with
+///    Redis); none with the log sink. For a consumer, `tower`'s events per second.
+/// 5. `timeout`: bounds one call of the leaf; the error is classified as a timeout above.
+#[derive(Clone, Debug)]
+pub struct PublishLayers<R> {
+    /// The event types answered `Skipped`.
+    pub skip: EventFilterLayer,
+    /// The rate limit, if any.
+    pub rate_limit: Option<R>,
+    /// Bounds one call of the leaf.
+    pub timeout: Duration,
+}
+
+impl<S, R> Layer<S> for PublishLayers<R>
+where
+    R: Layer<Timeout<S>> + Clone,
+{
+    type Service = Trace<PublishMetrics<EventFilter<Either<R::Service, Timeout<S>>>>>;
+
+    fn layer(&self, leaf: S) -> Self::Service {
+        ServiceBuilder::new()
+            .layer(TraceLayer::new())
+            .layer(MetricsLayer::new())
+            .layer(self.skip.clone())
+            .option_layer(self.rate_limit.clone())
+            .timeout(self.timeout)
+            .service(leaf)
+    }
+}
 
 /// Erases the type of a publish stack (or a bare leaf) into the shared, cloneable
 /// [`Publisher`] handed to the room service and the outbox worker.

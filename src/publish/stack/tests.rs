@@ -17,8 +17,8 @@ use crate::telemetry::names::{PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS, PU
 
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Trace → Metrics → EventFilter → Timeout → `leaf`, as `main.rs` composes it with the log
-/// sink (no rate limiter).
+/// The IM stack around `leaf` as `app::publisher` composes it with the log sink (no rate
+/// limiter).
 fn stack<L>(leaf: L) -> Publisher
 where
     L: Service<Message, Response = Outcome> + Clone + Send + Sync + 'static,
@@ -108,4 +108,32 @@ async fn visible_type_reaches_the_log_sink_and_is_counted_delivered() {
     let seen = recorded(&snapshotter);
     let expected = labels(&[("path", "sync"), ("event_type", "RoomUserJoined"), ("result", "delivered")]);
     assert_eq!(named(&seen, PUBLISH_SUCCESS_TOTAL), vec![(expected.as_slice(), &DebugValue::Counter(1))]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_for_a_permit_is_outside_the_timeout() {
+    use crate::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
+
+    let limits = RateLimitOptions {
+        global_per_sec: 100,
+        per_group_per_sec: 1,
+        worker_share: 1.0,
+        pause: Duration::from_secs(1),
+    };
+    let leaf = service_fn(|_: Message| async { Ok::<_, BoxError>(Outcome::Delivered) });
+    let stack = im_stack(leaf, Some(RateLimitLayer::new(limits)), Duration::from_millis(100));
+    let started = tokio::time::Instant::now();
+    for _ in 0..3 {
+        // The worker's messages wait for their permits (a lane's without `on_wait` would not).
+        let outcome = stack.clone().oneshot(message("RoomGiftSent", Path::Worker)).await;
+        assert_eq!(
+            outcome.expect("a message that waited for its permit is not timed out"),
+            Outcome::Delivered
+        );
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(1_900),
+        "one message a second into the group: each waited ~10 timeouts for its permit ({:?})",
+        started.elapsed()
+    );
 }

@@ -1,8 +1,8 @@
-//! `main.rs` composes the publish stack itself (tests and benchmarks use
-//! `app::im_stack`): this runs the real binary against the fake IM and reads its
-//! `/metrics` to prove that composition — the filter answers `RoomCreated` without IM, a call
-//! slower than `outbox_worker.publish_timeout` is cut off and counted as a timeout, and every
-//! publish is counted under its path (`sync`, `worker`).
+//! The publish stack of the real binary (`main.rs` → `app::publisher` → `PublishLayers`), seen
+//! from outside: this runs it against the fake IM and reads its `/metrics` — the filter answers
+//! `RoomCreated` without IM, a call slower than `outbox_worker.publish_timeout` is cut off and
+//! counted as a timeout, and every publish is counted under its path (`sync`, `worker`). The
+//! rate limit's place (outside the timeout) is `publish::stack`'s tests'.
 
 use std::time::Duration;
 

@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use room_service::app::im_stack;
 use room_service::app::{self, RunningApp};
 use room_service::config::{self, Settings};
 use room_service::publish::Publisher;
@@ -76,12 +75,11 @@ pub fn router_state(db: &super::TestDb) -> room_service::http::AppState {
     }
 }
 
-/// The publish stack exactly as `main.rs` composes it.
+/// The publish stack `main.rs` serves with, for `settings`.
 pub fn publisher(settings: &Settings) -> Publisher {
-    let leaf = app::im_leaf(settings).expect("im client");
     let redis =
         room_service::redis_conn::RedisConn::from_settings(settings.redis.as_ref()).expect("redis.url");
-    im_stack(leaf, app::rate_limit_layer(settings, redis.as_ref()), settings.outbox_worker.publish_timeout)
+    app::publisher(settings, redis.as_ref()).expect("im client")
 }
 
 /// A running service and an HTTP client for it.
