@@ -1,15 +1,11 @@
 //! Lifecycle (SPEC §6): the only place besides `main.rs` that wires concrete types together.
 //!
-//! Start: database pool (+ migrations) → Redis handle (lazy) → in a cluster, join: membership
-//! and this node's share of the shard leases → room service → HTTP listeners bound (public and
-//! admin) and the gRPC listener → worker cancellation token → lease keeper, presence worker, outbox worker (if
-//! enabled) → serve.
-//! Stop: `/readyz` answers 503 for `http.shutdown_grace` while commands are still served (the
-//! load balancer moves traffic away) → mark draining (new commands answer 503) → cancel the
-//! workers → wait for them (bounded) → graceful shutdown of the HTTP and gRPC listeners (in-flight
-//! commands finish and persist; bounded by `http.shutdown_timeout`) → flush the delivery marks
-//! → release the shard leases and leave the cluster → close the pool. The pool is never closed
-//! while a worker may still mark a row; the leases are kept until no command can commit.
+//! Start, in named phases read top to bottom in [`start_with_redis`]: `open_database` (pool,
+//! migrations) → in a cluster, `join_cluster` (membership, this node's share of the shard
+//! leases) → `Core` (the room service) → `Listeners` (public, admin, gRPC, bound) → `Apis`
+//! (their routers over one state) → `Workers` (the background tasks and the lease keeper) →
+//! `serve_until_stopped`.
+//! Stop: one named sequence, `StopSequence` (its steps are listed there).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -96,196 +92,305 @@ pub async fn start(settings: Settings, publisher: Publisher) -> anyhow::Result<R
 }
 
 /// [`start`] sharing `redis`, the node's one Redis handle (the publish stack's quota uses it
-/// too).
+/// too). The start, phase by phase (each phase's failure names what it could not do, and
+/// nothing is served before the last).
 pub async fn start_with_redis(
     settings: Settings,
     publisher: Publisher,
     redis: Option<RedisConn>,
 ) -> anyhow::Result<RunningApp> {
-    let db = &settings.database;
-    let repo = store::connect(db.url.expose(), db.max_connections, db.run_migrations)
-        .await
-        .with_context(|| format!("opening database {}", db.redacted_url()))?;
+    let repo = open_database(&settings).await?;
     let metrics = telemetry::install_metrics();
     series::register_zero_series(&settings);
     let keeper = match settings.cluster.enabled {
-        true => Some(join_cluster(&settings, &repo, redis.clone()).await?),
+        true => Some(join_cluster(&settings, &repo, redis).await?),
         false => None,
     };
-    let ownership = keeper.as_ref().map_or(Ownership::Single, LeaseKeeper::ownership);
-    let publish_timeout = settings.outbox_worker.publish_timeout;
-    // The command path wakes the worker when it leaves events pending.
-    let worker_wake = Arc::new(Notify::new());
-    let room_options = RoomOptions {
-        publish_timeout,
-        sync_publish_wait: settings.rooms.sync_publish_wait,
-        pack: pack_limits(&settings),
-        max_commit_batch: settings.rooms.max_commit_batch,
-        max_room_id_bytes: settings
-            .tencent_im
-            .as_ref()
-            .map(|im| MAX_GROUP_ID_BYTES.saturating_sub(im.group_id_prefix.len())),
-        worker_wake: Some(worker_wake.clone()),
-        ownership: ownership.clone(),
-        wallet: wallet(&settings.wallet)?,
-    };
-    let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
-    let http_settings = &settings.http;
-    let listener = TcpListener::bind(http_settings.listen)
+    let core = Core::build(&settings, repo, publisher, keeper)?;
+    let listeners = Listeners::bind(&settings).await?;
+    let apis = Apis::build(&settings, &core, &listeners, metrics.clone()).await?;
+    let workers = Workers::spawn(&settings, &core, metrics)?;
+    Ok(serve_until_stopped(&settings, core, listeners, apis, workers))
+}
+
+/// Phase 1: the database pool, migrated when `database.run_migrations`.
+async fn open_database(settings: &Settings) -> anyhow::Result<SharedRepository> {
+    let db = &settings.database;
+    store::connect(db.url.expose(), db.max_connections, db.run_migrations)
         .await
-        .with_context(|| format!("binding http.listen {}", http_settings.listen))?;
-    let admin_listener = TcpListener::bind(http_settings.admin_listen)
-        .await
-        .with_context(|| format!("binding http.admin_listen {}", http_settings.admin_listen))?;
-    let grpc_listener = TcpListener::bind(settings.grpc.listen)
-        .await
-        .with_context(|| format!("binding grpc.listen {}", settings.grpc.listen))?;
-    let addr = listener.local_addr()?;
-    let admin_addr = admin_listener.local_addr()?;
-    let grpc_addr = grpc_listener.local_addr()?;
-    let lifecycle = Lifecycle::default();
-    let auth = auth(&settings.auth).await?;
-    let state = AppState {
-        rooms: rooms.clone(),
-        repo: repo.clone(),
-        db_ping: crate::http::readiness::DbPing::new(repo.clone()),
-        lifecycle: lifecycle.clone(),
-        metrics: Some(metrics.clone()),
-        forwarder: keeper
+        .with_context(|| format!("opening database {}", db.redacted_url()))
+}
+
+/// Phase 2 (after joining the cluster, when it is on): what every later phase builds on.
+struct Core {
+    repo: SharedRepository,
+    /// This node's shard leases, in a cluster.
+    keeper: Option<LeaseKeeper>,
+    /// Which rooms this node serves.
+    ownership: Ownership,
+    rooms: RoomService,
+    publisher: Publisher,
+    /// The command path wakes the outbox worker with it when it leaves events pending.
+    worker_wake: Arc<Notify>,
+}
+
+impl Core {
+    /// The room service over `repo`, publishing through `publisher`, serving the rooms
+    /// `keeper`'s leases give this node (every room without a cluster).
+    fn build(
+        settings: &Settings,
+        repo: SharedRepository,
+        publisher: Publisher,
+        keeper: Option<LeaseKeeper>,
+    ) -> anyhow::Result<Self> {
+        let ownership = keeper.as_ref().map_or(Ownership::Single, LeaseKeeper::ownership);
+        let worker_wake = Arc::new(Notify::new());
+        let room_options = RoomOptions {
+            publish_timeout: settings.outbox_worker.publish_timeout,
+            sync_publish_wait: settings.rooms.sync_publish_wait,
+            pack: pack_limits(settings),
+            max_commit_batch: settings.rooms.max_commit_batch,
+            max_room_id_bytes: settings
+                .tencent_im
+                .as_ref()
+                .map(|im| MAX_GROUP_ID_BYTES.saturating_sub(im.group_id_prefix.len())),
+            worker_wake: Some(worker_wake.clone()),
+            ownership: ownership.clone(),
+            wallet: wallet(&settings.wallet)?,
+        };
+        let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
+        Ok(Self { repo, keeper, ownership, rooms, publisher, worker_wake })
+    }
+}
+
+/// Phase 3: the three listeners, bound (a port in use fails the start here, naming its key).
+struct Listeners {
+    public: TcpListener,
+    admin: TcpListener,
+    grpc: TcpListener,
+    addr: SocketAddr,
+    admin_addr: SocketAddr,
+    grpc_addr: SocketAddr,
+}
+
+impl Listeners {
+    async fn bind(settings: &Settings) -> anyhow::Result<Self> {
+        let bind = |key: &'static str, addr: SocketAddr| async move {
+            TcpListener::bind(addr).await.with_context(|| format!("binding {key} {addr}"))
+        };
+        let public = bind("http.listen", settings.http.listen).await?;
+        let admin = bind("http.admin_listen", settings.http.admin_listen).await?;
+        let grpc = bind("grpc.listen", settings.grpc.listen).await?;
+        let (addr, admin_addr, grpc_addr) = (public.local_addr()?, admin.local_addr()?, grpc.local_addr()?);
+        Ok(Self { public, admin, grpc, addr, admin_addr, grpc_addr })
+    }
+}
+
+/// Phase 4: the public, admin and gRPC APIs over one state, and the lifecycle they report.
+struct Apis {
+    public: axum::Router,
+    admin: axum::Router,
+    grpc: axum::Router,
+    lifecycle: Lifecycle,
+}
+
+impl Apis {
+    async fn build(
+        settings: &Settings,
+        core: &Core,
+        listeners: &Listeners,
+        metrics: metrics_exporter_prometheus::PrometheusHandle,
+    ) -> anyhow::Result<Self> {
+        let http_settings = &settings.http;
+        let forwarder = core
+            .keeper
             .as_ref()
             .map(|k| {
-                Forwarder::new(
-                    k.cluster(),
-                    http_settings.request_timeout,
-                    http_settings.body_limit_bytes.max(crate::http::BATCH_HEARTBEAT_BYTES),
-                )
+                let body_limit = http_settings.body_limit_bytes.max(crate::http::BATCH_HEARTBEAT_BYTES);
+                Forwarder::new(k.cluster(), http_settings.request_timeout, body_limit)
             })
             .transpose()
-            .context("cluster forwarding client")?,
-        auth,
-        node: NodeInfo {
-            node_id: settings.node_id.clone(),
-            url: match settings.cluster.advertise_url.as_str() {
-                "" => format!("http://{addr}"),
-                url => url.to_owned(),
-            },
-        },
-    };
-    let public = http::public_router(state.clone(), PublicOptions::from(http_settings));
-    let grpc_router =
-        grpc::router(state.clone(), GrpcOptions::from(http_settings)).context("gRPC services")?;
-    let admin = http::admin_router(state, http_settings.admin_token.clone());
-
-    let workers = CancellationToken::new();
-    let tracker = TaskTracker::new();
-    tracker.spawn(run_metrics_upkeep(metrics, repo.clone(), ownership.clone(), workers.clone()));
-    // The leases are kept until HTTP has stopped: in-flight commands still commit under them.
-    let leases = CancellationToken::new();
-    let keeper_task = keeper.clone().map(|k| tokio::spawn(k.run(leases.clone())));
-    if settings.presence.enabled {
-        let p = &settings.presence;
-        tracker.spawn(presence::run_presence_worker(
-            rooms.clone(),
-            p.stale_after,
-            p.scan_interval,
-            workers.clone(),
-        ));
-    }
-    tracker.spawn(presence::run_cell_janitor(
-        rooms.clone(),
-        CELL_SWEEP_INTERVAL,
-        CELL_IDLE_AFTER,
-        workers.clone(),
-    ));
-    if settings.wallet.enabled {
-        tracker.spawn(presence::run_refund_sweeper(rooms.clone(), REFUND_SWEEP_INTERVAL, workers.clone()));
-    }
-    tracker.spawn(sampler::run_backlog_sampler(
-        repo.clone(),
-        settings.outbox_worker.stats_interval,
-        workers.clone(),
-    ));
-    spawn_outbox_worker(&settings, &repo, worker_wake, &publisher, ownership.clone(), &tracker, &workers);
-    spawn_consumers(&settings, &repo, &tracker, &workers)?;
-    // Retention runs where the outbox worker runs (one purging instance at a time on MySQL),
-    // and keeps every event an enabled consumer has not passed.
-    if let Some(retention) = settings.outbox_worker.retention.filter(|_| settings.outbox_worker.enabled) {
-        let options = RetentionOptions {
-            consumers: settings.consumers.enabled_names(),
-            ..RetentionOptions::new(retention, settings.node_id.clone())
+            .context("cluster forwarding client")?;
+        let url = match settings.cluster.advertise_url.as_str() {
+            "" => format!("http://{}", listeners.addr),
+            url => url.to_owned(),
         };
-        tracker.spawn(run_retention(repo.clone(), options, workers.clone()));
+        let lifecycle = Lifecycle::default();
+        let state = AppState {
+            rooms: core.rooms.clone(),
+            repo: core.repo.clone(),
+            db_ping: crate::http::readiness::DbPing::new(core.repo.clone()),
+            lifecycle: lifecycle.clone(),
+            metrics: Some(metrics),
+            forwarder,
+            auth: auth(&settings.auth).await?,
+            node: NodeInfo { node_id: settings.node_id.clone(), url },
+        };
+        let public = http::public_router(state.clone(), PublicOptions::from(http_settings));
+        let grpc = grpc::router(state.clone(), GrpcOptions::from(http_settings)).context("gRPC services")?;
+        let admin = http::admin_router(state, http_settings.admin_token.clone());
+        Ok(Self { public, admin, grpc, lifecycle })
     }
-    tracker.close();
+}
 
-    let shutdown = CancellationToken::new();
-    let grace = http_settings.shutdown_grace;
-    // Both listeners shut down together once the workers stopped (metrics stay scrapeable
-    // while draining), so a stop takes at most one http.shutdown_timeout.
-    let stop_http = CancellationToken::new();
-    let stop_workers = {
-        let shutdown = shutdown.clone();
-        let stop_http = stop_http.clone();
-        let lifecycle = lifecycle.clone();
-        let tracker = tracker.clone();
-        async move {
-            shutdown.cancelled().await;
-            if !grace.is_zero() {
-                tracing::info!(grace = ?grace, "Leaving: /readyz answers 503, commands still served");
-                lifecycle.start_leaving();
-                tokio::time::sleep(grace).await;
-            }
-            tracing::info!("Draining: refusing new commands, stopping workers");
-            lifecycle.start_draining();
-            workers.cancel();
-            if tokio::time::timeout(publish_timeout + WORKER_STOP_MARGIN, tracker.wait()).await.is_err() {
-                tracing::warn!("Workers did not stop in time; shutting down HTTP meanwhile");
-            }
-            stop_http.cancel();
+/// Phase 5: the background tasks — metrics upkeep, presence, the cell janitor, refunds, the
+/// backlog sampler, the outbox worker, the consumers, retention — under one cancellation, and
+/// the lease keeper under a token of its own (the leases outlive every other task: in-flight
+/// commands still commit under them).
+struct Workers {
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+    leases: CancellationToken,
+    keeper: Option<JoinHandle<()>>,
+}
+
+impl Workers {
+    fn spawn(
+        settings: &Settings,
+        core: &Core,
+        metrics: metrics_exporter_prometheus::PrometheusHandle,
+    ) -> anyhow::Result<Self> {
+        let (cancel, tracker) = (CancellationToken::new(), TaskTracker::new());
+        let (repo, rooms) = (&core.repo, &core.rooms);
+        tracker.spawn(run_metrics_upkeep(metrics, repo.clone(), core.ownership.clone(), cancel.clone()));
+        let leases = CancellationToken::new();
+        let keeper = core.keeper.clone().map(|k| tokio::spawn(k.run(leases.clone())));
+        if settings.presence.enabled {
+            let p = &settings.presence;
+            let worker =
+                presence::run_presence_worker(rooms.clone(), p.stale_after, p.scan_interval, cancel.clone());
+            tracker.spawn(worker);
         }
+        let janitor =
+            presence::run_cell_janitor(rooms.clone(), CELL_SWEEP_INTERVAL, CELL_IDLE_AFTER, cancel.clone());
+        tracker.spawn(janitor);
+        if settings.wallet.enabled {
+            tracker.spawn(presence::run_refund_sweeper(rooms.clone(), REFUND_SWEEP_INTERVAL, cancel.clone()));
+        }
+        let interval = settings.outbox_worker.stats_interval;
+        tracker.spawn(sampler::run_backlog_sampler(repo.clone(), interval, cancel.clone()));
+        let wake = core.worker_wake.clone();
+        spawn_outbox_worker(settings, repo, wake, &core.publisher, core.ownership.clone(), &tracker, &cancel);
+        spawn_consumers(settings, repo, &tracker, &cancel)?;
+        // Retention runs where the outbox worker runs (one purging instance at a time on MySQL),
+        // and keeps every event an enabled consumer has not passed.
+        if let Some(retention) = settings.outbox_worker.retention.filter(|_| settings.outbox_worker.enabled) {
+            let options = RetentionOptions {
+                consumers: settings.consumers.enabled_names(),
+                ..RetentionOptions::new(retention, settings.node_id.clone())
+            };
+            tracker.spawn(run_retention(repo.clone(), options, cancel.clone()));
+        }
+        tracker.close();
+        Ok(Self { cancel, tracker, leases, keeper })
+    }
+}
+
+/// Phase 6: serves the three APIs until `RunningApp`'s shutdown token is cancelled, then runs
+/// the [`StopSequence`].
+fn serve_until_stopped(
+    settings: &Settings,
+    core: Core,
+    listeners: Listeners,
+    apis: Apis,
+    workers: Workers,
+) -> RunningApp {
+    let http_settings = &settings.http;
+    let Listeners { public, admin, grpc, addr, admin_addr, grpc_addr } = listeners;
+    let shutdown = CancellationToken::new();
+    let stop = StopSequence {
+        grace: http_settings.shutdown_grace,
+        workers_bound: settings.outbox_worker.publish_timeout + WORKER_STOP_MARGIN,
+        lifecycle: apis.lifecycle,
+        stop_http: CancellationToken::new(),
     };
     let admin_server = http::server::serve(
-        admin_listener,
         admin,
+        apis.admin,
         ServeOptions::new("admin", http_settings),
-        stop_http.clone().cancelled_owned(),
+        stop.stop_http.clone().cancelled_owned(),
     );
     // Stops with the HTTP listeners; its health service follows readiness meanwhile.
     let grpc_server = http::server::serve(
-        grpc_listener,
-        grpc_router,
+        grpc,
+        apis.grpc,
         ServeOptions::grpc(http_settings),
-        stop_http.clone().cancelled_owned(),
+        stop.stop_http.clone().cancelled_owned(),
     );
     let public_options = ServeOptions::new("public", http_settings);
-    let server_repo = repo.clone();
-    let server_rooms = rooms.clone();
+    let (rooms, repo) = (core.rooms.clone(), core.repo.clone());
+    let stopping = shutdown.clone();
     let server = tokio::spawn(async move {
-        let public_server = http::server::serve(listener, public, public_options, stop_workers);
+        let until = stop.until_http_stops(stopping, &workers);
+        let public_server = http::server::serve(public, apis.public, public_options, until);
         let (public_served, admin_served, grpc_served) =
             tokio::join!(public_server, admin_server, grpc_server);
-        // Every worker has stopped (each step of theirs is bounded) before the pool closes: a
-        // worker still marking rows must not find the pool gone.
-        tracker.wait().await;
-        // The last commands have answered: write their delivery marks before the pool closes.
-        server_rooms.shutdown().await;
-        leases.cancel();
-        if let Some(task) = keeper_task {
-            let _ = task.await;
-        }
-        if let Some(keeper) = &keeper
-            && let Err(error) = keeper.leave().await
-        {
-            tracing::warn!(%error, "Cannot release the shard leases; they expire by themselves");
-        }
-        server_repo.close().await;
-        tracing::info!("Stopped");
+        StopSequence::after_http(core, workers).await;
         public_served.context("public http server failed")?;
         grpc_served.context("grpc server failed")?;
         admin_served.context("admin http server failed")
     });
     tracing::info!(%addr, %admin_addr, %grpc_addr, node_id = %settings.node_id, "Serving");
-    Ok(RunningApp { addr, admin_addr, grpc_addr, rooms, repo, shutdown, server })
+    RunningApp { addr, admin_addr, grpc_addr, rooms, repo, shutdown, server }
+}
+
+/// The stop sequence (SPEC §6), in order:
+///
+/// 1. leave: `/readyz` answers 503 for `http.shutdown_grace` while commands are still served
+///    (the load balancer moves traffic away);
+/// 2. drain: new commands answer 503;
+/// 3. stop the workers and wait for them (bounded by one publish timeout and a margin);
+/// 4. stop the HTTP and gRPC listeners together (in-flight commands finish and persist;
+///    bounded by `http.shutdown_timeout`; metrics stay scrapeable until then);
+/// 5. flush the delivery marks of the last commands;
+/// 6. release the shard leases and leave the cluster;
+/// 7. close the pool.
+///
+/// The pool is never closed while a worker may still mark a row; the leases are kept until no
+/// command can commit.
+struct StopSequence {
+    grace: Duration,
+    workers_bound: Duration,
+    lifecycle: Lifecycle,
+    stop_http: CancellationToken,
+}
+
+impl StopSequence {
+    /// Steps 1–4, once `shutdown` is cancelled: returns when the listeners are to stop.
+    async fn until_http_stops(self, shutdown: CancellationToken, workers: &Workers) {
+        shutdown.cancelled().await;
+        if !self.grace.is_zero() {
+            tracing::info!(grace = ?self.grace, "Leaving: /readyz answers 503, commands still served");
+            self.lifecycle.start_leaving();
+            tokio::time::sleep(self.grace).await;
+        }
+        tracing::info!("Draining: refusing new commands, stopping workers");
+        self.lifecycle.start_draining();
+        workers.cancel.cancel();
+        if tokio::time::timeout(self.workers_bound, workers.tracker.wait()).await.is_err() {
+            tracing::warn!("Workers did not stop in time; shutting down HTTP meanwhile");
+        }
+        self.stop_http.cancel();
+    }
+
+    /// Steps 5–7, once every listener has stopped.
+    async fn after_http(core: Core, workers: Workers) {
+        // Every worker has stopped (each step of theirs is bounded) before the pool closes: a
+        // worker still marking rows must not find the pool gone.
+        workers.tracker.wait().await;
+        core.rooms.shutdown().await;
+        workers.leases.cancel();
+        if let Some(task) = workers.keeper {
+            let _ = task.await;
+        }
+        if let Some(keeper) = &core.keeper
+            && let Err(error) = keeper.leave().await
+        {
+            tracing::warn!(%error, "Cannot release the shard leases; they expire by themselves");
+        }
+        core.repo.close().await;
+        tracing::info!("Stopped");
+    }
 }
 
 /// Starts the service and runs it until SIGTERM or SIGINT, then stops it in order.
