@@ -104,7 +104,7 @@ pub(super) async fn run(operator: Operator<'_>, args: ConsumersArgs) -> anyhow::
     match args.command {
         ConsumersCommand::List => {
             let list = list(repo, enabled_consumers).await?;
-            emit(out, args.json, &list, || render::consumers(&list))
+            emit(out, args.json, &list, || rendered(&list))
         }
         ConsumersCommand::Reset { name, to, to_time } => {
             let target = match (to, to_time) {
@@ -193,6 +193,22 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// `consumers list`: one line per consumer, enabled ones without a row included.
+fn rendered(list: &[ConsumerView]) -> String {
+    let header = ["CONSUMER", "ENABLED", "POSITION", "LAG", "LEASE OWNER", "UPDATED", "LAST ERROR"];
+    render::listing(list, "no consumers (none enabled, none ever ran)", &header, |c| {
+        vec![
+            c.name.clone(),
+            if c.enabled { "yes" } else { "no" }.into(),
+            c.position.to_string(),
+            c.lag_ms.map_or("-".to_owned(), render::format_age),
+            c.owner.as_deref().map_or("-".to_owned(), |o| render::clean(o, 40)),
+            c.updated_at_ms.map_or("-".to_owned(), render::time),
+            c.last_error.as_deref().map_or("-".to_owned(), |e| render::clean(e, render::ERROR_CELL)),
+        ]
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use super::ops::{PurgeReport, RequeueReport};
 use crate::store::{OutboxRow, OutboxStats};
 
 /// Longest `last_error` shown in a table cell.
-const ERROR_CELL: usize = 60;
+pub(super) const ERROR_CELL: usize = 60;
 
 pub(super) fn stats(s: &OutboxStats) -> String {
     let age = |ms: Option<i64>| ms.map_or("-".to_owned(), format_age);
@@ -106,22 +106,6 @@ pub(super) fn purge(dry_run: bool, older_than: Duration, report: PurgeReport) ->
     }
 }
 
-/// `consumers list`: one line per consumer, enabled ones without a row included.
-pub(super) fn consumers(list: &[super::consumers::ConsumerView]) -> String {
-    let header = ["CONSUMER", "ENABLED", "POSITION", "LAG", "LEASE OWNER", "UPDATED", "LAST ERROR"];
-    listing(list, "no consumers (none enabled, none ever ran)", &header, |c| {
-        vec![
-            c.name.clone(),
-            if c.enabled { "yes" } else { "no" }.into(),
-            c.position.to_string(),
-            c.lag_ms.map_or("-".to_owned(), format_age),
-            c.owner.as_deref().map_or("-".to_owned(), |o| clean(o, 40)),
-            c.updated_at_ms.map_or("-".to_owned(), time),
-            c.last_error.as_deref().map_or("-".to_owned(), |e| clean(e, ERROR_CELL)),
-        ]
-    })
-}
-
 /// `consumers reset`.
 pub(super) fn reset(name: &str, report: &crate::store::ResetReport) -> String {
     let before = report.before.map_or("no row".to_owned(), |p| p.to_string());
@@ -133,7 +117,12 @@ pub(super) fn reset(name: &str, report: &crate::store::ResetReport) -> String {
 }
 
 /// A [`table`] of `items`, one line each, or the line `empty` when there is none.
-fn listing<T>(items: &[T], empty: &str, header: &[&str], cells: impl Fn(&T) -> Vec<String>) -> String {
+pub(super) fn listing<T>(
+    items: &[T],
+    empty: &str,
+    header: &[&str],
+    cells: impl Fn(&T) -> Vec<String>,
+) -> String {
     if items.is_empty() {
         return format!("{empty}\n");
     }
@@ -158,19 +147,19 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// Milliseconds since the epoch (database clock) as RFC 3339.
-fn time(ms: i64) -> String {
+pub(super) fn time(ms: i64) -> String {
     let since_epoch = Duration::from_millis(u64::try_from(ms).unwrap_or(0));
     humantime::format_rfc3339_millis(UNIX_EPOCH + since_epoch).to_string()
 }
 
 /// An age in milliseconds as "1h 2m 3s".
-fn format_age(ms: i64) -> String {
+pub(super) fn format_age(ms: i64) -> String {
     let secs = u64::try_from(ms).unwrap_or(0) / 1000;
     humantime::format_duration(Duration::from_secs(secs)).to_string()
 }
 
 /// Control characters become spaces; text longer than `max` characters is cut with "...".
-fn clean(text: &str, max: usize) -> String {
+pub(super) fn clean(text: &str, max: usize) -> String {
     let mut out: String = text.chars().take(max).map(|c| if c.is_control() { ' ' } else { c }).collect();
     if text.chars().count() > max {
         out.push_str("...");

@@ -13,8 +13,8 @@ use crate::room::Transport;
 
 /// Registers the zero series of everything `settings` runs: the publish paths (the synchronous
 /// push always; the worker and each consumer when enabled), the worker's parked rows, the
-/// commands of each transport (the presence worker's `internal` ones when it runs) and the
-/// public API's routes.
+/// commands of each transport (the presence worker's `internal` ones when it runs), the
+/// public API's routes and the authentication refusals of every reason.
 pub(super) fn register_zero_series(settings: &Settings) {
     let enabled = [
         (Path::Sync, true),
@@ -34,4 +34,5 @@ pub(super) fn register_zero_series(settings: &Settings) {
         .collect();
     crate::room::register_zero_series(&transports);
     crate::http::metrics::register_zero(&crate::http::V1_ROUTES);
+    crate::auth::init_refusal_counters();
 }

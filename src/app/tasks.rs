@@ -110,7 +110,8 @@ pub(super) async fn run_metrics_upkeep(
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     while cancel.run_until_cancelled(tick.tick()).await.is_some() {
-        telemetry::sample_runtime(repo.as_ref());
+        telemetry::sample_process();
+        crate::store::pool_metrics::record_pool_stats(repo.pool_stats());
         let owned = ownership.held_shards().map_or(usize::from(crate::cluster::SHARDS), |s| s.len());
         metrics::gauge!(telemetry::names::CLUSTER_SHARDS_OWNED).set(owned as f64);
         handle.run_upkeep();

@@ -26,6 +26,7 @@ mod lease_sql;
 mod mysql;
 mod open_writers_sql;
 mod outbox_types;
+pub mod pool_metrics;
 mod queue;
 mod queue_sql;
 mod repository;

@@ -194,7 +194,7 @@ pub enum CommitError {
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
         if matches!(error, sqlx::Error::PoolTimedOut) {
-            crate::telemetry::pool::count_acquire_timeout();
+            super::pool_metrics::count_acquire_timeout();
         }
         StoreError::Database(error)
     }

@@ -88,7 +88,7 @@ pub const UNLABELLED_COUNTERS: [&str; 8] = [
 /// appears at 1 shows no `increase()` in Prometheus, so the first lost lease would never reach
 /// the `RoomOutboxLeaseLost` alert. Call once at startup, after installing the exporter.
 /// The forwarded-request counter starts at 0 for both results too (its first errors during a
-/// shard move would not show otherwise), and the auth refusals for every reason.
+/// shard move would not show otherwise).
 pub fn init_unlabelled_counters() {
     for name in UNLABELLED_COUNTERS {
         metrics::counter!(name).increment(0);
@@ -96,5 +96,4 @@ pub fn init_unlabelled_counters() {
     for result in ["ok", "error"] {
         metrics::counter!(COMMANDS_FORWARDED_TOTAL, LABEL_RESULT => result).increment(0);
     }
-    crate::auth::init_refusal_counters();
 }

@@ -1,10 +1,10 @@
 //! Telemetry: JSON (or pretty) logs, the Prometheus recorder, the names of every metric the
 //! service exports (one place, so dashboards, alert rules and the code agree), and the operator
-//! signals sampled every few seconds (process, database pool) or set once (build info).
+//! signals sampled every few seconds (the process; the database pool's are `store::pool_metrics`) or
+//! set once (build info).
 
 mod describe;
 pub mod names;
-pub mod pool;
 pub mod process;
 
 use std::sync::OnceLock;
@@ -14,7 +14,6 @@ use tracing_subscriber::EnvFilter;
 
 use crate::build;
 use crate::config::{LogFormat, LogSettings};
-use crate::store::Repository;
 
 /// Target of audit log lines (who changed which outbox rows): shown at `info` even when an
 /// operator command keeps everything else at `warn`.
@@ -41,7 +40,7 @@ pub fn init_logging(settings: &LogSettings) {
 /// Installs the process-wide Prometheus recorder once (explicit buckets so every `_seconds`
 /// histogram renders as a histogram), exports the unlabelled counters at 0, the build info and
 /// a first sample of the process metrics, and returns its handle. Later calls return the same
-/// handle. The caller runs [`PrometheusHandle::run_upkeep`] and [`sample_runtime`]
+/// handle. The caller runs [`PrometheusHandle::run_upkeep`] and [`sample_process`]
 /// periodically.
 pub fn install_metrics() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -72,9 +71,8 @@ pub fn record_build_info() {
         .set(1.0);
 }
 
-/// Samples the signals that have no event of their own: the process metrics and the
-/// database pool gauges of `repo`. Cheap and synchronous; run it every few seconds.
-pub fn sample_runtime(repo: &dyn Repository) {
+/// Samples the process metrics, which have no event of their own. Cheap and synchronous; run
+/// it every few seconds.
+pub fn sample_process() {
     process::collect_process_metrics();
-    pool::record_pool_stats(repo.pool_stats());
 }

@@ -215,7 +215,6 @@ mod tests {
         let mut expected: Vec<_> =
             UNLABELLED_COUNTERS.iter().map(|name| ((*name).to_owned(), zero())).collect();
         expected.extend(["ok", "error"].map(|_| (COMMANDS_FORWARDED_TOTAL.to_owned(), zero())));
-        expected.extend(crate::auth::Reason::ALL.map(|_| (AUTH_REFUSALS_TOTAL.to_owned(), zero())));
         expected.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(counters, expected);
         assert!(expected.iter().any(|(name, _)| name == OUTBOX_LEASE_LOST_TOTAL));

@@ -1,8 +1,8 @@
 //! Database pool gauges: connections in use and idle, and the pool's upper bound, sampled from
-//! the repository with the process metrics. Acquisitions that timed out are counted where
-//! the error is converted (`store::StoreError`).
+//! the repository every few seconds (`app`'s metrics upkeep). Acquisitions that timed out are
+//! counted where the error is converted ([`StoreError`](super::StoreError)).
 
-use crate::store::PoolStats;
+use super::PoolStats;
 use crate::telemetry::names;
 
 /// Sets the pool gauges from one sample.
