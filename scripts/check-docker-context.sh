@@ -7,7 +7,7 @@
 # .dockerignore's exclusions), and there it runs
 #     cargo metadata --locked --format-version 1
 #     cargo fetch --locked                            # the manifest as a build loads it
-#     cargo check --locked --release --bin room-service
+#     cargo check --locked --release -p PACKAGE        # room-service unless told otherwise
 # Any missing file fails the run with a message naming the problem.
 #
 #   scripts/check-docker-context.sh [DOCKERFILE]   # default: the repository's Dockerfile
@@ -15,14 +15,16 @@
 #
 # The context is always the repository root. Environment: DOCKER_CONTEXT_DOCKERFILE (instead
 # of the argument), DOCKER_CONTEXT_DOCKERIGNORE (default: .dockerignore at the root),
-# DOCKER_CONTEXT_STAGE (default: build). Build-stage `ARG NAME=default` values are exported
-# unless the environment already sets NAME (ROOM_SERVICE_GIT_COMMIT=unknown, as in a plain
-# `docker build`). cargo builds into ${CARGO_TARGET_DIR:-target}/docker-context-check, so
-# repeated runs only re-check our crate; it uses the usual cargo registry (set
-# CARGO_NET_OFFLINE=true to forbid the network).
+# DOCKER_CONTEXT_STAGE (default: build), DOCKER_CONTEXT_PACKAGE (default: room-service; the
+# fakes' image builds room-service-fakes, with fakes/Dockerfile.dockerignore). Build-stage
+# `ARG NAME=default` values are exported unless the environment already sets NAME
+# (ROOM_SERVICE_GIT_COMMIT=unknown, as in a plain `docker build`). cargo builds into
+# ${CARGO_TARGET_DIR:-target}/docker-context-check, so repeated runs only re-check our crates;
+# it uses the usual cargo registry (set CARGO_NET_OFFLINE=true to forbid the network).
 #
 # Not modelled: variables in COPY sources, heredocs, COPY --parents/--exclude, ADD of URLs or
-# archive extraction, Dockerfile-specific ignore files, and ENV of the build stage.
+# archive extraction, Dockerfile-specific ignore files (pass one in DOCKER_CONTEXT_DOCKERIGNORE),
+# and ENV of the build stage.
 set -euo pipefail
 shopt -s dotglob nullglob
 
@@ -381,6 +383,7 @@ check() {
     echo "$name: $(basename "$dockerfile"), stage '$stage': $files files laid out as $final_workdir"
 
     local target_dir=${CARGO_TARGET_DIR:-$repo/target}/docker-context-check
+    local package=${DOCKER_CONTEXT_PACKAGE:-room-service}
     (
         cd "$ctx"
         # No .git in a Docker build: git (say, in a build script) must not find one above.
@@ -392,10 +395,10 @@ check() {
         # target); cargo fetch loads the manifest as a build does, before compiling anything.
         cargo fetch --locked ||
             die "cargo refuses the manifest in the context built from $dockerfile: a file it names (a bench, bin, build script...) is not in the build context, or the locked dependencies cannot be fetched (see cargo's error above)"
-        cargo check --locked --release --bin room-service ||
-            die "cargo check --release --bin room-service fails in the context built from $dockerfile: the build context lacks a file the build needs (see cargo's error above)"
+        cargo check --locked --release -p "$package" ||
+            die "cargo check --release -p $package fails in the context built from $dockerfile: the build context lacks a file the build needs (see cargo's error above)"
     )
-    echo "$name: OK: the build context of $(basename "$dockerfile") builds room-service"
+    echo "$name: OK: the build context of $dockerfile builds $package"
 }
 
 # ---- self-test --------------------------------------------------------------------------
@@ -450,7 +453,7 @@ self_test() {
     # Without migrations/ the manifest is fine, but `sqlx::migrate!` fails to compile: caught
     # by cargo check (seconds, now that the dependencies are checked).
     no_migrations=$(without migrations)
-    expect_failure "without COPY migrations" "cargo check --release --bin room-service fails" \
+    expect_failure "without COPY migrations" "cargo check --release -p room-service fails" \
         bash "$self" "$no_migrations"
 
     echo "$name: self-test: OK"

@@ -37,6 +37,9 @@ scripts/check-compose.sh
 # The Docker build context (no engine here): broken contexts must fail, the real one passes
 # cargo check --release in target/docker-context-check (minutes the first time, then seconds).
 scripts/check-docker-context.sh --self-test
+# The fakes' image (compose, scripts/check-image.sh): its own allowlist, the fakes' crate.
+DOCKER_CONTEXT_DOCKERIGNORE=fakes/Dockerfile.dockerignore DOCKER_CONTEXT_PACKAGE=room-service-fakes \
+    scripts/check-docker-context.sh fakes/Dockerfile
 # The image itself, built and run, where an engine runs and the base images are present
 # (scripts/check-image.sh); elsewhere (CI: no engine running) it says so and exits 0 at once.
 # It never starts an engine nor builds a base image.
