@@ -107,7 +107,8 @@ impl Service {
         let started = Instant::now();
         let log = OpenOptions::new().create(true).append(true).open(&self.config.log)?;
         let c = &self.config;
-        let config_file = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/config.yaml");
+        // The service's own config file, at the workspace root (this crate is a member beside it).
+        let config_file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/config.yaml");
         let mut command = Command::new(binary()?);
         command
             .arg("--config")

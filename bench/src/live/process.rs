@@ -147,7 +147,8 @@ pub(crate) struct ServiceProc {
 pub(crate) async fn start_service(db_url: &str, im: Option<&str>) -> anyhow::Result<ServiceProc> {
     let (port, admin) = (free_port()?, free_port()?);
     let base = format!("http://127.0.0.1:{port}");
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/config.yaml");
+    // The service's own config file, at the workspace root (this crate is a member beside it).
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/config.yaml");
     let mut command = Command::new(binary()?);
     command.arg("--config").arg(config).arg("serve");
     // Only what is set here: none of the caller's own ROOM_SERVICE__* variables.
