@@ -202,5 +202,4 @@ fn reason(kind: &ErrorKind) -> Reason {
 }
 
 #[cfg(test)]
-#[path = "jwt_tests.rs"]
 mod tests;

@@ -21,16 +21,6 @@ mod validate;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_auth;
-#[cfg(test)]
-mod tests_delivery;
-#[cfg(test)]
-mod tests_docs;
-#[cfg(test)]
-mod tests_files;
-#[cfg(test)]
-mod tests_rules;
 
 use std::collections::HashMap;
 use std::path::Path;

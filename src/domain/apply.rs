@@ -191,5 +191,4 @@ fn event(event_type: EventType, payload: serde_json::Value) -> Event {
 }
 
 #[cfg(test)]
-#[path = "apply_tests.rs"]
 mod tests;

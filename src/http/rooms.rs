@@ -318,5 +318,4 @@ fn parse_members_query(params: &HashMap<String, String>) -> Result<(Option<UserI
 }
 
 #[cfg(test)]
-#[path = "rooms_proptests.rs"]
 mod proptests;

@@ -175,5 +175,4 @@ async fn run(mut receiver: mpsc::Receiver<Request>, flush: FlushFn, counters: Ar
 }
 
 #[cfg(test)]
-#[path = "marker_tests.rs"]
 mod tests;

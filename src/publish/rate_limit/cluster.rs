@@ -250,5 +250,4 @@ impl SharedLimiter {
 }
 
 #[cfg(test)]
-#[path = "cluster_tests.rs"]
 mod tests;

@@ -220,5 +220,4 @@ pub fn interpret(status: u16, body: &[u8]) -> Result<(), ImError> {
 }
 
 #[cfg(test)]
-#[path = "wire_tests.rs"]
 mod tests;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::*;
+use crate::config::*;
 
 const SECRET_VAR: &str = "ROOM_SERVICE__TENCENT_IM__SECRET_KEY";
 
@@ -115,7 +115,7 @@ fn every_shipped_file_sets_and_documents_every_key() {
             let above = i.checked_sub(1).and_then(|j| lines.get(j)).map(|l| l.trim_start());
             assert!(above.is_some_and(|l| l.starts_with('#')), "{name}: `{line}` has no comment");
         }
-        let keys = super::raw::default_keys().len();
+        let keys = crate::config::raw::default_keys().len();
         assert_eq!(leaves, keys, "{name} must set all {keys} keys explicitly");
     }
 }

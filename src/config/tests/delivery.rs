@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::tests::{IM_ON, fails_on, load_yaml, ok, refuses};
-use super::*;
+use super::{IM_ON, fails_on, load_yaml, ok, refuses};
+use crate::config::*;
 
 #[test]
 fn retry_strategy_is_fixed_interval_or_exponential() {

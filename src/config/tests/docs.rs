@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use super::ENV_PREFIX;
-use super::error::SECRET_KEYS;
-use super::raw::default_keys;
+use crate::config::ENV_PREFIX;
+use crate::config::error::SECRET_KEYS;
+use crate::config::raw::default_keys;
 
 /// One documented key: its default cell parsed as JSON, its env cell, its meaning, and the
 /// line it is on.

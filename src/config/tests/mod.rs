@@ -1,6 +1,13 @@
 //! Unit tests of loading (defaults, file, environment overrides, unknown keys, secrets), on YAML
-//! written to temporary files and an injected environment; the value rules are in
-//! `tests_rules.rs`.
+//! written to temporary files and an injected environment. Beside them: the value rules
+//! (`rules.rs`), authentication (`auth.rs`), delivery (`delivery.rs`), the config files shipped
+//! (`files.rs`) and the documentation of every key (`docs.rs`).
+
+mod auth;
+mod delivery;
+mod docs;
+mod files;
+mod rules;
 
 use std::io::Write;
 use std::time::Duration;

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use super::rules::sanitize_node_id;
-use super::tests::{fails_on, load_yaml, ok, refuses};
-use super::*;
+use super::{fails_on, load_yaml, ok, refuses};
+use crate::config::rules::sanitize_node_id;
+use crate::config::*;
 
 #[test]
 fn bad_durations_fail_naming_the_key() {
@@ -132,7 +132,7 @@ fn config_check_renders_every_key_with_secrets_redacted() {
     let mut file = tempfile::NamedTempFile::new().expect("temp file");
     std::io::Write::write_all(&mut file, b"database: {url: \"mysql://room:pw-in-url@db:3306/rooms\"}\n")
         .unwrap();
-    let (settings, yaml) = super::check_with_env(
+    let (settings, yaml) = crate::config::check_with_env(
         file.path(),
         vec![
             ("ROOM_SERVICE__HTTP__ADMIN_TOKEN".to_owned(), "tok-secret".to_owned()),

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use jsonwebtoken::Algorithm;
 
-use super::tests::{IM_ON, fails_on, load_yaml, ok, refuses};
-use super::*;
+use super::{IM_ON, fails_on, load_yaml, ok, refuses};
+use crate::config::*;
 
 const SECRET: &str = "an-hs256-key-of-at-least-32-bytes!!";
 const TOKEN: &str = "gateway-token-0123456789abcdef-xyz";
@@ -157,7 +157,7 @@ fn a_per_user_limit_needs_a_caller() {
 fn config_check_redacts_the_service_tokens_and_the_jwt_secret() {
     let mut file = tempfile::NamedTempFile::new().expect("temp file");
     std::io::Write::write_all(&mut file, b"auth: {mode: jwt, jwt: {algorithms: [HS256]}}\n").unwrap();
-    let (_, yaml) = super::check_with_env(
+    let (_, yaml) = crate::config::check_with_env(
         file.path(),
         vec![
             ("ROOM_SERVICE__AUTH__SERVICE_TOKENS".to_owned(), format!("gateway={TOKEN}")),
