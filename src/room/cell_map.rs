@@ -64,9 +64,10 @@ impl Cells {
         self.shards.iter().map(|shard| lock(shard).len()).sum()
     }
 
-    /// Lets go of `cell`, a read's hold of `room_id`'s cell, and drops the cell from the map
-    /// when it holds no room and nobody else holds it (the last reader of a room that does not
-    /// exist takes its cell away with it).
+    /// Lets go of `cell`, a read's (or a finished drain task's) hold of `room_id`'s cell, and
+    /// drops the cell from the map when it holds no room and nobody else holds it (the last
+    /// reader of a room that does not exist, or the drain task that refused its commands,
+    /// takes its cell away with it).
     pub(super) fn release(&self, room_id: &RoomId, cell: Arc<Cell>) {
         let mut shard = lock(self.shard(room_id));
         let ours = shard.get(room_id).is_some_and(|c| Arc::ptr_eq(c, &cell));

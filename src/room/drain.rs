@@ -20,12 +20,19 @@ use crate::domain::{RoomId, RoomState};
 pub(super) type Answer = (Queued, Result<Committed, RoomError>);
 
 impl RoomService {
-    /// Runs the cell's queue dry; one drain task per cell at a time.
+    /// Runs the cell's queue dry; one drain task per cell at a time. A cell left holding no
+    /// room (commands sent to a room that does not exist) goes with the task, as a read's does:
+    /// unknown rooms leave nothing behind in memory.
     pub(super) async fn drain(self, room_id: RoomId, cell: Arc<Cell>) {
-        let _guard = AbandonOnPanic(&cell);
+        let abandon = AbandonOnPanic(&cell);
         loop {
             let mut guard = cell.state.lock().await;
-            let Some(batch) = cell.next_batch(self.inner.options.max_commit_batch) else { return };
+            let Some(batch) = cell.next_batch(self.inner.options.max_commit_batch) else {
+                drop(guard);
+                drop(abandon);
+                self.inner.cells.release(&room_id, cell);
+                return;
+            };
             if batch.is_empty() {
                 continue;
             }

@@ -10,6 +10,7 @@ mod group_commit;
 mod lane;
 mod legacy;
 mod members;
+mod unknown;
 
 use std::time::Duration;
 
