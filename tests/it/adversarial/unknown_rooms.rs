@@ -174,3 +174,54 @@ async fn unknown_rooms_cost_nothing_lasting() {
     assert!(via_grpc.is_ok(), "and over gRPC: {via_grpc:?}");
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// Commands on rooms that do not exist, as a hostile client sends them over HTTP and gRPC: each
+/// is refused `room_not_found` and leaves no cell behind (the drain task that refused it takes
+/// the cell away), so a caller cannot grow other callers' node with ids of rooms that never were.
+#[tokio::test]
+async fn commands_on_unknown_rooms_over_http_and_grpc_leave_no_cell() {
+    use crate::support::TestDb;
+    use crate::support::app::{TestApp, settings};
+
+    let db = TestDb::sqlite().await;
+    let app = TestApp::start(settings(db.url(), None, &[])).await;
+    let mut refused = BTreeMap::<String, u32>::new();
+    for i in 0..300 {
+        let body = json!({"command_id": format!("h-{i}"), "user_id": "mallory"});
+        let (status, answer) = app.post(&format!("/v1/rooms/http-nope-{i}/join"), body).await;
+        let code = answer["error"]["code"].as_str().unwrap_or_default();
+        *refused.entry(format!("http {status} {code}")).or_default() += 1;
+    }
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", app.app.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .expect("gRPC connect");
+    let mut grpc = RoomServiceClient::new(channel);
+    for i in 0..300 {
+        let join = pb::MemberRequest {
+            command_id: format!("g-{i}"),
+            room_id: format!("grpc-nope-{i}"),
+            user_id: "mallory".into(),
+        };
+        let code = match grpc.join_room(join).await {
+            Ok(_) => "OK".to_owned(),
+            Err(status) => format!("{:?}", status.code()),
+        };
+        *refused.entry(format!("grpc {code}")).or_default() += 1;
+    }
+    let expected =
+        BTreeMap::from([("grpc NotFound".to_owned(), 300), ("http 404 room_not_found".to_owned(), 300)]);
+    assert_eq!(refused, expected);
+    let mut cells = app.app.rooms.cell_count();
+    for _ in 0..100 {
+        if cells == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        cells = app.app.rooms.cell_count();
+    }
+    assert_eq!(cells, 0, "600 refused commands on unknown rooms left {cells} cells in memory");
+    assert_eq!(db.count("room_command_log").await, 0, "nothing was written");
+    app.app.stop().await.expect("stop");
+}
