@@ -97,7 +97,7 @@ pub trait Classify {
 /// The bounded reason of an error (see [`Classify::reason`]); its class name when no error in
 /// the chain knows better.
 pub fn reason(error: &(dyn Error + 'static)) -> &'static str {
-    find_leaf(error).map_or_else(|| classify(error).as_str(), |leaf| leaf.reason())
+    find_leaf(error).map_or(ErrorClass::Transient.as_str(), |leaf| leaf.reason())
 }
 
 /// True when a permanent error refuses a message's content — what one of its events carries
@@ -113,20 +113,32 @@ pub fn is_app_wide(error: &(dyn Error + 'static)) -> bool {
     find_leaf(error).is_some_and(|leaf| leaf.app_wide())
 }
 
+impl Classify for tower::timeout::error::Elapsed {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Timeout
+    }
+}
+
+/// The first error of `error`'s `source()` chain that knows its class: a tower timeout, or a
+/// leaf error this crate knows (IM's, the rate limit's, a consumer sink's). The one walk behind
+/// [`classify`], [`reason`], [`is_content_refusal`] and [`is_app_wide`].
 fn find_leaf<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a dyn Classify> {
     let mut current: Option<&(dyn Error + 'static)> = Some(error);
     while let Some(err) = current {
-        if let Some(im) = err.downcast_ref::<crate::publish::tencent::ImError>() {
-            return Some(im);
-        }
-        if let Some(throttled) = err.downcast_ref::<crate::publish::rate_limit::Throttled>() {
-            return Some(throttled);
-        }
-        if let Some(late) = err.downcast_ref::<crate::publish::rate_limit::TooLate>() {
-            return Some(late);
-        }
-        if let Some(sink) = err.downcast_ref::<SinkError>() {
-            return Some(sink);
+        let known: Option<&dyn Classify> =
+            if let Some(e) = err.downcast_ref::<tower::timeout::error::Elapsed>() {
+                Some(e)
+            } else if let Some(e) = err.downcast_ref::<crate::publish::tencent::ImError>() {
+                Some(e)
+            } else if let Some(e) = err.downcast_ref::<crate::publish::rate_limit::Throttled>() {
+                Some(e)
+            } else if let Some(e) = err.downcast_ref::<crate::publish::turn::TooLate>() {
+                Some(e)
+            } else {
+                err.downcast_ref::<SinkError>().map(|e| e as &dyn Classify)
+            };
+        if known.is_some() {
+            return known;
         }
         current = err.source();
     }
@@ -136,31 +148,7 @@ fn find_leaf<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a dyn Classify> {
 /// Classifies an error by walking its `source()` chain: a tower timeout is
 /// [`ErrorClass::Timeout`], a leaf error answers for itself, anything else is transient.
 pub fn classify(error: &(dyn Error + 'static)) -> ErrorClass {
-    let mut current: Option<&(dyn Error + 'static)> = Some(error);
-    while let Some(err) = current {
-        if err.is::<tower::timeout::error::Elapsed>() {
-            return ErrorClass::Timeout;
-        }
-        if let Some(class) = leaf_class(err) {
-            return class;
-        }
-        current = err.source();
-    }
-    ErrorClass::Transient
-}
-
-/// Downcasts to the leaf error types this crate knows.
-fn leaf_class(err: &(dyn Error + 'static)) -> Option<ErrorClass> {
-    if let Some(im) = err.downcast_ref::<crate::publish::tencent::ImError>() {
-        return Some(im.class());
-    }
-    if err.is::<crate::publish::rate_limit::Throttled>() || err.is::<crate::publish::rate_limit::TooLate>() {
-        return Some(ErrorClass::Throttled);
-    }
-    if let Some(sink) = err.downcast_ref::<SinkError>() {
-        return Some(sink.class);
-    }
-    None
+    find_leaf(error).map_or(ErrorClass::Transient, |leaf| leaf.class())
 }
 
 #[cfg(test)]

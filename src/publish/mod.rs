@@ -18,17 +18,16 @@ pub mod pack;
 pub mod rate_limit;
 pub mod stack;
 pub mod trace;
+pub mod turn;
 
 pub mod tencent;
 #[cfg(test)]
 pub(crate) mod test_support;
 
 pub use error::{ErrorClass, classify};
+pub use turn::Turn;
 
 use std::sync::Arc;
-
-use tokio::sync::Notify;
-use tokio::time::Instant;
 
 /// The error type between layers.
 pub type BoxError = tower::BoxError;
@@ -49,43 +48,9 @@ pub struct Message {
     pub path: Path,
     /// The events, in order; never empty when built with [`Message::new`].
     pub events: Vec<Event>,
-    /// Notified when the message has to wait for a rate-limit permit (the room lane then
-    /// answers the commands waiting on it `pending` instead of holding them).
-    pub on_wait: Option<Arc<Notify>>,
-    /// The latest instant the sink may be called: a message whose rate-limit permit comes
-    /// later is answered [`rate_limit::TooLate`] without a call (a room lane's rows go to the
-    /// worker after a guard; a send started past it could race the worker's).
-    pub call_by: Option<Instant>,
-    /// Called once, when the message's rate-limit permit came after a wait, to add what its
-    /// source has ready by then (a room lane: the room's events committed meanwhile), so a
-    /// message carries whatever of the room is ready when it is sent.
-    pub refill: Option<Refill>,
-}
-
-/// What a waiting [`Message`] takes on when its permit comes: the caller's function, given
-/// the events so far, appends the next ones in order, within the caller's pack limits.
-#[derive(Clone)]
-pub struct Refill(Arc<RefillFn>);
-
-/// The function behind a [`Refill`].
-type RefillFn = dyn Fn(&mut Vec<Event>) + Send + Sync;
-
-impl Refill {
-    /// A refill by `add`.
-    pub fn new(add: impl Fn(&mut Vec<Event>) + Send + Sync + 'static) -> Self {
-        Self(Arc::new(add))
-    }
-
-    /// Appends to `events` what the source has ready now.
-    pub fn apply(&self, events: &mut Vec<Event>) {
-        (self.0)(events);
-    }
-}
-
-impl std::fmt::Debug for Refill {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Refill")
-    }
+    /// How it waits for its rate-limit permit: a room lane's message has a turn; without one,
+    /// a `sync` message finds a permit now or fails at once.
+    pub turn: Option<Turn>,
 }
 
 /// One event of a [`Message`].
@@ -112,7 +77,7 @@ impl Event {
 impl Message {
     /// A message of `events` (one or more, of `group`, in order) published by `path`.
     pub fn new(group: String, path: Path, events: Vec<Event>) -> Self {
-        Self { group, path, events, on_wait: None, call_by: None, refill: None }
+        Self { group, path, events, turn: None }
     }
 
     /// The first event; every message built by [`Message::new`] has one.

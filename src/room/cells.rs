@@ -6,8 +6,8 @@
 //! and dropped again when idle; the map of them is [`super::cell_map::Cells`].
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Mutex as AsyncMutex;
 
@@ -53,17 +53,13 @@ pub(super) struct Cell {
     /// it unloads (see [`LastSeen`]).
     pub(super) presence: LastSeen,
     queue: Mutex<Queue>,
-    /// The room's publish lane: its IM events in order, sent by one lane task at a time.
-    pub(super) lane: Lane,
+    /// The room's publish lane: its IM events in order, sent by one lane task at a time; and
+    /// its route (who sends them: the lane or the worker) with the shard lease epoch the room
+    /// is served under (0 without a cluster: under another epoch the room may have been changed
+    /// by another owner in between, so the state reloads).
+    pub(super) lane: Arc<Lane>,
     /// Last time (service clock, ms) a request used the cell.
     last_used_ms: AtomicI64,
-    /// The room's lane may send: nothing of the room older than its next event is undelivered.
-    /// False until checked against the database (a fresh cell does not know what earlier
-    /// processes left undelivered) and after the lane gave events to the worker.
-    pub(super) sync_clear: AtomicBool,
-    /// The shard lease epoch the state was loaded under (0 without a cluster): under another
-    /// epoch the room may have been changed by another owner in between, so it reloads.
-    epoch: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -125,7 +121,7 @@ impl Cell {
     pub(super) fn unload(&self, state: &mut CellState) {
         *state = CellState::Unloaded;
         self.presence.clear();
-        self.sync_clear.store(false, Ordering::Release);
+        self.lane.route.to_worker();
     }
 
     /// Sets `state` to the room just loaded (`None`: it does not exist); every member is seen
@@ -154,13 +150,13 @@ impl Cell {
 
     /// The shard lease epoch of the cell's state (0 without a cluster).
     pub(super) fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire)
+        self.lane.route.epoch()
     }
 
     /// Records that the room is served under the shard lease `epoch`; a state loaded under
     /// another epoch is unloaded (another owner may have changed the room in between).
     pub(super) fn enter_epoch(&self, epoch: u64, state: &mut CellState) {
-        if self.epoch.swap(epoch, Ordering::AcqRel) != epoch {
+        if self.lane.route.enter_epoch(epoch) {
             self.unload(state);
         }
     }

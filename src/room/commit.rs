@@ -18,11 +18,6 @@ use crate::store::{
     SnapshotWrite, StoreError, StoredCommand,
 };
 
-/// Time after twice `publish_timeout` before a worker may claim the rows of a fresh command:
-/// its lane starts sending it within one `publish_timeout` of the commit, and the send ends
-/// within another.
-const SYNC_CLAIM_MARGIN: Duration = Duration::from_secs(1);
-
 /// What became of a batch's write.
 pub(super) enum Written {
     /// Committed.
@@ -51,21 +46,14 @@ impl Written {
 /// Writes decided batches and loads rooms; counts the transactions.
 pub(super) struct Commit {
     repo: SharedCommandStore,
-    /// The outbox rows of a commit are not claimable by the worker before this has passed.
-    claim_after: Duration,
     transactions: AtomicU64,
     commands: AtomicU64,
 }
 
 impl Commit {
-    /// Commits through `repo`; the synchronous publish of a command takes `publish_timeout`.
-    pub(super) fn new(repo: SharedCommandStore, publish_timeout: Duration) -> Self {
-        Self {
-            repo,
-            claim_after: publish_timeout * 2 + SYNC_CLAIM_MARGIN,
-            transactions: AtomicU64::new(0),
-            commands: AtomicU64::new(0),
-        }
+    /// Commits through `repo`.
+    pub(super) fn new(repo: SharedCommandStore) -> Self {
+        Self { repo, transactions: AtomicU64::new(0), commands: AtomicU64::new(0) }
     }
 
     /// Room transactions committed and the commands they logged.
@@ -76,16 +64,17 @@ impl Commit {
         }
     }
 
-    /// Writes `plan` (decided on `items`) in one transaction fenced on `fence`.
+    /// Writes `plan` (decided on `items`) in one transaction fenced on `fence`, its outbox rows
+    /// not claimable by the worker before `claim_after` has passed.
     pub(super) async fn write(
         &self,
         room_id: &RoomId,
         items: &[Queued],
         plan: &Plan,
         fence: Option<u64>,
-        claimable_now: bool,
+        claim_after: Duration,
     ) -> Written {
-        let commit = self.room_commit(room_id, items, plan, fence, claimable_now);
+        let commit = room_commit(room_id, items, plan, fence, claim_after);
         let error = match self.repo.commit_room(&commit).await {
             Ok(()) => {
                 self.transactions.fetch_add(1, Ordering::Relaxed);
@@ -170,57 +159,55 @@ impl Commit {
             .map_err(|e| corrupt("a gift total", &e))?;
         Ok(Some(RoomState::restore(snapshot, members, senders)))
     }
+}
 
-    /// The transaction of a plan: what its logged commands wrote, net.
-    fn room_commit(
-        &self,
-        room_id: &RoomId,
-        items: &[Queued],
-        plan: &Plan,
-        fence: Option<u64>,
-        claimable_now: bool,
-    ) -> RoomCommit {
-        let mut commands = Vec::with_capacity(plan.logged.len());
-        let mut outbox = Vec::new();
-        for &index in &plan.logged {
-            let (Some(item), Some(committed)) = (items.get(index), plan.committed(index)) else { continue };
-            commands.push(logged_command(item, committed));
-            outbox.extend(committed.envelopes.iter().map(|(e, json)| NewOutboxRow {
-                event_id: e.event_id.clone(),
-                event_type: e.event_type.as_str(),
-                envelope: json.to_string(),
-            }));
-        }
-        let mut members = NetMembers::default();
-        let mut senders: BTreeMap<UserId, SenderTotal> = BTreeMap::new();
-        for change in &plan.changes {
-            match change {
-                Change::SenderTotal { user_id, total } => {
-                    senders.insert(user_id.clone(), *total);
-                }
-                other => members.record(other),
+/// The transaction of a plan: what its logged commands wrote, net.
+fn room_commit(
+    room_id: &RoomId,
+    items: &[Queued],
+    plan: &Plan,
+    fence: Option<u64>,
+    claim_after: Duration,
+) -> RoomCommit {
+    let mut commands = Vec::with_capacity(plan.logged.len());
+    let mut outbox = Vec::new();
+    for &index in &plan.logged {
+        let (Some(item), Some(committed)) = (items.get(index), plan.committed(index)) else { continue };
+        commands.push(logged_command(item, committed));
+        outbox.extend(committed.envelopes.iter().map(|(e, json)| NewOutboxRow {
+            event_id: e.event_id.clone(),
+            event_type: e.event_type.as_str(),
+            envelope: json.to_string(),
+        }));
+    }
+    let mut members = NetMembers::default();
+    let mut senders: BTreeMap<UserId, SenderTotal> = BTreeMap::new();
+    for change in &plan.changes {
+        match change {
+            Change::SenderTotal { user_id, total } => {
+                senders.insert(user_id.clone(), *total);
             }
+            other => members.record(other),
         }
-        RoomCommit {
-            room_id: room_id.to_string(),
-            expected_version: plan.expected_version,
-            snapshot: plan.changed.then(|| plan.state.as_ref().map(snapshot_write)).flatten(),
-            commands,
-            outbox,
-            members: members.into_changes(),
-            gift_totals: senders
-                .into_iter()
-                .map(|(user_id, t)| GiftTotalRow {
-                    user_id: user_id.to_string(),
-                    total_value: t.total_value,
-                    first_version: t.first_version,
-                })
-                .collect(),
-            // The worker's at once when the room's lane has given the room to it.
-            publish_timeout: if claimable_now { Duration::ZERO } else { self.claim_after },
-            shard: shard_of(room_id.as_str()),
-            fence,
-        }
+    }
+    RoomCommit {
+        room_id: room_id.to_string(),
+        expected_version: plan.expected_version,
+        snapshot: plan.changed.then(|| plan.state.as_ref().map(snapshot_write)).flatten(),
+        commands,
+        outbox,
+        members: members.into_changes(),
+        gift_totals: senders
+            .into_iter()
+            .map(|(user_id, t)| GiftTotalRow {
+                user_id: user_id.to_string(),
+                total_value: t.total_value,
+                first_version: t.first_version,
+            })
+            .collect(),
+        claim_after,
+        shard: shard_of(room_id.as_str()),
+        fence,
     }
 }
 

@@ -48,6 +48,9 @@ impl std::fmt::Debug for Queued {
     }
 }
 
+/// One command's answer after its batch was decided and committed, before publishing.
+pub(super) type Answer = (Queued, Result<Committed, RoomError>);
+
 /// A decided command waiting to be published: its response so far and its events.
 pub(super) struct Committed {
     pub(super) response: CommandResponse,

@@ -1,8 +1,9 @@
-//! A room's drain task, where the service runs its steps: while commands are queued on the
-//! cell, take up to `max_commit_batch` of them, decide them in order on the committed state
-//! ([`Decide`]), commit them in ONE transaction ([`super::commit::Commit`]), swap memory, and
-//! hand them to the publish lane ([`super::sync_publish::SyncPublish`]; what has nothing to
-//! publish is answered at once).
+//! A room's drain task ([`Drain`]), where the service runs its steps: while commands are
+//! queued on the cell, take up to `max_commit_batch` of them, decide them in order on the
+//! committed state ([`Decide`]), ask the hand-off who sends their events ([`Route`]), commit
+//! them in ONE transaction ([`super::commit::Commit`]), swap memory, and hand them to the
+//! publish step ([`super::sync_publish::SyncPublish`]; what has nothing to publish is answered
+//! at once).
 //!
 //! The task is spawned, so a caller that goes away never interrupts a commit: its command is
 //! skipped if it was still queued, and runs to the end otherwise.
@@ -11,26 +12,37 @@ use std::sync::Arc;
 
 use super::cells::{Cell, CellState};
 use super::commit::Written;
-use super::decide::{Committed, Decide, Decision, Queued};
+use super::decide::{Answer, Decide, Decision, Queued};
 use super::error::RoomError;
-use super::service::RoomService;
+use super::handoff::Route;
+use super::steps::Steps;
 use crate::domain::{RoomId, RoomState};
 
-/// One command's answer before publishing.
-pub(super) type Answer = (Queued, Result<Committed, RoomError>);
+/// The drain task of one room's cell; one per cell at a time.
+pub(super) struct Drain {
+    steps: Arc<Steps>,
+    room_id: RoomId,
+    cell: Arc<Cell>,
+}
 
-impl RoomService {
-    /// Runs the cell's queue dry; one drain task per cell at a time. A cell left holding no
-    /// room (commands sent to a room that does not exist) goes with the task, as a read's does:
-    /// unknown rooms leave nothing behind in memory.
-    pub(super) async fn drain(self, room_id: RoomId, cell: Arc<Cell>) {
-        let abandon = AbandonOnPanic(&cell);
+impl Drain {
+    /// The drain task of `cell`, the cell of `room_id`.
+    pub(super) fn new(steps: Arc<Steps>, room_id: RoomId, cell: Arc<Cell>) -> Self {
+        Self { steps, room_id, cell }
+    }
+
+    /// Runs the cell's queue dry. A cell left holding no room (commands sent to a room that
+    /// does not exist) goes with the task, as a read's does: unknown rooms leave nothing behind
+    /// in memory.
+    pub(super) async fn run(self) {
+        let cell = &self.cell;
+        let abandon = AbandonOnPanic(cell);
         loop {
             let mut guard = cell.state.lock().await;
-            let Some(batch) = cell.next_batch(self.inner.options.max_commit_batch) else {
+            let Some(batch) = cell.next_batch(self.steps.options.max_commit_batch) else {
                 drop(guard);
                 drop(abandon);
-                self.inner.cells.release(&room_id, cell);
+                self.steps.cells.release(&self.room_id, Arc::clone(cell));
                 return;
             };
             if batch.is_empty() {
@@ -39,59 +51,53 @@ impl RoomService {
             // Before anything of the batch reaches the database: the lane's deadline for its
             // events starts here, never after the rows' claim guard (which starts at their INSERT).
             let started = tokio::time::Instant::now();
-            let (answers, lane_owned) = self.run_batch(&room_id, &cell, &mut guard, batch).await;
+            let (answers, route) = self.run_batch(&mut guard, batch).await;
             drop(guard);
-            self.inner.publish.in_lane(&cell, answers, lane_owned, started).await;
+            self.steps.publish.publish(&cell.lane, answers, route, started).await;
         }
     }
 
     /// Decides and commits `items` on the room; every item gets an answer. A version conflict
     /// (another node moved the room on) reloads and decides the batch again, once; commands
     /// found already logged are answered from the log and the rest decided again. Also says
-    /// whether the room's lane sends the batch's IM events (else they were committed
-    /// claimable at once, for the worker).
-    async fn run_batch(
-        &self,
-        room_id: &RoomId,
-        cell: &Cell,
-        slot: &mut CellState,
-        items: Vec<Queued>,
-    ) -> (Vec<Answer>, bool) {
-        // The epoch fence first: entering a new epoch unloads the cell and hands its room to the
-        // worker, so the lane's ownership is decided under the epoch the batch commits under.
-        if let Err(error) = self.fence(room_id, cell, slot) {
-            return (fail_all(Vec::new(), items, error), false);
+    /// who sends the batch's IM events (on the worker's route they were committed claimable at
+    /// once).
+    async fn run_batch(&self, slot: &mut CellState, items: Vec<Queued>) -> (Vec<Answer>, Route) {
+        // The epoch fence first: entering a new epoch unloads the cell and sends its room to
+        // the worker, so the route is decided under the epoch the batch commits under.
+        if let Err(error) = self.steps.fence(&self.room_id, &self.cell, slot) {
+            return (fail_all(Vec::new(), items, error), Route::Worker);
         }
-        let lane_owned = self.inner.publish.lane_owns(room_id, cell).await;
-        (self.decide_and_commit(room_id, cell, slot, items, lane_owned).await, lane_owned)
+        let route = self.steps.publish.handoff().route_for_commit(&self.room_id, &self.cell.lane.route).await;
+        (self.decide_and_commit(slot, items, route).await, route)
     }
 
     async fn decide_and_commit(
         &self,
-        room_id: &RoomId,
-        cell: &Cell,
         slot: &mut CellState,
         mut items: Vec<Queued>,
-        lane_owned: bool,
+        route: Route,
     ) -> Vec<Answer> {
+        let (steps, room_id, cell) = (&*self.steps, &self.room_id, &*self.cell);
+        let claim_after = steps.publish.handoff().claim_after(route);
         let mut answers: Vec<Answer> = Vec::with_capacity(items.len());
         let mut reloaded = false;
         while !items.is_empty() {
-            let fence = match self.fence(room_id, cell, slot) {
+            let fence = match steps.fence(room_id, cell, slot) {
                 Ok(fence) => fence,
                 Err(e) => return fail_all(answers, items, e),
             };
-            let state = match self.loaded(room_id, cell, slot).await {
+            let state = match steps.loaded(room_id, cell, slot).await {
                 Ok(state) => state.cloned(),
                 Err(e) => return fail_all(answers, items, e),
             };
             let cell_version = state.as_ref().map(|s| s.version);
-            let plan = Decide::new(room_id, (self.inner.clock)()).batch(state.as_ref(), &items);
+            let plan = Decide::new(room_id, (steps.clock)()).batch(state.as_ref(), &items);
             if plan.writes_nothing() {
                 // Nothing to write: every command was refused (or skipped) on the cell's state,
                 // which another node may have moved on. Reload and decide again, once.
                 if !reloaded {
-                    match self.inner.commit.is_stale(room_id, cell_version).await {
+                    match steps.commit.is_stale(room_id, cell_version).await {
                         Ok(true) => {
                             reloaded = true;
                             cell.unload(slot);
@@ -103,9 +109,9 @@ impl RoomService {
                 }
                 return self.settle(answers, items, plan.decisions, state).await;
             }
-            match self.inner.commit.write(room_id, &items, &plan, fence, !lane_owned).await {
+            match steps.commit.write(room_id, &items, &plan, fence, claim_after).await {
                 Written::Committed => {
-                    cell.committed(slot, plan.state.clone(), &plan.changes, (self.inner.clock)());
+                    cell.committed(slot, plan.state.clone(), &plan.changes, (steps.clock)());
                     return self.settle(answers, items, plan.decisions, plan.state).await;
                 }
                 Written::Repeats(logged) => {
@@ -115,11 +121,8 @@ impl RoomService {
                         .into_iter()
                         .partition(|q| logged.iter().any(|c| c.belongs_to(&q.key(), &q.fingerprint)));
                     for item in repeats {
-                        let answer = self
-                            .inner
-                            .replay
-                            .answer(&item.key(), &item.fingerprint, None, room.clone())
-                            .await;
+                        let answer =
+                            steps.replay.answer(&item.key(), &item.fingerprint, None, room.clone()).await;
                         answers.push((item, answer));
                     }
                     items = rest;
@@ -134,8 +137,7 @@ impl RoomService {
                     // The database refused the batch over one command's data (or two of its
                     // commands are the same one): each goes alone, so only the culprit fails.
                     for item in items {
-                        let alone =
-                            Box::pin(self.decide_and_commit(room_id, cell, slot, vec![item], lane_owned));
+                        let alone = Box::pin(self.decide_and_commit(slot, vec![item], route));
                         answers.extend(alone.await);
                     }
                     return answers;
@@ -166,7 +168,7 @@ impl RoomService {
             let answer = match decision {
                 Decision::Done(committed) => Ok(committed),
                 Decision::Refused(refused) => {
-                    self.inner
+                    self.steps
                         .replay
                         .answer(&item.key(), &item.fingerprint, Some(refused), room.clone())
                         .await

@@ -23,6 +23,7 @@ mod commit;
 mod decide;
 mod drain;
 mod error;
+mod handoff;
 mod lane;
 mod last_seen;
 pub mod marker;
@@ -35,7 +36,9 @@ mod reads;
 mod replay;
 mod request;
 mod service;
+mod steps;
 mod sync_publish;
+mod waiting;
 
 pub use error::RoomError;
 pub use last_seen::Heartbeats;

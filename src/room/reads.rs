@@ -34,9 +34,9 @@ impl RoomService {
             return Ok(beats?);
         }
         let mut guard = cell.state.lock().await;
-        let fence = self.fence(room_id, &cell, &mut guard)?;
+        let fence = self.inner.fence(room_id, &cell, &mut guard)?;
         let generation = self.inner.misses.generation();
-        if self.loaded(room_id, &cell, &mut guard).await?.is_none() {
+        if self.inner.loaded(room_id, &cell, &mut guard).await?.is_none() {
             self.inner.misses.remember(room_id, generation, Instant::now());
         }
         let beats = cell.presence.touch(fence.unwrap_or(0), user_ids, (self.inner.clock)());
@@ -70,9 +70,9 @@ impl RoomService {
         self.inner.options.ownership.fence(room_id.as_str()).map_err(|_| RoomError::NotOwner)?;
         let cell = self.read_cell(room_id).ok_or(DomainError::RoomNotFound)?;
         let mut guard = cell.state.lock().await;
-        self.fence(room_id, &cell, &mut guard)?;
+        self.inner.fence(room_id, &cell, &mut guard)?;
         let generation = self.inner.misses.generation();
-        let room = self.loaded(room_id, &cell, &mut guard).await?.map(|room| room.clone());
+        let room = self.inner.loaded(room_id, &cell, &mut guard).await?.map(|room| room.clone());
         drop(guard);
         room.ok_or_else(|| {
             self.inner.misses.remember(room_id, generation, Instant::now());

@@ -9,9 +9,10 @@ use tokio::sync::oneshot;
 
 use super::Clock;
 use super::cell_map::Cells;
-use super::cells::{Cell, CellState};
+use super::cells::Cell;
 use super::commit::Commit;
 use super::decide::Queued;
+use super::drain::Drain;
 use super::error::RoomError;
 use super::marker::MarkerStats;
 use super::misses::Misses;
@@ -20,8 +21,9 @@ use super::outcome::{CommandResponse, fingerprint, result_label};
 use super::pay::Payments;
 use super::replay::Replay;
 use super::request::CommandRequest;
+use super::steps::Steps;
 use super::sync_publish::{PublishSettings, SyncPublish};
-use crate::domain::{Command, CommandId, DomainError, RoomId, RoomState, UserId};
+use crate::domain::{Command, CommandId, DomainError, RoomId, UserId};
 use crate::publish::Publisher;
 use crate::store::{CommandKey, SharedCommandStore};
 use crate::telemetry::names;
@@ -36,24 +38,7 @@ fn principal(caller: Option<String>, command: &Command) -> String {
 /// Runs room commands; cheap to clone.
 #[derive(Clone)]
 pub struct RoomService {
-    pub(super) inner: Arc<Inner>,
-}
-
-/// The cells and the steps a command goes through, each with its own data.
-pub(super) struct Inner {
-    pub(super) cells: Cells,
-    /// Rooms found missing lately: reads and heartbeats of them leave no cell behind.
-    pub(super) misses: Misses,
-    pub(super) options: RoomOptions,
-    pub(super) clock: Clock,
-    /// Pays for gifts before they are queued.
-    payments: Arc<Payments>,
-    /// Writes decided batches and loads rooms.
-    pub(super) commit: Commit,
-    /// Answers repeated command ids from the log.
-    pub(super) replay: Replay,
-    /// Publishes committed events in room order and marks them.
-    pub(super) publish: Arc<SyncPublish>,
+    pub(super) inner: Arc<Steps>,
 }
 
 impl std::fmt::Debug for RoomService {
@@ -78,13 +63,13 @@ impl RoomService {
             pack: options.pack,
         };
         let publish = SyncPublish::new(publisher, repo.clone(), settings, options.worker_wake.clone());
-        let inner = Inner {
+        let inner = Steps {
             cells: Cells::default(),
             misses: Misses::default(),
             payments: Arc::new(Payments::new(options.wallet.clone(), repo.clone())),
-            commit: Commit::new(repo.clone(), options.publish_timeout),
+            commit: Commit::new(repo.clone()),
             replay: Replay::new(repo),
-            publish: Arc::new(publish),
+            publish,
             options,
             clock,
         };
@@ -93,7 +78,7 @@ impl RoomService {
 
     /// Waits until the delivery marks of every command answered so far are written (or failed).
     pub async fn flush_delivery_marks(&self) {
-        self.inner.publish.marker().flush().await;
+        self.inner.publish.handoff().marker().flush().await;
     }
 
     /// Room transactions committed and the commands they logged: their ratio is the average
@@ -109,14 +94,14 @@ impl RoomService {
 
     /// Counters of the delivery marker (statements vs events marked).
     pub fn delivery_marker_stats(&self) -> MarkerStats {
-        self.inner.publish.marker().stats()
+        self.inner.publish.handoff().marker().stats()
     }
 
     /// Writes the pending delivery marks and stops the marker task; call after the last
     /// command has finished and before the pool closes. Later marks are dropped (their rows
     /// stay pending for the worker).
     pub async fn shutdown(&self) {
-        self.inner.publish.marker().shutdown().await;
+        self.inner.publish.handoff().marker().shutdown().await;
     }
 
     /// Applies `command` to `room_id` (idempotent by `command_id`), commits it, publishes its
@@ -186,7 +171,7 @@ impl RoomService {
     ) -> Result<CommandResponse, RoomError> {
         let cell = self.cell(&room_id);
         if cell.enqueue(item) {
-            tokio::spawn(self.clone().drain(room_id, cell));
+            tokio::spawn(Drain::new(Arc::clone(&self.inner), room_id, cell).run());
         }
         // The drain task always answers; a lost answer means it died mid-batch.
         answer.await.unwrap_or_else(|_| Err(RoomError::unknown_outcome()))
@@ -238,36 +223,8 @@ impl RoomService {
         self.inner.cells.len()
     }
 
-    /// The commit fence of the room while this node owns it (`None` without a cluster);
-    /// unloads a cell loaded under another epoch (the room may have moved on elsewhere).
-    pub(super) fn fence(
-        &self,
-        room_id: &RoomId,
-        cell: &Cell,
-        slot: &mut CellState,
-    ) -> Result<Option<u64>, RoomError> {
-        let fence = self.inner.options.ownership.fence(room_id.as_str()).map_err(|_| RoomError::NotOwner)?;
-        cell.enter_epoch(fence.unwrap_or(0), slot);
-        Ok(fence)
-    }
-
     /// True when this node may serve `room_id` now.
     pub fn owns(&self, room_id: &RoomId) -> bool {
         self.inner.options.ownership.owns(room_id.as_str())
-    }
-
-    /// Loads the cell's state from the database if it is not loaded yet (its presence seeded
-    /// at load time); the room, if any.
-    pub(super) async fn loaded<'a>(
-        &self,
-        room_id: &RoomId,
-        cell: &Cell,
-        slot: &'a mut CellState,
-    ) -> Result<Option<&'a mut RoomState>, RoomError> {
-        if let CellState::Unloaded = slot {
-            let room = self.inner.commit.load(room_id).await?;
-            cell.load(slot, room, (self.inner.clock)());
-        }
-        Ok(slot.room_mut())
     }
 }

@@ -63,7 +63,7 @@ pub trait CommandStore: Send + Sync {
     async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError>;
 
     /// One transaction: the commands' log rows, outbox rows (`pending`, claimable after
-    /// `publish_timeout`), member and gift rows, and the snapshot fenced on
+    /// `claim_after`), member and gift rows, and the snapshot fenced on
     /// `expected_version`.
     async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError>;
 }

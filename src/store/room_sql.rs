@@ -154,7 +154,7 @@ pub(super) fn insert_command_log<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB
     q
 }
 
-/// The commands' outbox rows: `pending`, claimable once `publish_timeout` has passed.
+/// The commands' outbox rows: `pending`, claimable once `claim_after` has passed.
 pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(
@@ -169,7 +169,7 @@ pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
         }
         DB::bind_i64(&mut q, i64::from(c.shard));
         q.push(format!(", 'pending', 0, {now} + "));
-        DB::bind_i64(&mut q, millis(c.publish_timeout));
+        DB::bind_i64(&mut q, millis(c.claim_after));
         q.push(format!(", {now}, {now})"));
     }
     q

@@ -158,7 +158,7 @@ pub struct RoomCommit {
     /// Gift totals to insert or overwrite.
     pub gift_totals: Vec<GiftTotalRow>,
     /// The rows are not claimable by a worker before this much time has passed.
-    pub publish_timeout: Duration,
+    pub claim_after: Duration,
     /// The room's shard (stored on its outbox rows: an owner relays its own shards first).
     pub shard: u16,
     /// The epoch of the shard lease this node committed under (`None`: no cluster, no fence).

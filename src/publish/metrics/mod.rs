@@ -13,7 +13,8 @@
 //!   not throttled): `room_im_calls_total{path,result}` (`result` = delivered or the error
 //!   class) and `room_im_events_per_call{path}`, the events it carried.
 //!
-//! Events a [`Refill`] adds to a message while it waits for its permit count with it.
+//! Events a message's [`Turn`](crate::publish::Turn) adds while it waits for its permit count
+//! with it.
 //!
 //! Every label value is bounded, so [`register_zero`] exports each series at 0 from startup. Time comes from `tokio::time::Instant`, so paused-time tests
 //! are exact. A publish whose future is dropped before completing (its caller went away) is
@@ -22,7 +23,6 @@
 mod future;
 mod layer;
 
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use metrics::{counter, histogram};
@@ -31,7 +31,7 @@ use tower::Service;
 
 pub use self::future::ResponseFuture;
 pub use self::layer::MetricsLayer;
-use crate::publish::{BoxError, ErrorClass, Message, Outcome, Path, Refill};
+use crate::publish::{BoxError, ErrorClass, Message, Outcome, Path};
 use crate::telemetry::names::{
     IM_CALLS_TOTAL, IM_EVENTS_PER_CALL, LABEL_CLASS, LABEL_EVENT_TYPE, LABEL_PATH, LABEL_RESULT,
     PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS, PUBLISH_SUCCESS_TOTAL,
@@ -102,22 +102,12 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, mut message: Message) -> Self::Future {
+    fn call(&mut self, message: Message) -> Self::Future {
         // Started before the inner call: work a leaf does synchronously in `call` counts too.
         let start = Instant::now();
         let (path, event_types) = (message.path, message.events.iter().map(|e| e.event_type).collect());
-        // Events a refill adds below count with the message's own.
-        let added = message.refill.take().map(|refill| {
-            let added = Arc::new(Mutex::new(Vec::new()));
-            let record = Arc::clone(&added);
-            message.refill = Some(Refill::new(move |events| {
-                let before = events.len();
-                refill.apply(events);
-                let mut record = record.lock().unwrap_or_else(|e| e.into_inner());
-                record.extend(events.iter().skip(before).map(|e| e.event_type));
-            }));
-            added
-        });
+        // Events its turn adds below (after a wait for a permit) count with the message's own.
+        let added = message.turn.clone();
         ResponseFuture::new(self.inner.call(message), path, event_types, added, start)
     }
 }

@@ -106,20 +106,22 @@ async fn timeout_from_below_is_classified_timeout() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn events_a_refill_adds_below_are_counted_with_the_message() {
+async fn events_a_turn_adds_below_are_counted_with_the_message() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _local = metrics::set_default_local_recorder(&recorder);
     let mut m = message("RoomUserJoined", Path::Sync);
-    m.refill = Some(crate::publish::Refill::new(|events| {
+    let call_by = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+    let notice = std::sync::Arc::new(tokio::sync::Notify::new());
+    m.turn = Some(crate::publish::Turn::new(notice, call_by, |events| {
         let mut gift = events[0].clone();
         gift.event_type = "RoomGiftSent";
         events.push(gift);
     }));
-    // A leaf that runs the refill, as the rate limit does after a wait.
+    // A leaf that hands the message back to its turn, as the rate limit does after a wait.
     let leaf = tower::service_fn(|mut m: Message| async move {
-        if let Some(refill) = m.refill.take() {
-            refill.apply(&mut m.events);
+        if let Some(turn) = m.turn.take() {
+            turn.permit_came(&mut m.events).unwrap();
         }
         assert_eq!(m.events.len(), 2);
         Ok::<_, BoxError>(Outcome::Delivered)

@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use pin_project_lite::pin_project;
 use tower::Service;
 
+use super::Throttled;
 use super::limits::Limits;
-use super::{Throttled, TooLate};
 use crate::publish::error::{ErrorClass, classify, is_app_wide};
 use crate::publish::{BoxError, Message, Outcome};
 
@@ -57,14 +57,14 @@ impl<S: Service<Message>> ResponseFuture<S> {
         Self { state: State::Called { fut, limits, group } }
     }
 
-    /// Background paths, and a sync message refused a permit now that may wait (it has an
-    /// `on_wait`, which is told first): waits for every permit — the worker's share too when
-    /// `worker` — then calls `ready`.
+    /// Background paths, and a sync message refused a permit now that may wait (it has a turn,
+    /// which is told first): waits for every permit — the worker's share too when `worker` —
+    /// then calls `ready`.
     pub(super) fn waiting(ready: S, message: Message, limits: Arc<Limits>, worker: bool) -> Self {
         let waiter = Arc::clone(&limits);
         let group = message.group.clone();
-        if let Some(notice) = &message.on_wait {
-            notice.notify_one();
+        if let Some(turn) = &message.turn {
+            turn.must_wait();
         }
         let permit = Box::pin(async move {
             waiter.acquire(group, worker).await;
@@ -75,16 +75,16 @@ impl<S: Service<Message>> ResponseFuture<S> {
 
     /// Sync path with the cluster's quota: asks it for the app-wide permit (one round trip),
     /// then calls `ready`; without one, waits for it when the message may wait (telling its
-    /// `on_wait`), or is throttled.
+    /// turn), or is throttled.
     pub(super) fn asking(ready: S, message: Message, limits: Arc<Limits>) -> Self {
         let asker = Arc::clone(&limits);
-        let (group, notice) = (message.group.clone(), message.on_wait.clone());
+        let (group, turn) = (message.group.clone(), message.turn.clone());
         let permit = Box::pin(async move {
             if asker.check_cluster().await {
                 return true;
             }
-            let Some(notice) = notice else { return false };
-            notice.notify_one();
+            let Some(turn) = turn else { return false };
+            turn.must_wait();
             asker.acquire(group, false).await;
             true
         });
@@ -110,12 +110,11 @@ where
                     let Some((mut service, mut message)) = ready.take() else {
                         return Poll::Ready(Err("rate limit future polled after completion".into()));
                     };
-                    if message.call_by.is_some_and(|by| tokio::time::Instant::now() > by) {
-                        return Poll::Ready(Err(TooLate.into()));
-                    }
-                    // It waited: what its source has ready now goes in the same call.
-                    if let Some(refill) = message.refill.take() {
-                        refill.apply(&mut message.events);
+                    // It waited: too late, or what its source has ready now goes in the same call.
+                    if let Some(turn) = message.turn.take()
+                        && let Err(too_late) = turn.permit_came(&mut message.events)
+                    {
+                        return Poll::Ready(Err(too_late.into()));
                     }
                     let group = message.group.clone();
                     State::Called { fut: service.call(message), limits: Arc::clone(limits), group }

@@ -5,19 +5,16 @@
 //! and above the timeout (waiting for a permit is not part of a call's time budget):
 //!
 //! - path `sync` (a room's lane) takes a permit now if there is one; otherwise a message with
-//!   an `on_wait` notice tells it (the lane then answers its waiting commands `pending`) and
-//!   waits for its permits, and one without fails at once with [`Throttled`] (class
-//!   `throttled`);
+//!   a [`Turn`](crate::publish::Turn) waits its turn on the turn's terms (told first, then its
+//!   permit, then handed back to the turn: too late, or refilled), and one without fails at
+//!   once with [`Throttled`] (class `throttled`);
 //! - path `worker` waits for its permits, and first for a permit of its own limiter at
 //!   `worker_share` of the app-wide rate, so live events keep headroom during a backlog drain.
 //!
-//! A message that waited for its permit takes on, through its [`Message::refill`], what its
-//! source has ready when the permit comes (a room lane's events committed during the wait), so
-//! the wait a room's turn costs is paid once by everything ready at its turn.
-//!
-//! A message with a [`Message::call_by`] whose permit comes after it is answered [`TooLate`]
-//! without a call: a process frozen while a lane waited (SIGSTOP, a VM pause) must not send
-//! rows the worker of another node may have taken and delivered meanwhile.
+//! A message that waited for its permit takes on, through its turn, what its source has ready
+//! when the permit comes (a room lane's events committed during the wait), so the wait a room's
+//! turn costs is paid once by everything ready at its turn; a permit past the turn's `call_by`
+//! is [`TooLate`](crate::publish::turn::TooLate), and the sink is not called.
 //!
 //! When the receiver answers rate-limited anyway (60007 and kin, `MsgDropReason`), the group —
 //! or the whole app, for app-wide codes — is paused for `pause`: the sync path is throttled and
@@ -59,25 +56,6 @@ use crate::publish::{BoxError, Message, Outcome, Path};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("no IM rate-limit permit right now; left pending for the outbox worker")]
 pub struct Throttled;
-
-/// A message's permit came after its [`Message::call_by`]: the sink was not called and the
-/// events are left pending for the outbox worker (class `throttled`: never reached the
-/// receiver).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "its rate-limit permit came after the latest time it could be sent; left pending for the outbox worker"
-)]
-pub struct TooLate;
-
-impl Classify for TooLate {
-    fn class(&self) -> ErrorClass {
-        ErrorClass::Throttled
-    }
-
-    fn reason(&self) -> &'static str {
-        "too_late"
-    }
-}
 
 impl Classify for Throttled {
     fn class(&self) -> ErrorClass {
@@ -122,7 +100,7 @@ where
                     let group = message.group.clone();
                     ResponseFuture::called(self.inner.call(message), limits, group)
                 }
-                Admission::Refused if message.on_wait.is_some() => {
+                Admission::Refused if message.turn.is_some() => {
                     ResponseFuture::waiting(self.take_ready(), message, limits, false)
                 }
                 Admission::Refused => ResponseFuture::throttled(),

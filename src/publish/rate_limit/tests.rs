@@ -197,10 +197,23 @@ async fn with_the_cluster_quota_a_permit_one_node_took_is_gone_for_the_other() {
     assert_eq!(calls.lock().unwrap().len(), 2);
 }
 
-/// A lane's sync message: it waits for its permit after telling its notice.
+/// A lane's sync message: it waits for its permit after telling its notice, may be called for
+/// an hour, and takes on nothing.
 fn waiting_msg(group: &str, notice: &Arc<tokio::sync::Notify>) -> Message {
+    turn_msg(group, notice, Duration::from_secs(3600), |_| {})
+}
+
+/// A lane's sync message with a turn: told through `notice`, called by `call_within` from now,
+/// refilled by `refill`.
+fn turn_msg(
+    group: &str,
+    notice: &Arc<tokio::sync::Notify>,
+    call_within: Duration,
+    refill: impl Fn(&mut Vec<crate::publish::Event>) + Send + Sync + 'static,
+) -> Message {
     let mut m = msg(group, Path::Sync);
-    m.on_wait = Some(Arc::clone(notice));
+    let call_by = tokio::time::Instant::now() + call_within;
+    m.turn = Some(crate::publish::Turn::new(Arc::clone(notice), call_by, refill));
     m
 }
 
@@ -257,15 +270,13 @@ async fn a_message_whose_permit_comes_after_its_call_by_is_not_sent() {
     let notice = Arc::new(tokio::sync::Notify::new());
     assert_eq!(svc.clone().oneshot(waiting_msg("r1", &notice)).await.unwrap(), Outcome::Delivered);
     // The group's next permit is a second away; this message may be called for 100 ms only.
-    let mut late = waiting_msg("r1", &notice);
-    late.call_by = Some(tokio::time::Instant::now() + Duration::from_millis(100));
+    let late = turn_msg("r1", &notice, Duration::from_millis(100), |_| {});
     let error = svc.clone().oneshot(late).await.unwrap_err();
-    assert!(error.is::<TooLate>(), "{error}");
+    assert!(error.is::<crate::publish::turn::TooLate>(), "{error}");
     assert_eq!(classify(error.as_ref()), ErrorClass::Throttled);
     assert_eq!(calls.lock().unwrap().len(), 1, "the late message never reached the sink");
     // One whose call_by the permit meets is sent.
-    let mut in_time = waiting_msg("r1", &notice);
-    in_time.call_by = Some(tokio::time::Instant::now() + Duration::from_secs(5));
+    let in_time = turn_msg("r1", &notice, Duration::from_secs(5), |_| {});
     assert_eq!(svc.clone().oneshot(in_time).await.unwrap(), Outcome::Delivered);
     assert_eq!(calls.lock().unwrap().len(), 2);
 }
@@ -283,19 +294,17 @@ async fn a_message_that_waited_takes_on_its_refill_and_one_that_did_not_never_ru
     let svc = RateLimitLayer::new(options(1000, 1)).layer(leaf);
     let notice = Arc::new(tokio::sync::Notify::new());
     let refill = |id: &'static str| {
-        crate::publish::Refill::new(move |events| {
+        move |events: &mut Vec<crate::publish::Event>| {
             let mut more = events[0].clone();
             more.event_id = id.to_owned();
             events.push(more);
-        })
+        }
     };
     // A permit now: sent as it is, the refill never runs.
-    let mut first = waiting_msg("r1", &notice);
-    first.refill = Some(refill("never"));
+    let first = turn_msg("r1", &notice, Duration::from_secs(3600), refill("never"));
     svc.clone().oneshot(first).await.unwrap();
     // The group's next permit is a second away: the refill runs when it comes.
-    let mut second = waiting_msg("r1", &notice);
-    second.refill = Some(refill("added"));
+    let second = turn_msg("r1", &notice, Duration::from_secs(3600), refill("added"));
     let own = second.events[0].event_id.clone();
     svc.clone().oneshot(second).await.unwrap();
     let seen = seen.lock().unwrap();

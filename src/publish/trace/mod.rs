@@ -61,7 +61,7 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, mut message: Message) -> Self::Future {
+    fn call(&mut self, message: Message) -> Self::Future {
         let span = tracing::info_span!(
             "publish",
             event_id = %message.event_id(),
@@ -72,19 +72,13 @@ where
             outcome = Empty,
             error_class = Empty,
         );
-        // A refill below (after a wait for a permit) may add events: the span says how many went.
-        if let Some(refill) = message.refill.take() {
-            let span = span.clone();
-            message.refill = Some(crate::publish::Refill::new(move |events| {
-                refill.apply(events);
-                span.record("events", events.len());
-            }));
-        }
+        // A turn below (after a wait for a permit) may add events: the span says how many went.
+        let added = message.turn.clone().map(|turn| (turn, message.events.len()));
         let inner = {
             let _entered = span.enter();
             self.inner.call(message)
         };
-        ResponseFuture::new(inner, span)
+        ResponseFuture::new(inner, span, added)
     }
 }
 

@@ -91,8 +91,8 @@ impl OutboxQueue for HeadFirst {
 }
 
 /// Commits `n` RoomUserJoined rows for `room` in commits of at most 500, claimable after
-/// `publish_timeout`; returns their event ids in order.
-async fn insert_many(db: &Db, room: &str, n: usize, publish_timeout: Duration) -> Vec<String> {
+/// `claim_after`; returns their event ids in order.
+async fn insert_many(db: &Db, room: &str, n: usize, claim_after: Duration) -> Vec<String> {
     let mut ids = Vec::with_capacity(n);
     while ids.len() < n {
         let rows: Vec<_> = (0..(n - ids.len()).min(500))
@@ -102,7 +102,7 @@ async fn insert_many(db: &Db, room: &str, n: usize, publish_timeout: Duration) -
             })
             .collect();
         ids.extend(rows.iter().map(|r| r.0.clone()));
-        db.insert_rows(room, rows, publish_timeout).await;
+        db.insert_rows(room, rows, claim_after).await;
     }
     ids
 }

@@ -87,12 +87,12 @@ impl Db {
     }
 
     /// Commits one command whose outbox rows carry `envelopes` (event_id, event_type name,
-    /// envelope JSON), claimable after `publish_timeout`.
+    /// envelope JSON), claimable after `claim_after`.
     pub async fn insert_rows(
         &self,
         room: &str,
         envelopes: Vec<(String, &'static str, String)>,
-        publish_timeout: Duration,
+        claim_after: Duration,
     ) {
         // A room commit moves the room on by one version each time.
         let expected_version = self.repo.room_version(room).await.expect("room version").unwrap_or(0);
@@ -117,7 +117,7 @@ impl Db {
                 .into_iter()
                 .map(|(event_id, event_type, envelope)| NewOutboxRow { event_id, event_type, envelope })
                 .collect(),
-            publish_timeout,
+            claim_after,
             shard: room_service::cluster::shard_of(room),
             fence: None,
         };

@@ -32,8 +32,8 @@ const ROOM: &str = "lane-r1";
 struct Im {
     /// The event ids of every lane message that reached IM, as sent (after any refill).
     sent: Mutex<Vec<Vec<String>>>,
-    /// While set, a lane message waits "for its permit" (its `on_wait` notified) until
-    /// `permit` is notified, then takes on its refill.
+    /// While set, a lane message waits "for its permit" (its turn told it must wait) until
+    /// `permit` is notified, then is handed back to its turn (which refills it).
     hold: AtomicBool,
     permit: Notify,
     /// A lane message is called by now; reached while holding.
@@ -48,18 +48,16 @@ impl Im {
         Publisher::new(tower::service_fn(move |mut message: Message| {
             let im = Arc::clone(&im);
             async move {
-                // Only the lane's messages carry a refill; the others never reach IM.
-                let Some(refill) = message.refill.take() else { return Ok::<_, BoxError>(Outcome::Skipped) };
+                // Only the lane's messages have a turn; the others never reach IM.
+                let Some(turn) = message.turn.take() else { return Ok::<_, BoxError>(Outcome::Skipped) };
                 if im.down.load(Ordering::SeqCst) {
                     return Err("IM is down".into());
                 }
                 if im.hold.load(Ordering::SeqCst) {
-                    if let Some(on_wait) = &message.on_wait {
-                        on_wait.notify_one();
-                    }
+                    turn.must_wait();
                     im.held.notify_one();
                     im.permit.notified().await;
-                    refill.apply(&mut message.events);
+                    turn.permit_came(&mut message.events)?;
                 }
                 let ids = message.events.iter().map(|e| e.event_id.clone()).collect();
                 im.sent.lock().unwrap().push(ids);
@@ -127,7 +125,7 @@ impl CommandStore for Watched {
         self.repo.outbox_statuses(event_ids).await
     }
     async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError> {
-        self.guards.lock().unwrap().push(commit.publish_timeout);
+        self.guards.lock().unwrap().push(commit.claim_after);
         let slow = *self.slow_commit.lock().unwrap();
         let done = self.repo.commit_room(commit).await;
         if let Some(slow) = slow {

@@ -60,7 +60,7 @@ async fn mark_delivered_moves_pending_rows_only() {
 async fn fresh_pending_row_is_claimable_only_after_publish_timeout() {
     for db in backends().await {
         let mut slow = commit("r1", "c1", 0, 1);
-        slow.publish_timeout = Duration::from_secs(5);
+        slow.claim_after = Duration::from_secs(5);
         db.repo.commit_room(&slow).await.unwrap();
         assert_eq!(claim_ids(&db, &claim("w1", 10, LONG)).await, Vec::<i64>::new(), "{db}: too fresh");
         let row = db.outbox_row(&slow.outbox[0].event_id).await;
@@ -145,7 +145,7 @@ async fn claim_takes_a_rooms_rows_from_its_head_in_id_order_and_rooms_in_due_ord
         // Rooms come in the order their first claimed row fell due: a released row first.
         db.repo.commit_room(&commit("r2", "c2", 0, 2)).await.unwrap();
         let mut live = commit("r3", "c3", 0, 1);
-        live.publish_timeout = LONG;
+        live.claim_after = LONG;
         db.repo.commit_room(&live).await.unwrap();
         assert_eq!(db.repo.release_pending(&event_ids(&live)).await.unwrap(), 1, "{db}");
         let rows = db.repo.claim_outbox(&claim("w5", 10, LONG)).await.unwrap().rows;
@@ -303,7 +303,7 @@ async fn rows_a_lane_releases_are_its_own_nodes_at_once_and_another_nodes_only_o
         // Fresh rows under their young-pending guard, as a command commits them for its lane.
         for (room, command) in [(mine, "c1"), (theirs, "c2")] {
             let mut fresh = commit(room, command, 0, 2);
-            fresh.publish_timeout = LONG;
+            fresh.claim_after = LONG;
             db.repo.commit_room(&fresh).await.unwrap();
         }
         let scoped = |worker: &str, room: &str| Claim {

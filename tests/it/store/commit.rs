@@ -40,7 +40,7 @@ async fn migrations_run_twice_without_harm() {
 async fn commit_writes_command_log_outbox_rows_and_snapshot() {
     for db in backends().await {
         let mut c = commit("r1", "c1", 0, 3);
-        c.publish_timeout = Duration::from_secs(5);
+        c.claim_after = Duration::from_secs(5);
         let before = db.now_ms().await;
         db.repo.commit_room(&c).await.unwrap_or_else(|e| panic!("{db}: {e}"));
         let after = db.now_ms().await;

@@ -125,7 +125,7 @@ async fn claim_reads_touch_a_few_index_entries_per_room_without_filesort() {
         db.repo.commit_room(&commit(&format!("r{n:02}"), &format!("c-r{n}"), 0, 2)).await.unwrap();
     }
     let mut later = commit("young", "c2", 0, 20);
-    later.publish_timeout = Duration::from_secs(60);
+    later.claim_after = Duration::from_secs(60);
     db.repo.commit_room(&later).await.unwrap();
     db.execute("ANALYZE TABLE room_outbox").await;
 
@@ -209,7 +209,7 @@ async fn commit_is_not_blocked_by_a_held_claim() {
     for (n, room, publish_timeout) in [(2, "r2", 5_000), (3, "r3", 0), (4, "r4", 60_000), (5, "r1", 0)] {
         let expected = if room == "r1" { 1 } else { 0 };
         let mut c = commit(room, &format!("c{n}"), expected, 3);
-        c.publish_timeout = Duration::from_millis(publish_timeout);
+        c.claim_after = Duration::from_millis(publish_timeout);
         let committed = timeout(Duration::from_secs(3), db.repo.commit_room(&c)).await;
         let committed = committed.unwrap_or_else(|_| panic!("commit blocked by the claim (gap lock?)"));
         committed.unwrap();
