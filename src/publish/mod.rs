@@ -67,10 +67,9 @@ pub struct Event {
 }
 
 impl Event {
-    /// Bytes this event adds to a message's content: its body and its type name (what Tencent
-    /// counts against its 12 KB).
+    /// Bytes this event adds to a message's content ([`pack::content_bytes`]).
     pub fn content_bytes(&self) -> usize {
-        self.body.len() + self.event_type.len()
+        pack::content_bytes(&self.body, self.event_type)
     }
 }
 

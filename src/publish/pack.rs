@@ -26,6 +26,12 @@ impl Default for PackLimits {
     }
 }
 
+/// Bytes one event adds to a message's content: its body and its type name (what Tencent
+/// counts against its 12 KB). The one measure both publishers pack by.
+pub fn content_bytes(body: &str, event_type: &str) -> usize {
+    body.len() + event_type.len()
+}
+
 impl PackLimits {
     /// One event a message (the behaviour before packing).
     pub const SINGLE: PackLimits = PackLimits { max_events: 1, max_bytes: DEFAULT_MAX_BYTES };

@@ -35,16 +35,19 @@ impl Drain {
     /// does not exist) goes with the task, as a read's does: unknown rooms leave nothing behind
     /// in memory.
     pub(super) async fn run(self) {
+        self.run_dry().await;
+        // The task's own reference goes with it, so the map can tell whether anyone else holds
+        // the cell.
+        let Drain { steps, room_id, cell } = self;
+        steps.cells.release(&room_id, cell);
+    }
+
+    async fn run_dry(&self) {
         let cell = &self.cell;
-        let abandon = AbandonOnPanic(cell);
+        let _abandon = AbandonOnPanic(cell);
         loop {
             let mut guard = cell.state.lock().await;
-            let Some(batch) = cell.next_batch(self.steps.options.max_commit_batch) else {
-                drop(guard);
-                drop(abandon);
-                self.steps.cells.release(&self.room_id, Arc::clone(cell));
-                return;
-            };
+            let Some(batch) = cell.next_batch(self.steps.options.max_commit_batch) else { return };
             if batch.is_empty() {
                 continue;
             }

@@ -32,7 +32,7 @@ mod marks;
 use super::policy::{Failure, on_failure};
 use super::{BatchReport, OutboxWorker, WORKER_NAME};
 use crate::publish::error::is_content_refusal;
-use crate::publish::pack::PackLimits;
+use crate::publish::pack::{self, PackLimits};
 use crate::publish::{BoxError, Event, Message, Path};
 use crate::store::{Mark, OutboxRow, StoreError};
 use crate::telemetry::names;
@@ -339,7 +339,7 @@ fn next_pack(queue: &mut VecDeque<Held>, limits: PackLimits) -> Vec<Held> {
     let sizes = queue
         .iter()
         .filter(|h| reaches_im(&h.row.event_type))
-        .map(|h| h.row.envelope.len() + h.row.event_type.len());
+        .map(|h| pack::content_bytes(&h.row.envelope, &h.row.event_type));
     let mut im_left = limits.take(sizes).max(1);
     while let Some(front) = queue.front() {
         let im = reaches_im(&front.row.event_type);
