@@ -273,8 +273,10 @@ impl Workers {
         spawn_outbox_worker(settings, repo, wake, &core.publisher, core.ownership.clone(), &tracker, &cancel);
         spawn_consumers(settings, repo, &tracker, &cancel)?;
         // Retention runs where the outbox worker runs (one purging instance at a time on MySQL),
-        // and keeps every event an enabled consumer has not passed.
+        // and keeps every event an enabled consumer has not passed, and every event the rooms'
+        // history still serves (a row delivered before max_age was committed before it too).
         if let Some(retention) = settings.outbox_worker.retention.filter(|_| settings.outbox_worker.enabled) {
+            let retention = retention.max(settings.rooms.history.max_age);
             let options = RetentionOptions {
                 consumers: settings.consumers.enabled_names(),
                 ..RetentionOptions::new(retention, settings.node_id.clone())

@@ -75,10 +75,32 @@ pub(crate) struct RawRooms {
     /// Longest a command's answer waits for the first send of its own events to IM; `0s`
     /// never waits.
     pub sync_publish_wait: RawDuration,
+    /// The room's event history (`GET /v1/rooms/{id}/events`).
+    pub history: RawHistory,
 }
 
 impl Default for RawRooms {
     fn default() -> Self {
-        Self { max_commit_batch: 64, sync_publish_wait: RawDuration::new("1s") }
+        Self {
+            max_commit_batch: 64,
+            sync_publish_wait: RawDuration::new("1s"),
+            history: RawHistory::default(),
+        }
+    }
+}
+
+/// `rooms.history.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawHistory {
+    /// Each room's most recent this many IM events are kept for catching up.
+    pub max_events: i64,
+    /// ... younger than this.
+    pub max_age: RawDuration,
+}
+
+impl Default for RawHistory {
+    fn default() -> Self {
+        Self { max_events: 1000, max_age: RawDuration::new("10m") }
     }
 }

@@ -7,6 +7,11 @@ pub const MAX_COMMIT_BATCH: usize = 1000;
 /// Longest accepted `rooms.sync_publish_wait`.
 pub const MAX_SYNC_PUBLISH_WAIT: Duration = Duration::from_secs(10);
 
+/// Largest accepted `rooms.history.max_events`.
+pub const MAX_HISTORY_EVENTS: u64 = 1_000_000;
+/// Longest accepted `rooms.history.max_age`.
+pub const MAX_HISTORY_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// The room cells and their command path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoomsSettings {
@@ -16,6 +21,24 @@ pub struct RoomsSettings {
     /// (0..=[`MAX_SYNC_PUBLISH_WAIT`]; zero: never); when the room's IM lane is behind it
     /// answers at once with delivery `pending`.
     pub sync_publish_wait: Duration,
+    /// The room's event history a client catches up from.
+    pub history: HistorySettings,
+}
+
+/// What each room's event history keeps (SPEC §13.2): its most recent `max_events` IM events
+/// younger than `max_age`; a catch-up from further back answers `recovered: false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistorySettings {
+    /// 1..=[`MAX_HISTORY_EVENTS`].
+    pub max_events: u64,
+    /// 1s..=[`MAX_HISTORY_AGE`].
+    pub max_age: Duration,
+}
+
+impl Default for HistorySettings {
+    fn default() -> Self {
+        Self { max_events: 1000, max_age: Duration::from_secs(600) }
+    }
 }
 
 /// The presence worker.

@@ -91,6 +91,7 @@ fn every_shipped_file_sets_and_documents_every_key() {
         "im_batch",
         "outbox_worker",
         "rooms",
+        "  history",
         "presence",
         "log",
         "cluster",

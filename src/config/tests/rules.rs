@@ -223,3 +223,18 @@ fn an_enabled_wallet_needs_its_url() {
     assert_eq!(s.wallet.base_url, "http://127.0.0.1:7000");
     assert_eq!(s.wallet.timeout, Duration::from_millis(500));
 }
+
+#[test]
+fn rooms_history_defaults_to_1000_events_and_10m_and_refuses_what_is_out_of_range() {
+    let history = ok("").rooms.history;
+    assert_eq!((history.max_events, history.max_age), (1000, Duration::from_secs(600)));
+    let set = ok("rooms: {history: {max_events: 100000, max_age: \"1h\"}}\n").rooms.history;
+    assert_eq!((set.max_events, set.max_age), (100_000, Duration::from_secs(3600)));
+    for events in ["0", "-1", "1000001"] {
+        refuses(&format!("rooms: {{history: {{max_events: {events}}}}}\n"), "rooms.history.max_events");
+    }
+    for age in ["\"0s\"", "\"-1m\"", "\"8d\"", "\"soon\""] {
+        refuses(&format!("rooms: {{history: {{max_age: {age}}}}}\n"), "rooms.history.max_age");
+    }
+    refuses("rooms: {history: {max_rows: 5}}\n", "rooms.history.max_rows");
+}

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use super::raw::{
-    RawAuditConsumer, RawCluster, RawConfig, RawConsumers, RawDatabase, RawDuration, RawGrpc, RawHttp,
-    RawImBatch, RawImRateLimit, RawLog, RawOutboxWorker, RawPresence, RawRedis, RawRooms, RawTencentIm,
-    RawWallet, RawWebhookConsumer,
+    RawAuditConsumer, RawCluster, RawConfig, RawConsumers, RawDatabase, RawDuration, RawGrpc, RawHistory,
+    RawHttp, RawImBatch, RawImRateLimit, RawLog, RawOutboxWorker, RawPresence, RawRedis, RawRooms,
+    RawTencentIm, RawWallet, RawWebhookConsumer,
 };
 use super::rules::{
     MIN_RETENTION, MIN_USERSIG_TTL, Parsed, Problems, check_base_url, check_log_level, is_valid_node_id,
@@ -17,11 +17,12 @@ use super::rules::{
 };
 use super::settings::{
     AuthSettings, Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings,
-    DEFAULT_BATCH_SIZE, DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HttpSettings,
-    IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, LogFormat, LogSettings, MAX_BATCH_SIZE,
-    MAX_COMMIT_BATCH, MAX_HTTP_LIMIT, MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_SYNC_PUBLISH_WAIT,
-    OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings,
-    TencentImSettings, WalletSettings, WebhookSettings,
+    DEFAULT_BATCH_SIZE, DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HistorySettings,
+    HttpSettings, IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, LogFormat, LogSettings,
+    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS, MAX_HTTP_LIMIT,
+    MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_SYNC_PUBLISH_WAIT, OutboxWorkerSettings, PresenceSettings,
+    RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, WalletSettings,
+    WebhookSettings,
 };
 use crate::secret::Secret;
 

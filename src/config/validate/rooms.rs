@@ -14,7 +14,32 @@ pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
             1
         }
     };
-    RoomsSettings { max_commit_batch, sync_publish_wait: sync_publish_wait(p, &raw.sync_publish_wait) }
+    RoomsSettings {
+        max_commit_batch,
+        sync_publish_wait: sync_publish_wait(p, &raw.sync_publish_wait),
+        history: history(p, &raw.history),
+    }
+}
+
+/// `rooms.history.*`: a positive count and age, each within its maximum.
+fn history(p: &mut Problems, raw: &RawHistory) -> HistorySettings {
+    let fallback = HistorySettings::default();
+    let max_events = match u64::try_from(raw.max_events) {
+        Ok(n) if (1..=MAX_HISTORY_EVENTS).contains(&n) => n,
+        _ => {
+            p.add(
+                "rooms.history.max_events",
+                format!("{} is not between 1 and {MAX_HISTORY_EVENTS}", raw.max_events),
+            );
+            fallback.max_events
+        }
+    };
+    let mut max_age = p.positive("rooms.history.max_age", &raw.max_age, fallback.max_age);
+    if !(Duration::from_secs(1)..=MAX_HISTORY_AGE).contains(&max_age) {
+        p.add("rooms.history.max_age", "must be between 1s and 7d");
+        max_age = fallback.max_age;
+    }
+    HistorySettings { max_events, max_age }
 }
 
 /// `rooms.sync_publish_wait`: zero (never wait) up to [`MAX_SYNC_PUBLISH_WAIT`]; a negative
