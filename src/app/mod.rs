@@ -157,6 +157,7 @@ impl Core {
             worker_wake: Some(worker_wake.clone()),
             ownership: ownership.clone(),
             wallet: wallet(&settings.wallet)?,
+            history: settings.rooms.history,
         };
         let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
         Ok(Self { repo, keeper, ownership, rooms, publisher, worker_wake })

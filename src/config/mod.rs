@@ -34,11 +34,12 @@ pub use error::ConfigError;
 pub use settings::{
     AuthMode, AuthSettings, Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings,
     DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
-    DEFAULT_STATS_INTERVAL, DatabaseSettings, GrpcSettings, HttpSettings, IM_BATCH_BYTES_RANGE,
-    ImBatchSettings, ImRateLimitSettings, JwtSettings, LogFormat, LogSettings, MAX_BATCH_SIZE,
-    MAX_COMMIT_BATCH, MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_SYNC_PUBLISH_WAIT, MIN_CONSUMER_LEASE,
-    MIN_LEASE, OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings,
-    ServiceToken, Settings, TencentImSettings, UserSigSettings, WalletSettings, WebhookSettings,
+    DEFAULT_STATS_INTERVAL, DatabaseSettings, GrpcSettings, HistorySettings, HttpSettings,
+    IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, JwtSettings, LogFormat, LogSettings,
+    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS, MAX_IM_BATCH_EVENTS,
+    MAX_IN_FLIGHT, MAX_SYNC_PUBLISH_WAIT, MIN_CONSUMER_LEASE, MIN_LEASE, OutboxWorkerSettings,
+    PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, ServiceToken, Settings, TencentImSettings,
+    UserSigSettings, WalletSettings, WebhookSettings,
 };
 
 use error::Origins;

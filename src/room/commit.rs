@@ -178,6 +178,7 @@ fn room_commit(
             event_id: e.event_id.clone(),
             event_type: e.event_type.as_str(),
             envelope: json.to_string(),
+            room_version: e.event_type.reaches_im().then_some(e.room_version),
         }));
     }
     let mut members = NetMembers::default();

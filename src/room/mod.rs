@@ -24,6 +24,7 @@ mod decide;
 mod drain;
 mod error;
 mod handoff;
+mod history;
 mod lane;
 mod last_seen;
 pub mod marker;
@@ -41,6 +42,7 @@ mod sync_publish;
 mod waiting;
 
 pub use error::RoomError;
+pub use history::{DEFAULT_EVENTS_LIMIT, EventPage, MAX_EVENTS_LIMIT};
 pub use last_seen::Heartbeats;
 pub use options::{
     CommitStats, DEFAULT_MAX_COMMIT_BATCH, DEFAULT_SYNC_PUBLISH_WAIT, RoomOptions, StillHolds,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::cluster::Ownership;
+use crate::config::HistorySettings;
 use crate::domain::RoomState;
 use crate::publish::pack::PackLimits;
 use crate::wallet::Wallet;
@@ -44,11 +45,13 @@ pub struct RoomOptions {
     pub ownership: Ownership,
     /// The wallet gifts are paid from (`wallet.enabled`); `None`: gifts are free.
     pub wallet: Option<Arc<dyn Wallet>>,
+    /// What the rooms' event history serves (`rooms.history.*`).
+    pub history: HistorySettings,
 }
 
 impl RoomOptions {
-    /// Options with the default batch size, answer wait and packs, no room id limit, no worker
-    /// to wake and no wallet.
+    /// Options with the default batch size, answer wait, packs and history, no room id limit,
+    /// no worker to wake and no wallet.
     pub fn new(publish_timeout: Duration) -> Self {
         Self {
             publish_timeout,
@@ -59,6 +62,7 @@ impl RoomOptions {
             worker_wake: None,
             ownership: Ownership::Single,
             wallet: None,
+            history: HistorySettings::default(),
         }
     }
 }

@@ -8,11 +8,18 @@ use tokio::time::Instant;
 
 use super::cell_map::ReadCell;
 use super::error::RoomError;
+use super::history::EventPage;
 use super::last_seen::Heartbeats;
 use super::service::RoomService;
 use crate::domain::{DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId};
 
 impl RoomService {
+    /// The room's IM events after version `after` (at most `limit`, 1..=300), from its event
+    /// history: on any node, never under the room's commit lock (see [`super::history`]).
+    pub async fn events(&self, room_id: &RoomId, after: u64, limit: u32) -> Result<EventPage, RoomError> {
+        self.inner.history.page(room_id, after, limit).await
+    }
+
     /// Refreshes a member's presence (memory only): [`Self::heartbeats`] of one member, a
     /// non-member refused with `not_member`.
     pub async fn heartbeat(&self, room_id: &RoomId, user_id: &UserId) -> Result<(), RoomError> {

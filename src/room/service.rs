@@ -14,6 +14,7 @@ use super::commit::Commit;
 use super::decide::Queued;
 use super::drain::Drain;
 use super::error::RoomError;
+use super::history::History;
 use super::marker::MarkerStats;
 use super::misses::Misses;
 use super::options::{CommitStats, RoomOptions};
@@ -68,7 +69,8 @@ impl RoomService {
             misses: Misses::default(),
             payments: Arc::new(Payments::new(options.wallet.clone(), repo.clone())),
             commit: Commit::new(repo.clone()),
-            replay: Replay::new(repo),
+            replay: Replay::new(repo.clone()),
+            history: History::new(repo, options.history),
             publish,
             options,
             clock,

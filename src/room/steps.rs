@@ -8,6 +8,7 @@ use super::cell_map::Cells;
 use super::cells::{Cell, CellState};
 use super::commit::Commit;
 use super::error::RoomError;
+use super::history::History;
 use super::misses::Misses;
 use super::options::RoomOptions;
 use super::pay::Payments;
@@ -30,6 +31,8 @@ pub(super) struct Steps {
     pub(super) replay: Replay,
     /// Publishes committed events in room order and marks them.
     pub(super) publish: SyncPublish,
+    /// Reads the rooms' event history.
+    pub(super) history: History,
 }
 
 impl Steps {

@@ -62,6 +62,17 @@ pub trait CommandStore: Send + Sync {
     /// The current delivery status of these events (a replayed command answers with it).
     async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError>;
 
+    /// The room's IM events with `room_version` in `after+1..=up_to`, committed within `max_age`
+    /// (database clock), in version order, at most `limit`: `(room_version, envelope)`.
+    async fn room_events_after(
+        &self,
+        room_id: &str,
+        after: u64,
+        up_to: u64,
+        max_age: Duration,
+        limit: u32,
+    ) -> Result<Vec<(u64, String)>, StoreError>;
+
     /// One transaction: the commands' log rows, outbox rows (`pending`, claimable after
     /// `claim_after`), member and gift rows, and the snapshot fenced on
     /// `expected_version`.
@@ -155,6 +166,28 @@ macro_rules! impl_command_store {
                 }
                 let mut q = $crate::store::sync_sql::release_pending::<$db>(event_ids);
                 Ok(q.build().execute(&self.pool).await?.rows_affected())
+            }
+
+            async fn room_events_after(
+                &self,
+                room_id: &str,
+                after: u64,
+                up_to: u64,
+                max_age: std::time::Duration,
+                limit: u32,
+            ) -> Result<Vec<(u64, String)>, $crate::store::StoreError> {
+                let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                let age = i64::try_from(max_age.as_millis()).unwrap_or(i64::MAX);
+                let mut q = $crate::store::sync_sql::room_events_after::<$db>(
+                    room_id,
+                    clamp(after),
+                    clamp(up_to),
+                    age,
+                    i64::from(limit),
+                );
+                let rows =
+                    q.build_query_as::<$crate::store::rows::HistoryRow>().fetch_all(&self.pool).await?;
+                Ok(rows.into_iter().map(|r| (r.room_version.max(0) as u64, r.envelope)).collect())
             }
 
             async fn has_undelivered(&self, room_id: &str) -> Result<bool, $crate::store::StoreError> {

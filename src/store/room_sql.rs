@@ -158,8 +158,8 @@ pub(super) fn insert_command_log<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB
 pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(
-        "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, shard, status, retry_count, \
-         lock_until_ms, created_at_ms, updated_at_ms) VALUES ",
+        "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, room_version, shard, status, \
+         retry_count, lock_until_ms, created_at_ms, updated_at_ms) VALUES ",
     );
     for (i, row) in c.outbox.iter().enumerate() {
         q.push(if i == 0 { "(" } else { ", (" });
@@ -167,6 +167,13 @@ pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
             DB::bind_str(&mut q, value);
             q.push(", ");
         }
+        match row.room_version.and_then(|v| i64::try_from(v).ok()) {
+            Some(version) => DB::bind_i64(&mut q, version),
+            None => {
+                q.push("NULL");
+            }
+        }
+        q.push(", ");
         DB::bind_i64(&mut q, i64::from(c.shard));
         q.push(format!(", 'pending', 0, {now} + "));
         DB::bind_i64(&mut q, millis(c.claim_after));

@@ -71,3 +71,10 @@ impl From<CommandRow> for StoredCommand {
 pub(super) struct VersionRow {
     pub(super) version: i64,
 }
+
+/// One event of a room's history, as read by [`room_events_after`](super::sync_sql::room_events_after).
+#[derive(sqlx::FromRow)]
+pub(super) struct HistoryRow {
+    pub(super) room_version: i64,
+    pub(super) envelope: String,
+}

@@ -74,6 +74,9 @@ pub struct NewOutboxRow {
     pub event_type: &'static str,
     /// Envelope JSON.
     pub envelope: String,
+    /// The event's `room_version` when it reaches IM (the room's event history serves it);
+    /// `None` for the events that never do.
+    pub room_version: Option<u64>,
 }
 
 /// One command's row in `room_command_log`.

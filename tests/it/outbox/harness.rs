@@ -115,7 +115,12 @@ impl Db {
             gift_totals: Vec::new(),
             outbox: envelopes
                 .into_iter()
-                .map(|(event_id, event_type, envelope)| NewOutboxRow { event_id, event_type, envelope })
+                .map(|(event_id, event_type, envelope)| NewOutboxRow {
+                    event_id,
+                    event_type,
+                    envelope,
+                    room_version: None,
+                })
                 .collect(),
             claim_after,
             shard: room_service::cluster::shard_of(room),

@@ -121,6 +121,16 @@ impl CommandStore for Watched {
     async fn has_undelivered(&self, room_id: &str) -> Result<bool, StoreError> {
         self.repo.has_undelivered(room_id).await
     }
+    async fn room_events_after(
+        &self,
+        room_id: &str,
+        after: u64,
+        up_to: u64,
+        max_age: Duration,
+        limit: u32,
+    ) -> Result<Vec<(u64, String)>, StoreError> {
+        self.repo.room_events_after(room_id, after, up_to, max_age, limit).await
+    }
     async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError> {
         self.repo.outbox_statuses(event_ids).await
     }

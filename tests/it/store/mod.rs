@@ -42,6 +42,7 @@ pub fn commit(room_id: &str, command_id: &str, expected: u64, events: usize) -> 
                 event_id: uuid::Uuid::now_v7().to_string(),
                 event_type: "RoomTestEvent",
                 envelope: format!(r#"{{"room":"{room_id}","version":{version},"n":{i}}}"#),
+                room_version: None,
             })
             .collect(),
         members: MemberChanges::default(),
