@@ -1,9 +1,10 @@
 //! room-service: the rooms of a live-streaming app, made durable with a transactional outbox
 //! and pushed to Tencent Cloud IM through one `tower::Service` stack.
 //!
-//! Flow of a command: [`http`] → [`room`] (Room Cell applies a pure [`domain`] command) →
-//! [`store`] (one transaction: command log + outbox rows + snapshot) → [`publish`] (the shared
-//! stack) → best-effort mark delivered. The [`outbox`] worker re-publishes what the
+//! Flow of a command: [`http`] or [`grpc`] → [`api`] (the operations both APIs share) →
+//! [`room`] (Room Cell applies a pure [`domain`] command) → [`store`] (one transaction:
+//! command log + outbox rows + snapshot) → [`publish`] (the shared stack) → best-effort mark
+//! delivered. The [`outbox`] worker re-publishes what the
 //! synchronous push missed, through the very same stack. [`app`] wires it all together;
 //! [`admin`] holds the operator commands and the retention purge; [`build`] tells what the
 //! binary was built from. With `wallet.enabled`, gifts are paid through [`wallet`] before
@@ -12,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod api;
 pub mod app;
 pub mod auth;
 pub mod build;

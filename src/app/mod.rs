@@ -19,12 +19,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::{RetentionOptions, run_retention};
+use crate::api::forward::Forwarder;
+use crate::api::readiness::DbPing;
+use crate::api::{AppState, BATCH_HEARTBEAT_BYTES, Lifecycle, NodeInfo};
 use crate::cluster::{LeaseKeeper, Ownership};
 use crate::config::Settings;
 use crate::grpc::{self, GrpcOptions};
-use crate::http::forward::Forwarder;
 use crate::http::server::ServeOptions;
-use crate::http::{self, AppState, Lifecycle, NodeInfo, PublicOptions};
+use crate::http::{self, PublicOptions};
 use crate::outbox::sampler;
 use crate::publish::Publisher;
 use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
@@ -207,7 +209,7 @@ impl Apis {
             .keeper
             .as_ref()
             .map(|k| {
-                let body_limit = http_settings.body_limit_bytes.max(crate::http::BATCH_HEARTBEAT_BYTES);
+                let body_limit = http_settings.body_limit_bytes.max(BATCH_HEARTBEAT_BYTES);
                 Forwarder::new(k.cluster(), http_settings.request_timeout, body_limit)
             })
             .transpose()
@@ -220,7 +222,7 @@ impl Apis {
         let state = AppState {
             rooms: core.rooms.clone(),
             repo: core.repo.clone(),
-            db_ping: crate::http::readiness::DbPing::new(core.repo.clone()),
+            db_ping: DbPing::new(core.repo.clone()),
             lifecycle: lifecycle.clone(),
             metrics: Some(metrics),
             forwarder,

@@ -4,7 +4,8 @@
 //! `command_id` answers the stored outcome, as over HTTP).
 //!
 //! tonic's own transport answers an expired `grpc-timeout` with `CANCELLED`; the service is
-//! served through [`crate::http::server`] instead, and this layer gives the standard status.
+//! served through the HTTP API's accept loop (`http::server`) instead, and this layer gives
+//! the standard status.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,4 +1,4 @@
-//! The edge of `room.v1.RoomService`, as the HTTP API's ([`crate::http::edge`]) is for `/v1/*`
+//! The edge of `room.v1.RoomService`, as the HTTP API's (`http::edge`) is for `/v1/*`
 //! (SPEC §13.1 "gRPC edge = HTTP edge"):
 //!
 //! - load shedding ([`layer`]): beyond `http.max_in_flight` calls in flight on the gRPC listener
@@ -12,7 +12,7 @@
 //!   again.
 //!
 //! Per-method message limits are the routing's ([`super::router`]); the connection limits
-//! (streams, flow-control windows, timeouts) are the listener's ([`crate::http::server`]).
+//! (streams, flow-control windows, timeouts) are the listener's (`http::server`).
 
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{Request, State};

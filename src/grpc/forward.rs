@@ -1,5 +1,5 @@
 //! A call for a room another node owns, in a cluster: forwarded once to the owner over its HTTP
-//! API, through the very forwarding of the HTTP routes ([`crate::http::forward`]: the owner
+//! API, through the very forwarding of the HTTP routes ([`crate::api::forward`]: the owner
 //! found in the directory or the lease table, one hop, a stale entry looked up again). The
 //! directory knows owners by their HTTP origin, and every RPC is the twin of an HTTP route
 //! served by the same functions, so the call is sent as that route's request and the owner's
@@ -12,9 +12,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tonic::Status;
 
-use super::status::{status, with_retry_after};
+use super::status::{from_api, status, with_retry_after};
+use crate::api::forward::{Forwarder, forward};
 use crate::domain::{Command, CommandId, RoomId, UserId};
-use crate::http::forward::{Forwarder, forward};
 
 /// The largest owner's answer read back (a members page of 1,000 is about 100 KB).
 const ANSWER_LIMIT: usize = 4 << 20;
@@ -101,7 +101,7 @@ impl Call {
         request = request.header(header::CONTENT_TYPE, "application/json");
         // Always a valid request id (the gRPC edge replaced any other).
         if let Ok(request_id) = HeaderValue::from_str(request_id) {
-            request = request.header(crate::http::edge::REQUEST_ID, request_id);
+            request = request.header(crate::api::edge::REQUEST_ID, request_id);
         }
         // The credential's raw bytes (not only a visible-ASCII one): the owner refuses what the
         // caller sent, never a hop without it.
@@ -112,13 +112,14 @@ impl Call {
             .body(())
             .map_err(|e| Status::internal(format!("cannot build the forwarded request: {e}")))?;
         let body = self.body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
-        let answer = forward(forwarder, room_id.as_str(), &request, body).await;
-        let code = answer.status();
-        let retry_after =
-            answer.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()?.parse().ok());
-        let Ok(body) = axum::body::to_bytes(answer.into_body(), ANSWER_LIMIT).await else {
+        // The error this node answers in the owner's stead maps as the owner's would.
+        let answer = forward(forwarder, room_id.as_str(), &request, body).await.map_err(from_api)?;
+        let code = answer.status;
+        let retry_after = answer.headers.get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()?.parse().ok());
+        if answer.body.len() > ANSWER_LIMIT {
             return Err(owner_unavailable("its answer could not be read"));
-        };
+        }
+        let body = answer.body;
         if code.is_success() {
             let body: &[u8] = if code == StatusCode::NO_CONTENT { b"null" } else { &body };
             return serde_json::from_slice(body)

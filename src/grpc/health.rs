@@ -1,6 +1,6 @@
 //! `grpc.health.v1.Health` following readiness, as `/readyz` does: `SERVING` while the service
 //! is ready and its database answers a ping (the ping `/readyz` shares, reused for 250 ms:
-//! [`crate::http::readiness`]); `NOT_SERVING` once it leaves or drains (after
+//! [`crate::api::readiness`]); `NOT_SERVING` once it leaves or drains (after
 //! SIGTERM) or while the database is away. The overall status (`""`) and
 //! `room.v1.RoomService` answer the same; any other name is `NOT_FOUND`. `Watch` sends the
 //! status at once, then each change (checked every [`WATCH_INTERVAL`]); it ends once the
@@ -15,7 +15,7 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_server::Health;
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
-use crate::http::AppState;
+use crate::api::AppState;
 
 /// How often a `Watch` stream re-checks readiness.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);

@@ -1,25 +1,29 @@
 //! The gRPC API (tonic) on its own listener (`grpc.listen`), beside the HTTP API:
 //!
 //! - `room.v1.RoomService` ([`rooms`]): the commands and queries of `/v1/rooms...`, mapped onto
-//!   the same functions of [`crate::http::rooms`] the HTTP handlers call (the draining and
-//!   reserved-prefix checks included), so both APIs share one command path; failures map to
-//!   standard status codes ([`status`]);
+//!   the same operations of [`crate::api::rooms`] the HTTP handlers call (the draining and
+//!   reserved-prefix checks included), so both APIs share one command path; failures, the
+//!   API's [`ApiError`](crate::api::ApiError), map to standard status codes ([`status`]);
 //! - `grpc.health.v1.Health` ([`health`]): follows readiness (`/readyz`);
 //! - server reflection, listing both services, in both versions clients speak: `v1` and
 //!   `v1alpha` (Python's `grpcio-reflection`, older grpcurl and several GUI clients speak only
 //!   the latter), both answered from the same descriptor sets.
 //!
 //! Every call goes through the layers of [`router`]: a request id (`x-request-id`, generated
-//! when absent or not 1–128 printable ASCII characters, as on HTTP; echoed back), one tracing span, panics caught into `INTERNAL`, and a deadline (the client's `grpc-timeout`,
-//! at most `http.request_timeout`) answered with `DEADLINE_EXCEEDED` ([`deadline`]). The
-//! room service's calls then pass its edge ([`edge`]): load shedding beyond
+//! when absent or not 1–128 printable ASCII characters, as on HTTP: [`crate::api::edge`];
+//! echoed back), one tracing span, panics caught into `INTERNAL`, and a deadline (the
+//! client's `grpc-timeout`, at most `http.request_timeout`) answered with `DEADLINE_EXCEEDED`
+//! ([`deadline`]). The room service's calls then pass its edge ([`edge`]): load shedding beyond
 //! `http.max_in_flight` (`RESOURCE_EXHAUSTED`), and authentication from metadata before the
 //! message is read (`UNAUTHENTICATED`); its messages are limited per method (`Heartbeats`:
 //! the batch's size; the others: `http.body_limit_bytes`). The protobuf code is generated at
 //! build time from `proto/` (see `build.rs`).
-//! [`crate::http::server::serve`] serves the router over HTTP/2 ([`ServeOptions::grpc`]).
 //!
-//! [`ServeOptions::grpc`]: crate::http::server::ServeOptions::grpc
+//! This module and the HTTP API (`src/http`) do not import each other: what both serve from
+//! (the state, the operations, the error, readiness's ping, the forwarding to a room's owner,
+//! the request id rules) is [`crate::api`]'s. The application ([`crate::app`]) hands the router
+//! to the HTTP API's accept loop (`http::server::serve`), which serves it over HTTP/2
+//! (`ServeOptions::grpc`).
 
 pub mod deadline;
 pub mod edge;
@@ -34,7 +38,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::http::AppState;
+use crate::api::{AppState, BATCH_HEARTBEAT_BYTES};
 
 /// The code generated from `proto/room/v1/room.proto`.
 pub mod pb {
@@ -54,7 +58,7 @@ pub struct GrpcOptions {
     /// Largest request message of every method but `Heartbeats`, in bytes (tonic answers
     /// `OUT_OF_RANGE` above it): `http.body_limit_bytes`, as over HTTP.
     pub max_message_bytes: usize,
-    /// Largest `Heartbeats` message: [`BATCH_HEARTBEAT_BYTES`](crate::http::BATCH_HEARTBEAT_BYTES),
+    /// Largest `Heartbeats` message: [`BATCH_HEARTBEAT_BYTES`],
     /// or `http.body_limit_bytes` when larger, as the HTTP batch route.
     pub max_batch_message_bytes: usize,
     /// Longest a call may run, whatever deadline the client sets.
@@ -67,7 +71,7 @@ impl From<&crate::config::HttpSettings> for GrpcOptions {
     fn from(http: &crate::config::HttpSettings) -> Self {
         Self {
             max_message_bytes: http.body_limit_bytes,
-            max_batch_message_bytes: http.body_limit_bytes.max(crate::http::BATCH_HEARTBEAT_BYTES),
+            max_batch_message_bytes: http.body_limit_bytes.max(BATCH_HEARTBEAT_BYTES),
             request_timeout: http.request_timeout,
             max_in_flight: http.max_in_flight,
         }
@@ -79,7 +83,7 @@ impl Default for GrpcOptions {
     fn default() -> Self {
         Self {
             max_message_bytes: 65_536,
-            max_batch_message_bytes: crate::http::BATCH_HEARTBEAT_BYTES,
+            max_batch_message_bytes: BATCH_HEARTBEAT_BYTES,
             request_timeout: Duration::from_secs(10),
             max_in_flight: 512,
         }
@@ -115,7 +119,7 @@ pub fn router(state: AppState, options: GrpcOptions) -> anyhow::Result<axum::Rou
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_grpc().make_span_with(call_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .layer(tower::util::MapRequestLayer::new(crate::http::edge::drop_invalid_request_id)))
+        .layer(tower::util::MapRequestLayer::new(crate::api::edge::drop_invalid_request_id)))
 }
 
 /// Server reflection over the descriptor sets of the room and health services (each version
@@ -129,7 +133,7 @@ fn reflection() -> tonic_reflection::server::Builder<'static> {
 /// A panicking handler answers `INTERNAL` (logged and counted like an HTTP handler's panic);
 /// the process keeps serving.
 fn panic_status(panic: Box<dyn std::any::Any + Send + 'static>) -> axum::http::Response<axum::body::Body> {
-    crate::http::edge::report_panic("gRPC", "INTERNAL", panic.as_ref());
+    crate::api::edge::report_panic("gRPC", "INTERNAL", panic.as_ref());
     tonic::Status::internal("internal error").into_http()
 }
 

@@ -1,5 +1,5 @@
 //! `room.v1.RoomService`: each RPC parses its message into the domain's types (a bad field
-//! answers `INVALID_ARGUMENT` naming it), calls the function of [`crate::http::rooms`] the
+//! answers `INVALID_ARGUMENT` naming it), calls the operation of [`crate::api::rooms`] the
 //! matching HTTP route calls, and maps the answer back. No logic of its own. In a cluster, a
 //! call for a room another node owns is forwarded to the owner's twin HTTP route
 //! (`grpc::forward`), as HTTP requests are.
@@ -10,13 +10,13 @@ use super::edge::Authenticated;
 use super::forward::Call;
 use super::pb;
 use super::status::{from_api, invalid};
+use crate::api::AppState;
+use crate::api::forward::Forwarder;
+use crate::api::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
 use crate::auth::Caller;
 use crate::domain::{
     Command, CommandId, GiftId, LeaveReason, MemberView, RankEntry, RoomId, RoomSnapshot, RoomStatus, UserId,
 };
-use crate::http::AppState;
-use crate::http::forward::Forwarder;
-use crate::http::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
 use crate::room::{CommandResponse, Delivery, EventReceipt, Transport};
 
 /// The metadata entry of the bearer token.
@@ -101,7 +101,7 @@ fn close(m: pb::CloseRoomRequest) -> Parsed {
 
 /// The request id the request-id layer set (or the client sent).
 fn request_id<T>(request: &Request<T>) -> String {
-    crate::http::edge::request_id(request.metadata().get("x-request-id").and_then(|v| v.to_str().ok()))
+    crate::api::edge::request_id(request.metadata().get("x-request-id").and_then(|v| v.to_str().ok()))
 }
 
 fn room_id(value: String) -> Result<RoomId, Status> {

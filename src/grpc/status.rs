@@ -1,4 +1,4 @@
-//! How a failure of the room path answers over gRPC: the HTTP API's [`ApiError`] (one
+//! How a failure of the room path answers over gRPC: the API's [`ApiError`] (one
 //! classification for both APIs) mapped onto a standard status code, with its stable snake_case
 //! code in the `error-code` response metadata.
 //!
@@ -17,7 +17,7 @@
 
 use tonic::{Code, Status};
 
-use crate::http::ApiError;
+use crate::api::ApiError;
 
 /// The metadata key carrying the stable error code.
 pub const ERROR_CODE: &str = "error-code";

@@ -8,10 +8,9 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::AppState;
-use super::error::ApiError;
 use super::extract::{Json, RoomPath, page_limit};
 use crate::admin::ops::{self, OpsError, RequeueReport};
+use crate::api::{ApiError, AppState};
 use crate::cluster::Owner;
 use crate::store::{OutboxQuery, OutboxRow, OutboxStats, OutboxStatus};
 

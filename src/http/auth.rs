@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::error::ApiError;
+use crate::api::ApiError;
 use crate::secret::Secret;
 
 /// The token every admin request must present, kept as its SHA-256 digest.

@@ -13,8 +13,7 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
-use super::error::ApiError;
+use crate::api::{ApiError, AppState};
 use crate::auth::Caller;
 
 /// The middleware: authenticates the request (reads only when they are not public).

@@ -8,6 +8,9 @@
 //!   one gets 503 `overloaded` at once instead of queueing, so a flood degrades into fast
 //!   refusals, not a memory climb;
 //! - a panicking handler answers 500 `internal` (logged, counted) and the process keeps serving.
+//!
+//! The request id rules and the report of a panic are those of both APIs
+//! ([`crate::api::edge`]).
 
 use std::any::Any;
 use std::time::Duration;
@@ -23,34 +26,9 @@ use tower::timeout::TimeoutLayer;
 use tower::timeout::error::Elapsed;
 use tower::{BoxError, ServiceBuilder};
 
-use super::error::ApiError;
+use crate::api::ApiError;
+use crate::api::edge::report_panic;
 use crate::telemetry::names;
-
-/// The `x-request-id` header.
-pub const REQUEST_ID: &str = "x-request-id";
-
-/// A request's id, HTTP and gRPC alike (SPEC §13.1): its `x-request-id` when that is a valid
-/// [`RequestId`](crate::domain::RequestId) (1–128 printable ASCII characters), else a new
-/// UUIDv7 — an id the command log and every event can hold, whatever the client sent.
-pub fn request_id(header: Option<&str>) -> String {
-    match header.map(crate::domain::RequestId::parse) {
-        Some(Ok(id)) => id.into(),
-        _ => uuid::Uuid::now_v7().to_string(),
-    }
-}
-
-/// Drops an `x-request-id` that is not a valid request id, so the request-id layer just
-/// outside sets a fresh one, and the span, the handler and the echoed answer all carry that.
-pub fn drop_invalid_request_id<B>(mut request: axum::http::Request<B>) -> axum::http::Request<B> {
-    let valid = request
-        .headers()
-        .get(REQUEST_ID)
-        .is_none_or(|v| v.to_str().is_ok_and(|v| crate::domain::RequestId::parse(v).is_ok()));
-    if !valid {
-        request.headers_mut().remove(REQUEST_ID);
-    }
-    request
-}
 
 /// The layers [`layer`] returns, outermost last.
 pub type EdgeLayer = ServiceBuilder<
@@ -97,18 +75,6 @@ fn handle_error(error: BoxError) -> std::future::Ready<ApiError> {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
     };
     std::future::ready(answer)
-}
-
-/// Logs a caught panic of a `handler` (its text stays in the log: the client gets only
-/// "internal error") with what it was `answered`, and counts it.
-pub fn report_panic(handler: &str, answered: &str, panic: &(dyn Any + Send + 'static)) {
-    let detail = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".to_owned());
-    tracing::error!(panic = %detail, "{handler} handler panicked; answered {answered}");
-    metrics::counter!(names::HTTP_PANICS_TOTAL).increment(1);
 }
 
 /// The answer to a panicking handler: 500 JSON, an error log line and a counter.

@@ -1,4 +1,6 @@
-//! The JSON error body `{"error":{"code","message"}}` and how every failure maps onto it.
+//! The JSON error body `{"error":{"code","message"}}` of an [`ApiError`], and how axum's
+//! rejections of a request map onto it. How every other failure maps onto an [`ApiError`] is
+//! the API's ([`crate::api::error`]).
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
@@ -6,66 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::auth::AuthError;
-use crate::domain::DomainError;
-use crate::room::RoomError;
-use crate::store::StoreError;
-use crate::wallet::WalletError;
-
-/// An HTTP error answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
-    /// Stable snake_case code.
-    pub code: &'static str,
-    /// Human text naming what is wrong.
-    pub message: String,
-    /// `WWW-Authenticate` of a 401 (`Bearer`, or `Bearer error="invalid_token"`).
-    pub challenge: Option<&'static str>,
-    /// `Retry-After` of a 429, in whole seconds.
-    pub retry_after: Option<u64>,
-}
-
-impl ApiError {
-    /// A new error.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), challenge: None, retry_after: None }
-    }
-
-    /// 400 naming the field at fault.
-    pub fn invalid(field: &str, reason: impl std::fmt::Display) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_argument", format!("{field}: {reason}"))
-    }
-
-    /// 503 while the service shuts down.
-    pub fn draining() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "draining",
-            "service is shutting down; retry on another instance",
-        )
-    }
-
-    /// 503 `not_owner`: the room's shard is moving between nodes; a retry is routed to its
-    /// new owner.
-    pub fn not_owner() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not_owner",
-            "the room is moving between nodes; retry the request as it is",
-        )
-    }
-
-    /// 503 `owner_unavailable`: the node serving the room did not answer.
-    pub fn owner_unavailable() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "owner_unavailable",
-            "the node serving this room did not answer; retry the request as it is",
-        )
-    }
-}
+use crate::api::ApiError;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -78,111 +21,6 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
-    }
-}
-
-impl ApiError {
-    /// 503 `storage_unavailable`, logging why.
-    fn unavailable(error: &StoreError) -> Self {
-        tracing::warn!(%error, "Storage unavailable");
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable", "storage is unavailable; retry")
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        ApiError::unavailable(&e)
-    }
-}
-
-impl From<std::sync::Arc<StoreError>> for ApiError {
-    fn from(e: std::sync::Arc<StoreError>) -> Self {
-        ApiError::unavailable(&e)
-    }
-}
-
-impl From<RoomError> for ApiError {
-    fn from(e: RoomError) -> Self {
-        match e {
-            RoomError::Domain(d) => d.into(),
-            RoomError::CommandConflict(m) => ApiError::new(StatusCode::CONFLICT, "command_conflict", m),
-            RoomError::VersionConflict(m) => ApiError::new(StatusCode::CONFLICT, "version_conflict", m),
-            RoomError::Unavailable(error) | RoomError::NotCommitted(error) => ApiError::unavailable(&error),
-            RoomError::NotOwner => ApiError::not_owner(),
-            RoomError::PaymentRefunded => ApiError::new(
-                StatusCode::CONFLICT,
-                "payment_refunded",
-                "this gift did not commit and its payment was refunded; send it again with a new command_id",
-            ),
-            RoomError::PaymentMismatch => ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "payment_mismatch",
-                "the wallet answered with another debit (user or amount) under this command's key; nothing \
-                 was written; do not reuse a command_id for another gift",
-            ),
-            RoomError::Wallet(error) => error.into(),
-            RoomError::Corrupt(detail) => {
-                tracing::error!(%detail, "Stored data is corrupt");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "stored data could not be read")
-            }
-        }
-    }
-}
-
-/// 401 `unauthenticated` (with `WWW-Authenticate`), 403 `forbidden` naming the field, 429
-/// `rate_limited` (with `Retry-After`). The refusal is counted where it is made, not here.
-impl From<AuthError> for ApiError {
-    fn from(e: AuthError) -> Self {
-        let message = e.to_string();
-        match e {
-            AuthError::Unauthenticated(_) => {
-                let challenge =
-                    if e.token_was_given() { r#"Bearer error="invalid_token""# } else { "Bearer" };
-                let error = ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message);
-                ApiError { challenge: Some(challenge), ..error }
-            }
-            AuthError::Forbidden { .. } => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
-            AuthError::RateLimited { retry_after, .. } => {
-                let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-                let error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
-                ApiError { retry_after: Some(seconds.max(1)), ..error }
-            }
-        }
-    }
-}
-
-impl From<WalletError> for ApiError {
-    fn from(e: WalletError) -> Self {
-        match e {
-            WalletError::InsufficientBalance => ApiError::new(
-                StatusCode::CONFLICT,
-                "insufficient_balance",
-                "the sender's balance is below the gift's value; nothing was written",
-            ),
-            WalletError::Unavailable { class, detail } => {
-                tracing::warn!(class = class.as_str(), %detail, "Wallet unavailable");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "wallet_unavailable",
-                    "the wallet did not answer; nothing was written; retry with the same command_id",
-                )
-            }
-        }
-    }
-}
-
-impl From<DomainError> for ApiError {
-    fn from(e: DomainError) -> Self {
-        let message = e.to_string();
-        let (status, code) = match e {
-            DomainError::InvalidArgument { .. } => (StatusCode::BAD_REQUEST, "invalid_argument"),
-            DomainError::RoomNotFound => (StatusCode::NOT_FOUND, "room_not_found"),
-            DomainError::RoomExists => (StatusCode::CONFLICT, "room_exists"),
-            DomainError::RoomClosed => (StatusCode::CONFLICT, "room_closed"),
-            DomainError::NotMember { .. } => (StatusCode::CONFLICT, "not_member"),
-            DomainError::HeatOverflow => (StatusCode::CONFLICT, "heat_overflow"),
-        };
-        ApiError::new(status, code, message)
     }
 }
 

@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer, MapAccess, Visitor};
 
-use super::error::ApiError;
+use crate::api::ApiError;
 use crate::auth::Caller;
 use crate::domain::RoomId;
 
@@ -125,14 +125,14 @@ pub fn page_limit(value: &str, max: u32) -> Result<u32, ApiError> {
 }
 
 /// The request id: `x-request-id` (set by the request-id layer when absent, and replaced
-/// there when invalid), checked again by [`super::edge::request_id`].
+/// there when invalid), checked again by [`crate::api::edge::request_id`].
 pub struct RequestId(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for RequestId {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        let header = parts.headers.get(super::edge::REQUEST_ID).and_then(|v| v.to_str().ok());
-        Ok(RequestId(super::edge::request_id(header)))
+        let header = parts.headers.get(crate::api::edge::REQUEST_ID).and_then(|v| v.to_str().ok());
+        Ok(RequestId(crate::api::edge::request_id(header)))
     }
 }

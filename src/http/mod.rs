@@ -7,7 +7,13 @@
 //!
 //! Both answer unknown routes and methods with the JSON error body, and turn a panicking
 //! handler into a 500 JSON answer while the process keeps serving. The routers are pure
-//! builders, tested with `oneshot`; [`server`] serves them.
+//! builders, tested with `oneshot`; [`server`] serves them (and the gRPC router, over HTTP/2).
+//!
+//! What is HTTP's lives here: routes, extractors, the JSON error body ([`error`]: how an
+//! [`ApiError`] answers), the forwarding middleware, the edge, the accept loop. What the HTTP
+//! and gRPC APIs share (the state, the room operations, the error itself, readiness's ping, the
+//! hop to a room's owner, the request id rules) is [`crate::api`]'s; this module and the gRPC
+//! API (`src/grpc`) do not import each other.
 
 pub mod admin;
 pub mod auth;
@@ -17,12 +23,9 @@ pub mod error;
 pub mod extract;
 pub mod forward;
 pub mod metrics;
-pub mod readiness;
 pub mod rooms;
 pub mod server;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -34,74 +37,9 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::api::{ApiError, AppState, BATCH_HEARTBEAT_BYTES};
 use crate::config::HttpSettings;
-use crate::room::RoomService;
 use crate::secret::Secret;
-use crate::store::SharedRepository;
-pub use error::ApiError;
-
-/// Where the service is in its life: serving, leaving (readiness off, commands still served:
-/// the load balancer moves traffic away), or draining (new commands refused).
-#[derive(Debug, Clone, Default)]
-pub struct Lifecycle {
-    phase: Arc<AtomicU8>,
-}
-
-const SERVING: u8 = 0;
-const LEAVING: u8 = 1;
-const DRAINING: u8 = 2;
-
-impl Lifecycle {
-    /// Readiness turns 503; commands are still served (`http.shutdown_grace`).
-    pub fn start_leaving(&self) {
-        self.phase.fetch_max(LEAVING, Ordering::SeqCst);
-    }
-
-    /// `/readyz` and new commands answer 503.
-    pub fn start_draining(&self) {
-        self.phase.fetch_max(DRAINING, Ordering::SeqCst);
-    }
-
-    /// True while `/readyz` should answer 200.
-    pub fn is_ready(&self) -> bool {
-        self.phase.load(Ordering::SeqCst) == SERVING
-    }
-
-    /// True once new commands are refused.
-    pub fn is_draining(&self) -> bool {
-        self.phase.load(Ordering::SeqCst) >= DRAINING
-    }
-}
-
-/// Everything the handlers need.
-#[derive(Clone)]
-pub struct AppState {
-    /// The room service.
-    pub rooms: RoomService,
-    /// The repository (admin reads).
-    pub repo: SharedRepository,
-    /// Readiness's database check, shared by `/readyz` and gRPC health (one ping per 250 ms).
-    pub db_ping: readiness::DbPing,
-    /// Serving, leaving or draining.
-    pub lifecycle: Lifecycle,
-    /// Renders `/metrics`; `None` when no recorder is installed.
-    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-    /// Forwards requests for rooms owned elsewhere; `None` without a cluster.
-    pub forwarder: Option<forward::Forwarder>,
-    /// This node, as `GET /admin/rooms/{id}/owner` names it without a cluster.
-    pub node: NodeInfo,
-    /// Who a public request is from (`auth.*`).
-    pub auth: crate::auth::Auth,
-}
-
-/// This node's id and public URL.
-#[derive(Debug, Clone, Default)]
-pub struct NodeInfo {
-    /// `node_id`.
-    pub node_id: String,
-    /// Its public API origin (`cluster.advertise_url`, or the bound public address).
-    pub url: String,
-}
 
 /// The limits of the public router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,11 +129,6 @@ pub fn admin_router(state: AppState, token: Option<Secret>) -> Router {
     outer_layers(router, ADMIN_BODY_LIMIT).with_state(state)
 }
 
-/// Largest body the batch heartbeat route takes whatever `http.body_limit_bytes` says: its
-/// largest valid request, 1000 user ids of 64 bytes (about 67 KB of JSON), fits. gRPC's limit
-/// (one for every method) and a forwarded hop's are at least this too.
-pub const BATCH_HEARTBEAT_BYTES: usize = 72 * 1024;
-
 /// Largest admin request body: a requeue naming the most event ids fits.
 const ADMIN_BODY_LIMIT: usize = 1 << 20;
 
@@ -216,7 +149,7 @@ fn outer_layers<S: Clone + Send + Sync + 'static>(router: Router<S>, body_limit:
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .layer(tower::util::MapRequestLayer::new(edge::drop_invalid_request_id))
+        .layer(tower::util::MapRequestLayer::new(crate::api::edge::drop_invalid_request_id))
 }
 
 /// One span per request, carrying its `x-request-id` (set just outside by the request-id

@@ -65,7 +65,7 @@ const GRPC_FRAME_HEADER_BYTES: usize = 5;
 /// The initial flow-control window of one gRPC call: the largest message (the batch
 /// heartbeat's) with its frame header, so such a message arrives in one window and a call can
 /// never send more than that ahead of what the service has read (hyper's default is 1 MiB).
-pub const STREAM_WINDOW: u32 = (crate::http::BATCH_HEARTBEAT_BYTES + GRPC_FRAME_HEADER_BYTES) as u32;
+pub const STREAM_WINDOW: u32 = (crate::api::BATCH_HEARTBEAT_BYTES + GRPC_FRAME_HEADER_BYTES) as u32;
 
 /// The initial flow-control window of one gRPC connection: four maximum-size messages on their
 /// way at once (hyper's default is 1 MiB).

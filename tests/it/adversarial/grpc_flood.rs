@@ -27,7 +27,7 @@ const CONNECTIONS: usize = 50;
 /// Streams tried per connection: more than any server here allows (hyper's default is 200).
 const MOST_STREAMS: usize = 256;
 /// The largest `Heartbeats` message (`BATCH_HEARTBEAT_BYTES`), announced by every stream.
-const MAX_MESSAGE: usize = room_service::http::BATCH_HEARTBEAT_BYTES;
+const MAX_MESSAGE: usize = room_service::api::BATCH_HEARTBEAT_BYTES;
 /// What each stream leaves unsent of its message: the server waits for it forever.
 const HELD_BACK: usize = 1024;
 /// Most the flood may add to the node's resident memory.

@@ -131,8 +131,8 @@ async fn readyz_and_grpc_health_share_one_database_ping_per_250_ms() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use room_service::api::readiness::{DbPing, REUSE};
     use room_service::grpc::health::Readiness;
-    use room_service::http::readiness::{DbPing, REUSE};
     use room_service::http::{PublicOptions, public_router};
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_server::Health;

@@ -56,17 +56,17 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
 
 /// What the routers need over `db`: a room service publishing to the log sink (IM disabled),
 /// serving, no metrics recorder. For router tests driven with `oneshot`.
-pub fn router_state(db: &super::TestDb) -> room_service::http::AppState {
+pub fn router_state(db: &super::TestDb) -> room_service::api::AppState {
     let rooms = room_service::room::RoomService::new(
         db.repo.clone(),
         publisher(&settings(db.url(), None, &[])),
         room_service::room::RoomOptions::new(std::time::Duration::from_secs(1)),
         room_service::room::system_clock(),
     );
-    room_service::http::AppState {
+    room_service::api::AppState {
         rooms,
         repo: db.repo.clone(),
-        db_ping: room_service::http::readiness::DbPing::new(db.repo.clone()),
+        db_ping: room_service::api::readiness::DbPing::new(db.repo.clone()),
         lifecycle: Default::default(),
         metrics: None,
         forwarder: None,

@@ -1,4 +1,4 @@
-//! Readiness's database check, shared by `/readyz` and gRPC health ([`crate::grpc::health`]):
+//! Readiness's database check, shared by `/readyz` and gRPC health (`grpc::health`):
 //! one ping answers every check for [`REUSE`] after it started, and checks arriving while a
 //! ping runs wait for it rather than each sending their own. So probes, however many and from
 //! whichever protocol, cost the database at most one round trip per [`REUSE`].

@@ -1,0 +1,143 @@
+//! The operations of the room API both transports call, and the limits both apply: a command,
+//! a presence heartbeat or a batch of them (each refused while draining, and checked against
+//! the caller's rights and rate the same way whichever API it came through), and a page of
+//! members. The HTTP routes (`http::rooms`) and the gRPC methods (`grpc::rooms`) parse their
+//! requests and map the answers back; the logic is here.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ApiError, AppState};
+use crate::auth::policy::{self, Act};
+use crate::auth::{AuthError, Caller};
+use crate::domain::{Command, CommandId, MemberView, RoomId, UserId};
+use crate::room::{CommandRequest, CommandResponse, Transport};
+
+/// At most this many user ids in one `heartbeats` call.
+pub const MAX_HEARTBEAT_IDS: usize = 1_000;
+
+/// What `POST /v1/rooms/{id}/heartbeats` answers.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct HeartbeatsAnswer {
+    /// How many distinct ids are members (their presence refreshed).
+    pub alive: usize,
+    /// The ids that are not members, in request order (each once).
+    pub unknown: Vec<UserId>,
+}
+
+/// Runs a command that came in over `transport` from `caller`: refused while draining, when
+/// its `command_id` carries the reserved prefix, when the caller may not do it (403: acting as
+/// another user, closing a room it does not own) or is over its limit (429), else handed to
+/// [`RoomService::submit`] with the caller as part of the command's identity. The one command
+/// path of the HTTP and gRPC APIs; nothing is paid or written for a refused command.
+///
+/// [`RoomService::submit`]: crate::room::RoomService::submit
+pub async fn run_command(
+    state: &AppState,
+    transport: Transport,
+    caller: &Caller,
+    room_id: RoomId,
+    command_id: CommandId,
+    request_id: String,
+    command: Command,
+) -> Result<CommandResponse, ApiError> {
+    if state.lifecycle.is_draining() {
+        return Err(ApiError::draining());
+    }
+    if command_id.is_reserved() {
+        return Err(ApiError::invalid(
+            "command_id",
+            format!(
+                "the prefix {:?} is reserved for commands the service issues itself",
+                crate::domain::RESERVED_COMMAND_PREFIX
+            ),
+        ));
+    }
+    policy::authorize(caller, Act::Command(&command)).map_err(refused)?;
+    if let (Command::CloseRoom, Caller::User(_)) = (&command, caller) {
+        // The owner never changes, so the room as it is now tells; a room that does not
+        // exist answers so (and cannot come to exist with another owner meanwhile).
+        let room = state.rooms.snapshot(&room_id).await?;
+        policy::owner_may_close(caller, &room.owner_id).map_err(refused)?;
+    }
+    state.auth.check_rate(caller).map_err(refused)?;
+    let request =
+        CommandRequest::new(room_id, command_id, request_id, command).via(transport).by(caller.identity());
+    Ok(state.rooms.submit(request).await?)
+}
+
+/// A refusal of the caller, counted.
+fn refused(error: AuthError) -> ApiError {
+    error.counted().into()
+}
+
+/// A presence heartbeat of either API: refused while draining, for another user than the
+/// caller (403), and beyond the caller's limit (429).
+pub async fn run_heartbeat(
+    state: &AppState,
+    caller: &Caller,
+    room_id: &RoomId,
+    user_id: &UserId,
+) -> Result<(), ApiError> {
+    if state.lifecycle.is_draining() {
+        return Err(ApiError::draining());
+    }
+    policy::authorize(caller, Act::Heartbeat(user_id)).map_err(refused)?;
+    state.auth.check_rate(caller).map_err(refused)?;
+    Ok(state.rooms.heartbeat(room_id, user_id).await?)
+}
+
+/// Presence heartbeats of many members, of either API: 1–[`MAX_HEARTBEAT_IDS`] ids (a
+/// repeated one counts once), a service's only (403 for a user), refused while draining like
+/// a single heartbeat.
+pub async fn run_heartbeats(
+    state: &AppState,
+    caller: &Caller,
+    room_id: &RoomId,
+    user_ids: &[UserId],
+) -> Result<HeartbeatsAnswer, ApiError> {
+    policy::authorize(caller, Act::Heartbeats).map_err(refused)?;
+    check_heartbeat_ids(user_ids)?;
+    if state.lifecycle.is_draining() {
+        return Err(ApiError::draining());
+    }
+    let beats = state.rooms.heartbeats(room_id, user_ids).await?;
+    Ok(HeartbeatsAnswer { alive: beats.alive, unknown: beats.unknown })
+}
+
+/// 1–[`MAX_HEARTBEAT_IDS`] ids, else 400 naming `user_ids`.
+pub fn check_heartbeat_ids(user_ids: &[UserId]) -> Result<(), ApiError> {
+    if user_ids.is_empty() || user_ids.len() > MAX_HEARTBEAT_IDS {
+        return Err(ApiError::invalid("user_ids", format!("must hold 1–{MAX_HEARTBEAT_IDS} user ids")));
+    }
+    Ok(())
+}
+
+/// Default page size of the members listing.
+pub const DEFAULT_MEMBERS_LIMIT: usize = 100;
+/// Largest page of the members listing.
+pub const MAX_MEMBERS_LIMIT: u32 = 1000;
+
+/// A page of members (`GET /v1/rooms/{room_id}/members`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MembersPage {
+    /// Members in user id order.
+    pub members: Vec<MemberView>,
+    /// Pass as `after` for the next page; null on the last page.
+    pub next_after: Option<UserId>,
+}
+
+/// A page of at most `limit` members after `after`, for either API.
+pub async fn members_page(
+    state: &AppState,
+    room_id: &RoomId,
+    after: Option<&UserId>,
+    limit: usize,
+) -> Result<MembersPage, ApiError> {
+    // One more than asked tells whether another page follows.
+    let mut members = state.rooms.members(room_id, after, limit + 1).await?;
+    let next_after = (members.len() > limit).then(|| {
+        members.truncate(limit);
+        members.last().map(|m| m.user_id.clone())
+    });
+    Ok(MembersPage { members, next_after: next_after.flatten() })
+}
