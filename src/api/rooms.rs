@@ -141,3 +141,43 @@ pub async fn members_page(
     });
     Ok(MembersPage { members, next_after: next_after.flatten() })
 }
+
+/// A page of a room's event history (`GET /v1/rooms/{room_id}/events`, gRPC `ListEvents`).
+#[derive(Debug, Serialize)]
+pub struct EventsPage {
+    /// The room.
+    pub room_id: RoomId,
+    /// The room's version now.
+    pub room_version: u64,
+    /// False when the versions right after `after_version` are no longer kept: reload the
+    /// room's state and follow on from its version.
+    pub recovered: bool,
+    /// The envelopes, exactly as IM received them, in version order.
+    pub events: Vec<Box<serde_json::value::RawValue>>,
+    /// The last version in `events` (`after_version` when empty): the next page's `after_version`.
+    pub next_after: u64,
+}
+
+/// A page of at most `limit` of the room's IM events after version `after`, for either API:
+/// served by any node from the database (see [`crate::room::RoomService::events`]).
+pub async fn events_page(
+    state: &AppState,
+    room_id: &RoomId,
+    after: u64,
+    limit: u32,
+) -> Result<EventsPage, ApiError> {
+    let page = state.rooms.events(room_id, after, limit).await?;
+    let events = page
+        .events
+        .into_iter()
+        .map(serde_json::value::RawValue::from_string)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| crate::room::RoomError::Corrupt(format!("a stored event envelope is not JSON: {e}")))?;
+    Ok(EventsPage {
+        room_id: room_id.clone(),
+        room_version: page.room_version,
+        recovered: page.recovered,
+        events,
+        next_after: page.next_after,
+    })
+}

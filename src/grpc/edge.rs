@@ -52,7 +52,7 @@ pub fn access(path: &str) -> Option<Access> {
         "CreateRoom" | "JoinRoom" | "LeaveRoom" | "SendGift" | "CloseRoom" | "Heartbeat" | "Heartbeats" => {
             Some(Access::Command)
         }
-        "GetRoom" | "ListMembers" => Some(Access::Read),
+        "GetRoom" | "ListMembers" | "ListEvents" => Some(Access::Read),
         _ => None,
     }
 }
@@ -184,7 +184,7 @@ mod tests {
         {
             assert_eq!(access(&format!("/room.v1.RoomService/{method}")), Some(Access::Command), "{method}");
         }
-        for method in ["GetRoom", "ListMembers"] {
+        for method in ["GetRoom", "ListMembers", "ListEvents"] {
             assert_eq!(access(&format!("/room.v1.RoomService/{method}")), Some(Access::Read), "{method}");
         }
         for other in

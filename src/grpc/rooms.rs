@@ -17,7 +17,9 @@ use crate::auth::Caller;
 use crate::domain::{
     Command, CommandId, GiftId, LeaveReason, MemberView, RankEntry, RoomId, RoomSnapshot, RoomStatus, UserId,
 };
-use crate::room::{CommandResponse, Delivery, EventReceipt, Transport};
+use crate::room::{
+    CommandResponse, DEFAULT_EVENTS_LIMIT, Delivery, EventReceipt, MAX_EVENTS_LIMIT, Transport,
+};
 
 /// The metadata entry of the bearer token.
 const AUTHORIZATION: &str = "authorization";
@@ -204,6 +206,30 @@ impl pb::room_service_server::RoomService for GrpcRooms {
             None => self.state.rooms.snapshot(&room).await.map_err(|e| from_api(e.into()))?,
         };
         Ok(Response::new(room_message(snapshot)))
+    }
+
+    async fn list_events(&self, request: Request<pb::ListEventsRequest>) -> Rpc<pb::ListEventsResponse> {
+        // A read, served here from the database whoever owns the room: never forwarded.
+        self.caller(&request, true).await?;
+        let m = request.into_inner();
+        let room = room_id(m.room_id)?;
+        let limit = match m.limit {
+            0 => DEFAULT_EVENTS_LIMIT,
+            n if n <= MAX_EVENTS_LIMIT => n,
+            n => return Err(invalid("limit", format!("{n} is not between 1 and {MAX_EVENTS_LIMIT}"))),
+        };
+        if i64::try_from(m.after_version).is_err() {
+            return Err(invalid("after_version", "must be a room version: an integer from 0"));
+        }
+        let page =
+            self.state.rooms.events(&room, m.after_version, limit).await.map_err(|e| from_api(e.into()))?;
+        Ok(Response::new(pb::ListEventsResponse {
+            room_id: room.as_str().to_owned(),
+            room_version: page.room_version,
+            recovered: page.recovered,
+            events: page.events,
+            next_after: page.next_after,
+        }))
     }
 
     async fn list_members(&self, request: Request<pb::ListMembersRequest>) -> Rpc<pb::ListMembersResponse> {

@@ -72,7 +72,7 @@ impl Default for PublicOptions {
 /// The routes of the public API, `(method, template)`, as [`public_router`] declares them:
 /// their request series are exported at 0 from startup ([`metrics::register_zero`]). The
 /// test `api::docs` fails when it and the router differ.
-pub const V1_ROUTES: [(&str, &str); 9] = [
+pub const V1_ROUTES: [(&str, &str); 10] = [
     ("POST", "/v1/rooms"),
     ("GET", "/v1/rooms/{room_id}"),
     ("POST", "/v1/rooms/{room_id}/join"),
@@ -82,6 +82,7 @@ pub const V1_ROUTES: [(&str, &str); 9] = [
     ("POST", "/v1/rooms/{room_id}/heartbeat"),
     ("POST", "/v1/rooms/{room_id}/heartbeats"),
     ("GET", "/v1/rooms/{room_id}/members"),
+    ("GET", "/v1/rooms/{room_id}/events"),
 ];
 
 /// The public listener's router: `/v1/*` behind the edge, plus `/healthz` and `/readyz`.
@@ -101,6 +102,8 @@ pub fn public_router(state: AppState, options: PublicOptions) -> Router {
         )
         .route("/v1/rooms/{room_id}/members", get(rooms::members))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), forward::route))
+        // Served by any node from the database, never under a room's commit lock: not forwarded.
+        .route("/v1/rooms/{room_id}/events", get(rooms::events))
         // Outside the forwarding: a request is verified where it arrives, and by the owner.
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), caller::authenticate))
         .route_layer(edge::layer(options.request_timeout, options.max_in_flight));

@@ -11,13 +11,13 @@ use serde::Deserialize;
 
 use super::extract::{Json, RequestId, RoomCommand, RoomPath, page_limit};
 use crate::api::rooms::{
-    DEFAULT_MEMBERS_LIMIT, HeartbeatsAnswer, MAX_MEMBERS_LIMIT, MembersPage, members_page, run_command,
-    run_heartbeat, run_heartbeats,
+    DEFAULT_MEMBERS_LIMIT, EventsPage, HeartbeatsAnswer, MAX_MEMBERS_LIMIT, MembersPage, events_page,
+    members_page, run_command, run_heartbeat, run_heartbeats,
 };
 use crate::api::{ApiError, AppState};
 use crate::auth::Caller;
 use crate::domain::{Command, CommandId, GiftId, LeaveReason, RoomId, RoomSnapshot, UserId};
-use crate::room::{CommandResponse, Transport};
+use crate::room::{CommandResponse, DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT, Transport};
 
 /// `POST /v1/rooms`.
 #[derive(Debug, Deserialize)]
@@ -186,6 +186,39 @@ fn parse_members_query(params: &HashMap<String, String>) -> Result<(Option<UserI
                 after = Some(UserId::parse(value.as_str()).map_err(|e| ApiError::invalid("after", e))?)
             }
             other => return Err(ApiError::invalid(other, "unknown query parameter (expected limit, after)")),
+        }
+    }
+    Ok((after, limit))
+}
+
+/// The room's IM events after a version, from its event history (any node serves it):
+/// `?after_version=` (default 0: from the first) and `?limit=` (1–300, default 100).
+pub async fn events(
+    State(state): State<AppState>,
+    RoomPath(room_id): RoomPath,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<axum::Json<EventsPage>, ApiError> {
+    let (after, limit) = parse_events_query(&params)?;
+    Ok(axum::Json(events_page(&state, &room_id, after, limit).await?))
+}
+
+fn parse_events_query(params: &HashMap<String, String>) -> Result<(u64, u32), ApiError> {
+    let mut limit = DEFAULT_EVENTS_LIMIT;
+    let mut after = 0;
+    for (key, value) in params {
+        match key.as_str() {
+            "limit" => limit = page_limit(value, MAX_EVENTS_LIMIT)?,
+            "after_version" => {
+                after = value.parse::<u64>().ok().filter(|v| i64::try_from(*v).is_ok()).ok_or_else(|| {
+                    ApiError::invalid("after_version", "must be a room version: an integer from 0")
+                })?
+            }
+            other => {
+                return Err(ApiError::invalid(
+                    other,
+                    "unknown query parameter (expected after_version, limit)",
+                ));
+            }
         }
     }
     Ok((after, limit))

@@ -17,6 +17,7 @@ mod observability;
 mod outbox;
 mod presence;
 mod process;
+mod recovery;
 mod rooms;
 mod store;
 mod support;
