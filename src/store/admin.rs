@@ -1,7 +1,7 @@
 //! [`OutboxAdmin`]: the operator's view of `room_outbox` (SPEC §11) — backlog stats, listing,
 //! look a row up by event id, requeue parked or retryable rows, and purge old delivered rows in
-//! small batches by primary key — and its one SQL implementation over any
-//! [`Dialect`](super::sql::Dialect) ([`impl_outbox_admin`]).
+//! small batches by primary key — and its one SQL implementation, for [`SqlRepository`] over
+//! any [`Backend`].
 //!
 //! Every write here is fenced on the row status: `delivering` rows (a worker holds their lease)
 //! and `delivered` rows are never requeued, and only `delivered` rows are ever deleted. A
@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::outbox_types::{OutboxQuery, OutboxRow, OutboxStats, OutboxStatus};
+use super::admin_sql;
+use super::backend::{Backend, Run};
+use super::outbox_types::{self, OutboxQuery, OutboxRow, OutboxStats, OutboxStatus};
+use super::repository::SqlRepository;
 use super::types::StoreError;
 
 /// Largest purge batch: one `DELETE` touches at most this many rows.
@@ -119,18 +122,18 @@ pub trait OutboxAdmin: Send + Sync {
 
 /// `older_than` in milliseconds for SQL, capped at about 100 years so `now - age` never
 /// overflows a BIGINT.
-pub(super) fn age_ms(older_than: Duration) -> i64 {
+fn age_ms(older_than: Duration) -> i64 {
     const CAP_MS: u128 = 100 * 365 * 24 * 3600 * 1000;
     older_than.as_millis().min(CAP_MS) as i64
 }
 
 /// A batch limit within `1..=max`.
-pub(super) fn batch_limit(limit: u32, max: u32) -> i64 {
+fn batch_limit(limit: u32, max: u32) -> i64 {
     i64::from(limit.clamp(1, max))
 }
 
 /// Whether a requeue by status names a requeueable status.
-pub(super) fn check_requeueable(status: OutboxStatus) -> Result<(), StoreError> {
+fn check_requeueable(status: OutboxStatus) -> Result<(), StoreError> {
     if REQUEUEABLE.contains(&status) {
         Ok(())
     } else {
@@ -141,105 +144,74 @@ pub(super) fn check_requeueable(status: OutboxStatus) -> Result<(), StoreError> 
     }
 }
 
-/// [`OutboxAdmin`] for `SqlRepository<$db>`.
-macro_rules! impl_outbox_admin {
-    ($db:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::store::OutboxAdmin for $crate::store::SqlRepository<$db> {
-            async fn outbox_stats(&self) -> Result<$crate::store::OutboxStats, $crate::store::StoreError> {
-                use sqlx::Row;
-                use $crate::store::admin_sql;
-                let rows = admin_sql::outbox_stats::<$db>().build().fetch_all(&self.pool).await?;
-                let groups = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
-                let mut stats = $crate::store::outbox_types::stats_from_groups(groups);
-                if stats.failed > 0 {
-                    let parked = admin_sql::parked_by_reason::<$db>().build().fetch_all(&self.pool).await?;
-                    stats.parked_by_reason = parked
-                        .iter()
-                        .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1).max(0) as u64))
-                        .collect();
-                }
-                Ok(stats)
-            }
-
-            async fn list_outbox(
-                &self,
-                query: &$crate::store::OutboxQuery,
-            ) -> Result<Vec<$crate::store::OutboxRow>, $crate::store::StoreError> {
-                let mut q = $crate::store::admin_sql::list_outbox::<$db>(query);
-                Ok(q.build_query_as::<$crate::store::OutboxRow>().fetch_all(&self.pool).await?)
-            }
-
-            async fn find_outbox(
-                &self,
-                event_id: &str,
-            ) -> Result<Option<$crate::store::OutboxRow>, $crate::store::StoreError> {
-                let mut q = $crate::store::admin_sql::find_outbox::<$db>(event_id);
-                Ok(q.build_query_as::<$crate::store::OutboxRow>().fetch_optional(&self.pool).await?)
-            }
-
-            async fn requeue_outbox(
-                &self,
-                target: $crate::store::RequeueTarget<'_>,
-            ) -> Result<Vec<$crate::store::RequeuedRow>, $crate::store::StoreError> {
-                use $crate::store::admin::{batch_limit, check_requeueable};
-                use $crate::store::sql::Dialect;
-                use $crate::store::{MAX_REQUEUE_BATCH, RequeueTarget, RequeuedRow, admin_sql};
-                let limit = match target {
-                    RequeueTarget::EventIds([]) => return Ok(Vec::new()),
-                    RequeueTarget::EventIds(_) => 0,
-                    RequeueTarget::Status { status, limit, .. } => {
-                        check_requeueable(status)?;
-                        batch_limit(limit, MAX_REQUEUE_BATCH)
-                    }
-                };
-                let mut tx = self.pool.begin_with(<$db>::BEGIN_WRITE).await?;
-                let mut select = admin_sql::requeue_select::<$db>(&target, limit);
-                let rows = select.build_query_as::<RequeuedRow>().fetch_all(&mut *tx).await?;
-                if !rows.is_empty() {
-                    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-                    admin_sql::requeue_ids::<$db>(&ids).build().execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                Ok(rows)
-            }
-
-            async fn count_purgeable(
-                &self,
-                older_than: std::time::Duration,
-                up_to: Option<i64>,
-            ) -> Result<u64, $crate::store::StoreError> {
-                let age = $crate::store::admin::age_ms(older_than);
-                let mut q = $crate::store::admin_sql::count_purgeable::<$db>(age, up_to);
-                let count: i64 = q.build_query_scalar().fetch_one(&self.pool).await?;
-                Ok(count.max(0) as u64)
-            }
-
-            async fn purge_delivered_batch(
-                &self,
-                older_than: std::time::Duration,
-                up_to: Option<i64>,
-                limit: u32,
-            ) -> Result<u64, $crate::store::StoreError> {
-                use $crate::store::admin::{age_ms, batch_limit};
-                use $crate::store::{MAX_PURGE_BATCH, admin_sql};
-                let age = age_ms(older_than);
-                let mut select = admin_sql::purge_ids::<$db>(age, up_to, batch_limit(limit, MAX_PURGE_BATCH));
-                let ids: Vec<i64> = select.build_query_scalar().fetch_all(&self.pool).await?;
-                if ids.is_empty() {
-                    return Ok(0);
-                }
-                let mut delete = admin_sql::purge_delete::<$db>(age, up_to, &ids);
-                Ok(delete.build().execute(&self.pool).await?.rows_affected())
-            }
-
-            async fn try_purge_lock(
-                &self,
-            ) -> Result<Option<$crate::store::PurgeLock>, $crate::store::StoreError> {
-                <$db as $crate::store::sql::Dialect>::try_purge_lock(&self.pool).await
-            }
+#[async_trait]
+impl<DB: Backend> OutboxAdmin for SqlRepository<DB> {
+    async fn outbox_stats(&self) -> Result<OutboxStats, StoreError> {
+        let groups = admin_sql::outbox_stats::<DB>().fetch_all(&self.pool).await?;
+        let mut stats = outbox_types::stats_from_groups(groups);
+        if stats.failed > 0 {
+            let parked: Vec<(String, i64)> =
+                admin_sql::parked_by_reason::<DB>().fetch_all(&self.pool).await?;
+            stats.parked_by_reason =
+                parked.into_iter().map(|(reason, n)| (reason, n.max(0) as u64)).collect();
         }
-    };
-}
+        Ok(stats)
+    }
 
-pub(super) use impl_outbox_admin;
+    async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError> {
+        let mut q = admin_sql::list_outbox::<DB>(query);
+        Ok(q.fetch_all(&self.pool).await?)
+    }
+
+    async fn find_outbox(&self, event_id: &str) -> Result<Option<OutboxRow>, StoreError> {
+        let mut q = admin_sql::find_outbox::<DB>(event_id);
+        Ok(q.fetch_optional(&self.pool).await?)
+    }
+
+    async fn requeue_outbox(&self, target: RequeueTarget<'_>) -> Result<Vec<RequeuedRow>, StoreError> {
+        let limit = match target {
+            RequeueTarget::EventIds([]) => return Ok(Vec::new()),
+            RequeueTarget::EventIds(_) => 0,
+            RequeueTarget::Status { status, limit, .. } => {
+                check_requeueable(status)?;
+                batch_limit(limit, MAX_REQUEUE_BATCH)
+            }
+        };
+        let mut tx = self.pool.begin_with(DB::BEGIN_WRITE).await?;
+        let mut select = admin_sql::requeue_select::<DB>(&target, limit);
+        let rows = select.fetch_all::<RequeuedRow>(&mut *tx).await?;
+        if !rows.is_empty() {
+            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+            admin_sql::requeue_ids::<DB>(&ids).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    async fn count_purgeable(&self, older_than: Duration, up_to: Option<i64>) -> Result<u64, StoreError> {
+        let mut q = admin_sql::count_purgeable::<DB>(age_ms(older_than), up_to);
+        let (count,): (i64,) = q.fetch_one(&self.pool).await?;
+        Ok(count.max(0) as u64)
+    }
+
+    async fn purge_delivered_batch(
+        &self,
+        older_than: Duration,
+        up_to: Option<i64>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let age = age_ms(older_than);
+        let mut select = admin_sql::purge_ids::<DB>(age, up_to, batch_limit(limit, MAX_PURGE_BATCH));
+        let ids: Vec<(i64,)> = select.fetch_all(&self.pool).await?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<i64> = ids.into_iter().map(|(id,)| id).collect();
+        let mut delete = admin_sql::purge_delete::<DB>(age, up_to, &ids);
+        Ok(delete.execute(&self.pool).await?)
+    }
+
+    async fn try_purge_lock(&self) -> Result<Option<PurgeLock>, StoreError> {
+        DB::try_purge_lock(&self.pool).await
+    }
+}

@@ -1,15 +1,19 @@
 //! [`CommandStore`]: what the command path stores — rooms (snapshot, members, gift totals) and
 //! the command log, written together with the commands' outbox rows in one transaction — and
 //! reads and marks of those rows (delivered when it published them itself, released to the
-//! worker when it gave up, their status on replay); and its one SQL implementation over any [`Dialect`](super::sql::Dialect)
-//! ([`impl_command_store`]).
+//! worker when it gave up, their status on replay); and its one SQL implementation, for
+//! [`SqlRepository`] over any [`Backend`].
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::outbox_types::OutboxStatus;
+use super::backend::{Backend, Run};
+use super::outbox_types::{self, OutboxStatus};
+use super::repository::SqlRepository;
+use super::rows::{CommandRow, HistoryRow, VersionRow};
 use super::types::{CommandKey, CommitError, RoomCommit, StoreError, StoredCommand, StoredRoom};
+use super::{flows, room_sql, sync_sql};
 
 /// The command path's storage; see the module docs.
 #[async_trait]
@@ -79,144 +83,107 @@ pub trait CommandStore: Send + Sync {
     async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError>;
 }
 
-/// [`CommandStore`] for `SqlRepository<$db>`.
-macro_rules! impl_command_store {
-    ($db:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::store::CommandStore for $crate::store::SqlRepository<$db> {
-            async fn load_room(
-                &self,
-                room_id: &str,
-            ) -> Result<Option<$crate::store::StoredRoom>, $crate::store::StoreError> {
-                $crate::store::flows::load_room::<$db>(self.pool.begin().await?, room_id).await
-            }
+#[async_trait]
+impl<DB: Backend> CommandStore for SqlRepository<DB> {
+    async fn load_room(&self, room_id: &str) -> Result<Option<StoredRoom>, StoreError> {
+        flows::load_room::<DB>(self.pool.begin().await?, room_id).await
+    }
 
-            async fn room_version(&self, room_id: &str) -> Result<Option<u64>, $crate::store::StoreError> {
-                use $crate::store::{room_sql, rows};
-                let mut q = room_sql::room_version::<$db>(room_id, false);
-                let row = q.build_query_as::<rows::VersionRow>().fetch_optional(&self.pool).await?;
-                Ok(row.map(|r| r.version.max(0) as u64))
-            }
+    async fn room_version(&self, room_id: &str) -> Result<Option<u64>, StoreError> {
+        let mut q = room_sql::room_version::<DB>(room_id, false);
+        let row = q.fetch_optional::<VersionRow>(&self.pool).await?;
+        Ok(row.map(|r| r.version.max(0) as u64))
+    }
 
-            async fn find_command(
-                &self,
-                key: &$crate::store::CommandKey,
-            ) -> Result<Vec<$crate::store::StoredCommand>, $crate::store::StoreError> {
-                use $crate::store::{StoredCommand, room_sql, rows};
-                let mut q = room_sql::find_command::<$db>(key);
-                let rows = q.build_query_as::<rows::CommandRow>().fetch_all(&self.pool).await?;
-                let mut rows: Vec<StoredCommand> = rows.into_iter().map(StoredCommand::from).collect();
-                rows.sort_by_key(|r| r.caller != key.caller);
-                Ok(rows)
-            }
+    async fn find_command(&self, key: &CommandKey) -> Result<Vec<StoredCommand>, StoreError> {
+        let mut q = room_sql::find_command::<DB>(key);
+        let rows = q.fetch_all::<CommandRow>(&self.pool).await?;
+        let mut rows: Vec<StoredCommand> = rows.into_iter().map(StoredCommand::from).collect();
+        rows.sort_by_key(|r| r.caller != key.caller);
+        Ok(rows)
+    }
 
-            async fn find_commands(
-                &self,
-                command_ids: &[String],
-            ) -> Result<Vec<$crate::store::StoredCommand>, $crate::store::StoreError> {
-                use $crate::store::{StoredCommand, room_sql, rows};
-                if command_ids.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let mut q = room_sql::find_commands::<$db>(command_ids);
-                let rows = q.build_query_as::<rows::CommandRow>().fetch_all(&self.pool).await?;
-                Ok(rows.into_iter().map(StoredCommand::from).collect())
-            }
-
-            async fn record_refund(
-                &self,
-                wallet_key: &str,
-                room_id: &str,
-            ) -> Result<(), $crate::store::StoreError> {
-                let mut q = $crate::store::room_sql::record_refund::<$db>(wallet_key, room_id);
-                q.build().execute(&self.pool).await?;
-                Ok(())
-            }
-
-            async fn is_refunded(&self, wallet_key: &str) -> Result<bool, $crate::store::StoreError> {
-                let mut q = $crate::store::room_sql::find_refund::<$db>(wallet_key);
-                Ok(q.build().fetch_optional(&self.pool).await?.is_some())
-            }
-
-            async fn finish_refund(&self, wallet_key: &str) -> Result<(), $crate::store::StoreError> {
-                $crate::store::room_sql::finish_refund::<$db>(wallet_key).build().execute(&self.pool).await?;
-                Ok(())
-            }
-
-            async fn unfinished_refunds(
-                &self,
-                older_than: std::time::Duration,
-                limit: u32,
-            ) -> Result<Vec<(String, String)>, $crate::store::StoreError> {
-                let mut q = $crate::store::room_sql::unfinished_refunds::<$db>(older_than, limit);
-                Ok(q.build_query_as::<(String, String)>().fetch_all(&self.pool).await?)
-            }
-
-            async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, $crate::store::StoreError> {
-                if event_ids.is_empty() {
-                    return Ok(0);
-                }
-                let mut q = $crate::store::sync_sql::mark_delivered::<$db>(event_ids);
-                Ok(q.build().execute(&self.pool).await?.rows_affected())
-            }
-
-            async fn release_pending(&self, event_ids: &[String]) -> Result<u64, $crate::store::StoreError> {
-                if event_ids.is_empty() {
-                    return Ok(0);
-                }
-                let mut q = $crate::store::sync_sql::release_pending::<$db>(event_ids);
-                Ok(q.build().execute(&self.pool).await?.rows_affected())
-            }
-
-            async fn room_events_after(
-                &self,
-                room_id: &str,
-                after: u64,
-                up_to: u64,
-                max_age: std::time::Duration,
-                limit: u32,
-            ) -> Result<Vec<(u64, String)>, $crate::store::StoreError> {
-                let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-                let age = i64::try_from(max_age.as_millis()).unwrap_or(i64::MAX);
-                let mut q = $crate::store::sync_sql::room_events_after::<$db>(
-                    room_id,
-                    clamp(after),
-                    clamp(up_to),
-                    age,
-                    i64::from(limit),
-                );
-                let rows =
-                    q.build_query_as::<$crate::store::rows::HistoryRow>().fetch_all(&self.pool).await?;
-                Ok(rows.into_iter().map(|r| (r.room_version.max(0) as u64, r.envelope)).collect())
-            }
-
-            async fn has_undelivered(&self, room_id: &str) -> Result<bool, $crate::store::StoreError> {
-                let mut q = $crate::store::sync_sql::undelivered_in_room::<$db>(room_id);
-                Ok(q.build().fetch_optional(&self.pool).await?.is_some())
-            }
-
-            async fn outbox_statuses(
-                &self,
-                event_ids: &[String],
-            ) -> Result<Vec<(String, $crate::store::OutboxStatus)>, $crate::store::StoreError> {
-                use sqlx::Row;
-                if event_ids.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let mut q = $crate::store::sync_sql::outbox_statuses::<$db>(event_ids);
-                let rows = q.build().fetch_all(&self.pool).await?;
-                Ok($crate::store::outbox_types::parse_statuses(rows.iter().map(|r| (r.get(0), r.get(1)))))
-            }
-
-            async fn commit_room(
-                &self,
-                c: &$crate::store::RoomCommit,
-            ) -> Result<(), $crate::store::CommitError> {
-                use $crate::store::sql::Dialect;
-                $crate::store::flows::commit_room(self.pool.begin_with(<$db>::BEGIN_WRITE).await?, c).await
-            }
+    async fn find_commands(&self, command_ids: &[String]) -> Result<Vec<StoredCommand>, StoreError> {
+        if command_ids.is_empty() {
+            return Ok(Vec::new());
         }
-    };
-}
+        let mut q = room_sql::find_commands::<DB>(command_ids);
+        let rows = q.fetch_all::<CommandRow>(&self.pool).await?;
+        Ok(rows.into_iter().map(StoredCommand::from).collect())
+    }
 
-pub(super) use impl_command_store;
+    async fn record_refund(&self, wallet_key: &str, room_id: &str) -> Result<(), StoreError> {
+        let mut q = room_sql::record_refund::<DB>(wallet_key, room_id);
+        q.execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn is_refunded(&self, wallet_key: &str) -> Result<bool, StoreError> {
+        let mut q = room_sql::find_refund::<DB>(wallet_key);
+        Ok(q.fetch_optional::<()>(&self.pool).await?.is_some())
+    }
+
+    async fn finish_refund(&self, wallet_key: &str) -> Result<(), StoreError> {
+        room_sql::finish_refund::<DB>(wallet_key).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn unfinished_refunds(
+        &self,
+        older_than: Duration,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut q = room_sql::unfinished_refunds::<DB>(older_than, limit);
+        Ok(q.fetch_all(&self.pool).await?)
+    }
+
+    async fn mark_delivered(&self, event_ids: &[String]) -> Result<u64, StoreError> {
+        if event_ids.is_empty() {
+            return Ok(0);
+        }
+        let mut q = sync_sql::mark_delivered::<DB>(event_ids);
+        Ok(q.execute(&self.pool).await?)
+    }
+
+    async fn release_pending(&self, event_ids: &[String]) -> Result<u64, StoreError> {
+        if event_ids.is_empty() {
+            return Ok(0);
+        }
+        let mut q = sync_sql::release_pending::<DB>(event_ids);
+        Ok(q.execute(&self.pool).await?)
+    }
+
+    async fn room_events_after(
+        &self,
+        room_id: &str,
+        after: u64,
+        up_to: u64,
+        max_age: Duration,
+        limit: u32,
+    ) -> Result<Vec<(u64, String)>, StoreError> {
+        let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let age = i64::try_from(max_age.as_millis()).unwrap_or(i64::MAX);
+        let mut q =
+            sync_sql::room_events_after::<DB>(room_id, clamp(after), clamp(up_to), age, i64::from(limit));
+        let rows = q.fetch_all::<HistoryRow>(&self.pool).await?;
+        Ok(rows.into_iter().map(|r| (r.room_version.max(0) as u64, r.envelope)).collect())
+    }
+
+    async fn has_undelivered(&self, room_id: &str) -> Result<bool, StoreError> {
+        let mut q = sync_sql::undelivered_in_room::<DB>(room_id);
+        Ok(q.fetch_optional::<()>(&self.pool).await?.is_some())
+    }
+
+    async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError> {
+        if event_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = sync_sql::outbox_statuses::<DB>(event_ids);
+        let rows = q.fetch_all(&self.pool).await?;
+        Ok(outbox_types::parse_statuses(rows.into_iter()))
+    }
+
+    async fn commit_room(&self, c: &RoomCommit) -> Result<(), CommitError> {
+        flows::commit_room(self.pool.begin_with(DB::BEGIN_WRITE).await?, c).await
+    }
+}

@@ -1,5 +1,5 @@
-//! The SQL of [`ConsumerRepository`](super::ConsumerRepository), once for both backends; each
-//! repository runs it on its pool through [`impl_consumer_repository`].
+//! The SQL of [`ConsumerRepository`](super::ConsumerRepository), once for both backends;
+//! `consumer_impl.rs` runs it on the repository's pool.
 //!
 //! The lease fences count on `rows_affected` being the rows a statement *matched*: sqlx opens
 //! MySQL sessions with CLIENT_FOUND_ROWS (and every write here moves `updated_at_ms` anyway),

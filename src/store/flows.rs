@@ -1,16 +1,16 @@
-//! The multi-statement transactions both backends share, written once over any [`Dialect`]:
+//! The multi-statement transactions both backends share, written once over any [`Backend`]:
 //! the room commit, the room load, the claim and the batch mark. Each repository
 //! opens the transaction its own way (SQLite takes the write lock up front) and hands it here.
 
-use sqlx::{Executor, FromRow, IntoArguments, Transaction};
+use sqlx::Transaction;
 
+use super::backend::{Backend, Run};
 use super::claim_plan::{self as plan, ListedRoom, QueuedRow};
 use super::lease_sql;
 use super::outbox_types::{Claim, ClaimedBatch, Mark, MarkReport, OutboxRow, PublishResult, group_marks};
 use super::queue_sql as sql;
 use super::room_sql;
 use super::rows::{EpochRow, GiftRow, MemberRow, RoomRow, VersionRow};
-use super::sql::Dialect;
 use super::types::{CommitError, GiftTotalRow, RoomCommit, StoreError, StoredRoom};
 
 fn is_unique_violation(err: &sqlx::Error) -> bool {
@@ -20,34 +20,27 @@ fn is_unique_violation(err: &sqlx::Error) -> bool {
 /// One room commit (any number of its commands), then commit. The snapshot row is written
 /// first: it is the fence, and every writer of a room's rows takes it before the others.
 /// Nothing is written on any error but [`CommitError::OutcomeUnknown`] (the COMMIT failed).
-pub(super) async fn commit_room<DB>(
+pub(super) async fn commit_room<DB: Backend>(
     mut tx: Transaction<'static, DB>,
     c: &RoomCommit,
-) -> Result<(), CommitError>
-where
-    DB: Dialect,
-    for<'r> VersionRow: FromRow<'r, DB::Row>,
-    for<'r> EpochRow: FromRow<'r, DB::Row>,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-{
+) -> Result<(), CommitError> {
     let room = c.room_id.as_str();
     if let Some(epoch) = c.fence {
         let mut fence = lease_sql::fence_epoch::<DB>(c.shard);
-        let stored = fence.build_query_as::<EpochRow>().fetch_optional(&mut *tx).await?;
+        let stored = fence.fetch_optional::<EpochRow>(&mut *tx).await?;
         if stored.map(|r| r.epoch) != Some(epoch as i64) {
             return Err(CommitError::Fenced);
         }
     }
     if let Some(snapshot) = &c.snapshot {
         let written = if c.expected_version == 0 {
-            match room_sql::insert_snapshot::<DB>(room, snapshot, c.fence).build().execute(&mut *tx).await {
+            match room_sql::insert_snapshot::<DB>(room, snapshot, c.fence).execute(&mut *tx).await {
                 Err(e) if is_unique_violation(&e) => 0,
-                other => DB::rows_affected(&other?),
+                other => other?,
             }
         } else {
             let mut update = room_sql::update_snapshot::<DB>(room, c.expected_version, snapshot, c.fence);
-            DB::rows_affected(&update.build().execute(&mut *tx).await?)
+            update.execute(&mut *tx).await?
         };
         if written != 1 {
             return Err(CommitError::VersionConflict);
@@ -56,31 +49,31 @@ where
         // Only no-ops (join of a member, leave of a non-member): no snapshot write, but they
         // were decided on the cell's state, which must still be the committed one.
         let mut check = room_sql::room_version::<DB>(room, true);
-        let stored = check.build_query_as::<VersionRow>().fetch_optional(&mut *tx).await?;
+        let stored = check.fetch_optional::<VersionRow>(&mut *tx).await?;
         if stored.map(|r| r.version) != Some(c.expected_version as i64) {
             return Err(CommitError::VersionConflict);
         }
     }
     if c.members.cleared {
-        room_sql::delete_all_members::<DB>(room).build().execute(&mut *tx).await?;
+        room_sql::delete_all_members::<DB>(room).execute(&mut *tx).await?;
     }
     if !c.members.deleted.is_empty() {
-        room_sql::delete_members::<DB>(room, &c.members.deleted).build().execute(&mut *tx).await?;
+        room_sql::delete_members::<DB>(room, &c.members.deleted).execute(&mut *tx).await?;
     }
     if !c.members.upserted.is_empty() {
-        room_sql::upsert_members::<DB>(room, &c.members.upserted).build().execute(&mut *tx).await?;
+        room_sql::upsert_members::<DB>(room, &c.members.upserted).execute(&mut *tx).await?;
     }
     if !c.gift_totals.is_empty() {
-        room_sql::upsert_gift_totals::<DB>(room, &c.gift_totals).build().execute(&mut *tx).await?;
+        room_sql::upsert_gift_totals::<DB>(room, &c.gift_totals).execute(&mut *tx).await?;
     }
     if !c.commands.is_empty() {
-        match room_sql::insert_command_log::<DB>(c).build().execute(&mut *tx).await {
+        match room_sql::insert_command_log::<DB>(c).execute(&mut *tx).await {
             Err(e) if is_unique_violation(&e) => return Err(CommitError::DuplicateCommand),
             other => other?,
         };
     }
     if !c.outbox.is_empty() {
-        room_sql::insert_outbox::<DB>(c).build().execute(&mut *tx).await?;
+        room_sql::insert_outbox::<DB>(c).execute(&mut *tx).await?;
     }
     // Every error above rolled back; only the COMMIT's own failure leaves the outcome open.
     tx.commit().await.map_err(|e| CommitError::OutcomeUnknown(e.into()))
@@ -88,27 +81,19 @@ where
 
 /// A room's snapshot, members and gift totals as of one version: the snapshot row is read
 /// first and kept from writers (or the read transaction's snapshot holds) until the end.
-pub(super) async fn load_room<DB>(
+pub(super) async fn load_room<DB: Backend>(
     mut tx: Transaction<'static, DB>,
     room_id: &str,
-) -> Result<Option<StoredRoom>, StoreError>
-where
-    DB: Dialect,
-    for<'r> RoomRow: FromRow<'r, DB::Row>,
-    for<'r> MemberRow: FromRow<'r, DB::Row>,
-    for<'r> GiftRow: FromRow<'r, DB::Row>,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-{
+) -> Result<Option<StoredRoom>, StoreError> {
     let mut snapshot = room_sql::load_snapshot::<DB>(room_id);
-    let Some(row) = snapshot.build_query_as::<RoomRow>().fetch_optional(&mut *tx).await? else {
+    let Some(row) = snapshot.fetch_optional::<RoomRow>(&mut *tx).await? else {
         tx.commit().await?;
         return Ok(None);
     };
     let mut members = room_sql::load_members::<DB>(room_id);
-    let members = members.build_query_as::<MemberRow>().fetch_all(&mut *tx).await?;
+    let members = members.fetch_all::<MemberRow>(&mut *tx).await?;
     let mut gifts = room_sql::load_gift_totals::<DB>(room_id);
-    let gift_totals = gifts.build_query_as::<GiftRow>().fetch_all(&mut *tx).await?;
+    let gift_totals = gifts.fetch_all::<GiftRow>(&mut *tx).await?;
     tx.commit().await?;
     Ok(Some(StoredRoom {
         version: row.version.max(0) as u64,
@@ -121,16 +106,11 @@ where
 /// A claimed batch's results in one transaction: one UPDATE per distinct mark (delivered,
 /// each error and delay, each park reason, each deferral), every one fenced on this claim's
 /// `worker_id`.
-pub(super) async fn finish_claimed<DB>(
+pub(super) async fn finish_claimed<DB: Backend>(
     mut tx: Transaction<'static, DB>,
     worker_id: &str,
     results: &[PublishResult],
-) -> Result<MarkReport, StoreError>
-where
-    DB: Dialect,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-{
+) -> Result<MarkReport, StoreError> {
     let mut report = MarkReport::default();
     for (mark, ids) in group_marks(results) {
         let mut q = match &mark {
@@ -139,7 +119,7 @@ where
             Mark::Park { reason, error } => sql::finish_parked::<DB>(worker_id, reason, error, &ids),
             Mark::Defer { after } => sql::finish_deferred::<DB>(worker_id, *after, &ids),
         };
-        let changed = DB::rows_affected(&q.build().execute(&mut *tx).await?);
+        let changed = q.execute(&mut *tx).await?;
         match mark {
             Mark::Delivered => report.delivered += changed,
             Mark::Retry { .. } => report.retried += changed,
@@ -159,42 +139,32 @@ where
 /// (`FOR UPDATE SKIP LOCKED`, the claimable predicate checked again under the lock) and kept
 /// per room up to the first one not locked, then marked `delivering` under this claim's
 /// `worker_id` and lease, and read back.
-pub(super) async fn claim<DB>(
+pub(super) async fn claim<DB: Backend>(
     mut tx: Transaction<'static, DB>,
     claim: &Claim,
-) -> Result<ClaimedBatch, StoreError>
-where
-    DB: Dialect,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'r> OutboxRow: FromRow<'r, DB::Row>,
-    for<'r> ListedRoom: FromRow<'r, DB::Row>,
-    for<'r> QueuedRow: FromRow<'r, DB::Row>,
-    i64: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
-    (i64,): for<'r> FromRow<'r, DB::Row>,
-{
+) -> Result<ClaimedBatch, StoreError> {
     let per_list = plan::rooms_listed(claim.limit);
     let mut rooms = sql::claim_rooms::<DB>(claim, per_list);
-    let listed = rooms.build_query_as::<ListedRoom>().fetch_all(&mut *tx).await?;
+    let listed = rooms.fetch_all::<ListedRoom>(&mut *tx).await?;
     let window = plan::window(listed, per_list);
     let reads = plan::reads(&window, claim);
     let mut taken = if reads.rooms.is_empty() {
         plan::Taken::default()
     } else {
         let mut read = sql::room_rows::<DB>(claim, &reads.rooms);
-        plan::take(&reads, read.build_query_as::<QueuedRow>().fetch_all(&mut *tx).await?, claim)
+        plan::take(&reads, read.fetch_all::<QueuedRow>(&mut *tx).await?, claim)
     };
     let mut rows = Vec::new();
     let ids: Vec<i64> = taken.rooms.iter().flatten().copied().collect();
     if !ids.is_empty() {
         let mut lock = sql::lock_claimable::<DB>(claim, &ids);
-        let locked: Vec<i64> = lock.build_query_scalar().fetch_all(&mut *tx).await?;
-        plan::keep_locked(&mut taken, &locked.into_iter().collect());
+        let locked = lock.fetch_all::<(i64,)>(&mut *tx).await?;
+        plan::keep_locked(&mut taken, &locked.into_iter().map(|(id,)| id).collect());
         let ids: Vec<i64> = taken.rooms.iter().flatten().copied().collect();
         if !ids.is_empty() {
-            sql::claim_rows::<DB>(&claim.worker_id, claim.lease, &ids).build().execute(&mut *tx).await?;
+            sql::claim_rows::<DB>(&claim.worker_id, claim.lease, &ids).execute(&mut *tx).await?;
             let mut back = sql::outbox_rows_by_id::<DB>(&ids);
-            rows = in_claim_order(back.build_query_as::<OutboxRow>().fetch_all(&mut *tx).await?, &ids);
+            rows = in_claim_order(back.fetch_all::<OutboxRow>(&mut *tx).await?, &ids);
         }
     }
     tx.commit().await?;

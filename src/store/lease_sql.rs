@@ -1,16 +1,20 @@
-//! The SQL of [`LeaseRepository`](super::LeaseRepository), once for both backends; each
-//! repository runs it on its pool through [`impl_lease_repository`].
+//! The SQL of [`LeaseRepository`], once for both backends, and the one implementation running
+//! it: for [`SqlRepository`] over any [`Backend`].
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use sqlx::QueryBuilder;
 
-use super::lease::{ClusterNode, ShardLease};
+use super::backend::{Backend, Run};
+use super::lease::{ClusterNode, LeaseRepository, ShardLease};
+use super::repository::SqlRepository;
 use super::sql::{Dialect, millis};
+use super::types::StoreError;
 
 /// `room_shard_lease` as read, with the time left on the database clock.
 #[derive(sqlx::FromRow)]
-pub(super) struct LeaseRow {
+struct LeaseRow {
     shard: i32,
     owner_node: String,
     owner_url: String,
@@ -32,7 +36,7 @@ impl From<LeaseRow> for ShardLease {
 
 /// `room_cluster_node` as read.
 #[derive(sqlx::FromRow)]
-pub(super) struct NodeRow {
+struct NodeRow {
     node_id: String,
     url: String,
 }
@@ -61,7 +65,7 @@ fn push_shards<DB: Dialect>(q: &mut QueryBuilder<DB>, shards: &[u16]) {
     q.push(")");
 }
 
-pub(super) fn join<DB: Dialect>(node_id: &str, url: &str, ttl: Duration) -> QueryBuilder<DB> {
+fn join<DB: Dialect>(node_id: &str, url: &str, ttl: Duration) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("INSERT INTO room_cluster_node (node_id, url, alive_until_ms) VALUES (");
     DB::bind_str(&mut q, node_id);
     q.push(", ");
@@ -73,13 +77,13 @@ pub(super) fn join<DB: Dialect>(node_id: &str, url: &str, ttl: Duration) -> Quer
     q
 }
 
-pub(super) fn leave<DB: Dialect>(node_id: &str) -> QueryBuilder<DB> {
+fn leave<DB: Dialect>(node_id: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("DELETE FROM room_cluster_node WHERE node_id = ");
     DB::bind_str(&mut q, node_id);
     q
 }
 
-pub(super) fn live_nodes<DB: Dialect>() -> QueryBuilder<DB> {
+fn live_nodes<DB: Dialect>() -> QueryBuilder<DB> {
     QueryBuilder::new(format!(
         "SELECT node_id, url FROM room_cluster_node WHERE alive_until_ms > {} ORDER BY node_id",
         DB::NOW_MS
@@ -87,7 +91,7 @@ pub(super) fn live_nodes<DB: Dialect>() -> QueryBuilder<DB> {
 }
 
 /// Extends `node_id`'s unexpired leases.
-pub(super) fn renew<DB: Dialect>(node_id: &str, ttl: Duration) -> QueryBuilder<DB> {
+fn renew<DB: Dialect>(node_id: &str, ttl: Duration) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(format!("UPDATE room_shard_lease SET lease_until_ms = {now} + "));
     DB::bind_i64(&mut q, millis(ttl));
@@ -98,7 +102,7 @@ pub(super) fn renew<DB: Dialect>(node_id: &str, ttl: Duration) -> QueryBuilder<D
 }
 
 /// `node_id`'s unexpired leases, optionally only among `shards`.
-pub(super) fn held<DB: Dialect>(node_id: &str, shards: Option<&[u16]>) -> QueryBuilder<DB> {
+fn held<DB: Dialect>(node_id: &str, shards: Option<&[u16]>) -> QueryBuilder<DB> {
     let mut q = select_leases::<DB>();
     q.push(" WHERE owner_node = ");
     DB::bind_str(&mut q, node_id);
@@ -111,12 +115,7 @@ pub(super) fn held<DB: Dialect>(node_id: &str, shards: Option<&[u16]>) -> QueryB
 }
 
 /// Takes the free ones of `shards`, bumping their epochs.
-pub(super) fn acquire<DB: Dialect>(
-    node_id: &str,
-    url: &str,
-    shards: &[u16],
-    ttl: Duration,
-) -> QueryBuilder<DB> {
+fn acquire<DB: Dialect>(node_id: &str, url: &str, shards: &[u16], ttl: Duration) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new("UPDATE room_shard_lease SET owner_node = ");
     DB::bind_str(&mut q, node_id);
@@ -130,7 +129,7 @@ pub(super) fn acquire<DB: Dialect>(
 }
 
 /// Frees `node_id`'s leases (all of them, or those among `shards`).
-pub(super) fn release<DB: Dialect>(node_id: &str, shards: Option<&[u16]>) -> QueryBuilder<DB> {
+fn release<DB: Dialect>(node_id: &str, shards: Option<&[u16]>) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("UPDATE room_shard_lease SET lease_until_ms = 0 WHERE owner_node = ");
     DB::bind_str(&mut q, node_id);
     if let Some(shards) = shards {
@@ -139,13 +138,13 @@ pub(super) fn release<DB: Dialect>(node_id: &str, shards: Option<&[u16]>) -> Que
     q
 }
 
-pub(super) fn all<DB: Dialect>() -> QueryBuilder<DB> {
+fn all<DB: Dialect>() -> QueryBuilder<DB> {
     let mut q = select_leases::<DB>();
     q.push(" ORDER BY shard");
     q
 }
 
-pub(super) fn one<DB: Dialect>(shard: u16) -> QueryBuilder<DB> {
+fn one<DB: Dialect>(shard: u16) -> QueryBuilder<DB> {
     let mut q = select_leases::<DB>();
     q.push(" WHERE shard = ");
     DB::bind_i64(&mut q, i64::from(shard));
@@ -161,91 +160,66 @@ pub(super) fn fence_epoch<DB: Dialect>(shard: u16) -> QueryBuilder<DB> {
     q
 }
 
-/// [`LeaseRepository`](super::LeaseRepository) for a repository with a `pool` of `$db`.
-macro_rules! impl_lease_repository {
-    ($repo:ty, $db:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::store::LeaseRepository for $repo {
-            async fn join_cluster(
-                &self,
-                node_id: &str,
-                url: &str,
-                ttl: std::time::Duration,
-            ) -> Result<(), StoreError> {
-                lease_sql::join::<$db>(node_id, url, ttl).build().execute(&self.pool).await?;
-                Ok(())
-            }
+#[async_trait]
+impl<DB: Backend> LeaseRepository for SqlRepository<DB> {
+    async fn join_cluster(&self, node_id: &str, url: &str, ttl: Duration) -> Result<(), StoreError> {
+        join::<DB>(node_id, url, ttl).execute(&self.pool).await?;
+        Ok(())
+    }
 
-            async fn leave_cluster(&self, node_id: &str) -> Result<(), StoreError> {
-                lease_sql::release::<$db>(node_id, None).build().execute(&self.pool).await?;
-                lease_sql::leave::<$db>(node_id).build().execute(&self.pool).await?;
-                Ok(())
-            }
+    async fn leave_cluster(&self, node_id: &str) -> Result<(), StoreError> {
+        release::<DB>(node_id, None).execute(&self.pool).await?;
+        leave::<DB>(node_id).execute(&self.pool).await?;
+        Ok(())
+    }
 
-            async fn live_nodes(&self) -> Result<Vec<$crate::store::ClusterNode>, StoreError> {
-                let mut q = lease_sql::live_nodes::<$db>();
-                let rows = q.build_query_as::<lease_sql::NodeRow>().fetch_all(&self.pool).await?;
-                Ok(rows.into_iter().map(Into::into).collect())
-            }
+    async fn live_nodes(&self) -> Result<Vec<ClusterNode>, StoreError> {
+        let rows = live_nodes::<DB>().fetch_all::<NodeRow>(&self.pool).await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
 
-            async fn renew_shards(
-                &self,
-                node_id: &str,
-                ttl: std::time::Duration,
-            ) -> Result<Vec<$crate::store::ShardLease>, StoreError> {
-                lease_sql::renew::<$db>(node_id, ttl).build().execute(&self.pool).await?;
-                let mut q = lease_sql::held::<$db>(node_id, None);
-                let rows = q.build_query_as::<lease_sql::LeaseRow>().fetch_all(&self.pool).await?;
-                Ok(rows.into_iter().map(Into::into).collect())
-            }
+    async fn renew_shards(&self, node_id: &str, ttl: Duration) -> Result<Vec<ShardLease>, StoreError> {
+        renew::<DB>(node_id, ttl).execute(&self.pool).await?;
+        let rows = held::<DB>(node_id, None).fetch_all::<LeaseRow>(&self.pool).await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
 
-            async fn acquire_shards(
-                &self,
-                node_id: &str,
-                url: &str,
-                shards: &[u16],
-                ttl: std::time::Duration,
-            ) -> Result<Vec<$crate::store::ShardLease>, StoreError> {
-                if shards.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let mut take = lease_sql::acquire::<$db>(node_id, url, shards, ttl);
-                if take.build().execute(&self.pool).await?.rows_affected() == 0 {
-                    return Ok(Vec::new());
-                }
-                let mut q = lease_sql::held::<$db>(node_id, Some(shards));
-                let rows = q.build_query_as::<lease_sql::LeaseRow>().fetch_all(&self.pool).await?;
-                Ok(rows.into_iter().map(Into::into).collect())
-            }
-
-            async fn release_shards(&self, node_id: &str, shards: &[u16]) -> Result<u64, StoreError> {
-                if shards.is_empty() {
-                    return Ok(0);
-                }
-                let mut q = lease_sql::release::<$db>(node_id, Some(shards));
-                Ok(q.build().execute(&self.pool).await?.rows_affected())
-            }
-
-            async fn shard_leases(&self) -> Result<Vec<$crate::store::ShardLease>, StoreError> {
-                let mut q = lease_sql::all::<$db>();
-                let rows = q.build_query_as::<lease_sql::LeaseRow>().fetch_all(&self.pool).await?;
-                Ok(rows.into_iter().map(Into::into).collect())
-            }
-
-            async fn shard_lease(&self, shard: u16) -> Result<Option<$crate::store::ShardLease>, StoreError> {
-                let mut q = lease_sql::one::<$db>(shard);
-                Ok(q.build_query_as::<lease_sql::LeaseRow>()
-                    .fetch_optional(&self.pool)
-                    .await?
-                    .map(Into::into))
-            }
-
-            async fn cluster_id(&self) -> Result<String, StoreError> {
-                let q = sqlx::query_scalar("SELECT cluster_id FROM room_cluster WHERE id = 1");
-                Ok(q.fetch_one(&self.pool).await?)
-            }
+    async fn acquire_shards(
+        &self,
+        node_id: &str,
+        url: &str,
+        shards: &[u16],
+        ttl: Duration,
+    ) -> Result<Vec<ShardLease>, StoreError> {
+        if shards.is_empty() {
+            return Ok(Vec::new());
         }
-    };
-}
+        if acquire::<DB>(node_id, url, shards, ttl).execute(&self.pool).await? == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = held::<DB>(node_id, Some(shards)).fetch_all::<LeaseRow>(&self.pool).await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
 
-pub(super) use impl_lease_repository;
+    async fn release_shards(&self, node_id: &str, shards: &[u16]) -> Result<u64, StoreError> {
+        if shards.is_empty() {
+            return Ok(0);
+        }
+        Ok(release::<DB>(node_id, Some(shards)).execute(&self.pool).await?)
+    }
+
+    async fn shard_leases(&self) -> Result<Vec<ShardLease>, StoreError> {
+        let rows = all::<DB>().fetch_all::<LeaseRow>(&self.pool).await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn shard_lease(&self, shard: u16) -> Result<Option<ShardLease>, StoreError> {
+        Ok(one::<DB>(shard).fetch_optional::<LeaseRow>(&self.pool).await?.map(Into::into))
+    }
+
+    async fn cluster_id(&self) -> Result<String, StoreError> {
+        let mut q = QueryBuilder::new("SELECT cluster_id FROM room_cluster WHERE id = 1");
+        let (id,) = q.fetch_one(&self.pool).await?;
+        Ok(id)
+    }
+}

@@ -10,11 +10,13 @@
 //!
 //! [`Repository`] gathers them (plus ping, pool stats, close) for wiring. One implementation,
 //! [`SqlRepository`], serves MySQL/MariaDB and SQLite: the SQL is written once over the
-//! `Dialect` (`sql.rs`), which states what differs. Every time comparison on outbox rows
+//! `Dialect` (`sql.rs`), which states what differs, and each role is one generic impl over a
+//! `Backend` (`backend.rs`), which runs the statements. Every time comparison on outbox rows
 //! uses the database's clock, never the node's.
 
 mod admin;
 mod admin_sql;
+mod backend;
 mod claim_plan;
 mod command_store;
 mod consumer;

@@ -1,14 +1,17 @@
 //! [`OutboxQueue`]: the outbox as the worker's work queue — claims by room under a lease, the
-//! claimed batch's fenced marks, lease renewal — and its one SQL implementation over any
-//! [`Dialect`](super::sql::Dialect) ([`impl_outbox_queue`]). Every time comparison uses the
-//! database's clock, never the node's.
+//! claimed batch's fenced marks, lease renewal — and its one SQL implementation, for
+//! [`SqlRepository`] over any [`Backend`]. Every time comparison uses the database's clock,
+//! never the node's.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::backend::{Backend, Run};
 use super::outbox_types::{Claim, ClaimedBatch, MarkReport, PublishResult};
+use super::repository::SqlRepository;
 use super::types::StoreError;
+use super::{flows, queue_sql};
 
 /// The outbox worker's view of the store; see the module docs.
 #[async_trait]
@@ -48,63 +51,41 @@ pub trait OutboxQueue: Send + Sync + std::fmt::Debug {
     async fn next_claimable_in(&self) -> Result<Option<Duration>, StoreError>;
 }
 
-/// [`OutboxQueue`] for `SqlRepository<$db>`.
-macro_rules! impl_outbox_queue {
-    ($db:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::store::OutboxQueue for $crate::store::SqlRepository<$db> {
-            async fn claim_outbox(
-                &self,
-                claim: &$crate::store::Claim,
-            ) -> Result<$crate::store::ClaimedBatch, $crate::store::StoreError> {
-                use $crate::store::sql::Dialect;
-                // SQLite: one writer at a time; the claim takes the write lock up front.
-                $crate::store::flows::claim(self.pool.begin_with(<$db>::BEGIN_WRITE).await?, claim).await
-            }
+#[async_trait]
+impl<DB: Backend> OutboxQueue for SqlRepository<DB> {
+    async fn claim_outbox(&self, claim: &Claim) -> Result<ClaimedBatch, StoreError> {
+        // SQLite: one writer at a time; the claim takes the write lock up front.
+        flows::claim(self.pool.begin_with(DB::BEGIN_WRITE).await?, claim).await
+    }
 
-            async fn finish_claimed(
-                &self,
-                worker_id: &str,
-                results: &[$crate::store::PublishResult],
-            ) -> Result<$crate::store::MarkReport, $crate::store::StoreError> {
-                use $crate::store::sql::Dialect;
-                if results.is_empty() {
-                    return Ok($crate::store::MarkReport::default());
-                }
-                let tx = self.pool.begin_with(<$db>::BEGIN_WRITE).await?;
-                $crate::store::flows::finish_claimed(tx, worker_id, results).await
-            }
-
-            async fn release_claimed(
-                &self,
-                worker_id: &str,
-                ids: &[i64],
-            ) -> Result<u64, $crate::store::StoreError> {
-                if ids.is_empty() {
-                    return Ok(0);
-                }
-                let mut q = $crate::store::queue_sql::release_claimed::<$db>(worker_id, ids);
-                Ok(q.build().execute(&self.pool).await?.rows_affected())
-            }
-
-            async fn renew_lease(
-                &self,
-                worker_id: &str,
-                lease: std::time::Duration,
-            ) -> Result<u64, $crate::store::StoreError> {
-                let mut q = $crate::store::queue_sql::renew_lease::<$db>(worker_id, lease);
-                Ok(q.build().execute(&self.pool).await?.rows_affected())
-            }
-
-            async fn next_claimable_in(
-                &self,
-            ) -> Result<Option<std::time::Duration>, $crate::store::StoreError> {
-                let mut q = $crate::store::queue_sql::next_claimable::<$db>();
-                let wait: Option<i64> = q.build_query_scalar().fetch_optional(&self.pool).await?;
-                Ok(wait.map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
-            }
+    async fn finish_claimed(
+        &self,
+        worker_id: &str,
+        results: &[PublishResult],
+    ) -> Result<MarkReport, StoreError> {
+        if results.is_empty() {
+            return Ok(MarkReport::default());
         }
-    };
-}
+        let tx = self.pool.begin_with(DB::BEGIN_WRITE).await?;
+        flows::finish_claimed(tx, worker_id, results).await
+    }
 
-pub(super) use impl_outbox_queue;
+    async fn release_claimed(&self, worker_id: &str, ids: &[i64]) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut q = queue_sql::release_claimed::<DB>(worker_id, ids);
+        Ok(q.execute(&self.pool).await?)
+    }
+
+    async fn renew_lease(&self, worker_id: &str, lease: Duration) -> Result<u64, StoreError> {
+        let mut q = queue_sql::renew_lease::<DB>(worker_id, lease);
+        Ok(q.execute(&self.pool).await?)
+    }
+
+    async fn next_claimable_in(&self) -> Result<Option<Duration>, StoreError> {
+        let mut q = queue_sql::next_claimable::<DB>();
+        let wait: Option<(i64,)> = q.fetch_optional(&self.pool).await?;
+        Ok(wait.map(|(ms,)| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+    }
+}

@@ -1,16 +1,15 @@
 //! [`SqlRepository`]: the one implementation of every role of the store, over a pool of either
-//! backend. Each role's SQL is written once, over the [`Dialect`](super::sql::Dialect); the
-//! macros (one per role, next to its trait) implement it for each of the two backends, where
-//! sqlx's bounds are concrete. What only one backend does — opening its pool, its migrations,
+//! backend. Each role's SQL is written once, over the [`Dialect`](super::sql::Dialect), and run
+//! by one `impl<DB: Backend>` (`command_store.rs`, `queue.rs`, `admin.rs`, `lease_sql.rs`,
+//! `consumer_impl.rs`, and the umbrella below); the [`Backend`] states, per backend, what only
+//! sqlx's concrete types know. What only one backend does — opening its pool, its migrations,
 //! MySQL's engine check — lives in `mysql.rs` and `sqlite.rs`.
 
+use async_trait::async_trait;
 use sqlx::{MySql, Pool, Sqlite};
 
-use super::admin::impl_outbox_admin;
-use super::command_store::impl_command_store;
-use super::consumer_impl::impl_consumer_repository;
-use super::lease_sql::{self, impl_lease_repository};
-use super::types::StoreError;
+use super::backend::Backend;
+use super::types::{PoolStats, StoreError};
 
 /// The store on a pool of `DB` (MySQL/MariaDB or SQLite).
 pub struct SqlRepository<DB: sqlx::Database> {
@@ -49,37 +48,19 @@ impl<DB: sqlx::Database> std::fmt::Debug for SqlRepository<DB> {
     }
 }
 
-/// The umbrella [`Repository`](super::Repository) for `SqlRepository<$db>`.
-macro_rules! impl_repository {
-    ($db:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::store::Repository for SqlRepository<$db> {
-            async fn ping(&self) -> Result<(), StoreError> {
-                sqlx::query("SELECT 1").execute(&self.pool).await?;
-                Ok(())
-            }
+/// The umbrella [`Repository`](super::Repository).
+#[async_trait]
+impl<DB: Backend> super::Repository for SqlRepository<DB> {
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(DB::on_pool(&self.pool)).await?;
+        Ok(())
+    }
 
-            fn pool_stats(&self) -> $crate::store::PoolStats {
-                $crate::store::PoolStats::of(&self.pool)
-            }
+    fn pool_stats(&self) -> PoolStats {
+        PoolStats::of(&self.pool)
+    }
 
-            async fn close(&self) {
-                self.pool.close().await;
-            }
-        }
-    };
+    async fn close(&self) {
+        self.pool.close().await;
+    }
 }
-
-/// Every role, for both backends.
-macro_rules! impl_all_roles {
-    ($($db:ty),*) => {$(
-        impl_command_store!($db);
-        super::queue::impl_outbox_queue!($db);
-        impl_outbox_admin!($db);
-        impl_lease_repository!(SqlRepository<$db>, $db);
-        impl_consumer_repository!(SqlRepository<$db>, $db);
-        impl_repository!($db);
-    )*};
-}
-
-impl_all_roles!(MySql, Sqlite);
