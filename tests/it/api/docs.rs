@@ -8,8 +8,8 @@
 //!
 //! Checked: every documented route reaches a handler of the real router of its listener (not
 //! the fallback) and only the fallback of the other listener; every `.route(...)` of
-//! `src/http/mod.rs` is documented on its listener; every error code string in `src/http` (and
-//! the domain errors) is in the error table with the status the code answers it with, and the
+//! `src/http/mod.rs` is documented on its listener; every error code string in `src/http` and
+//! `src/api` (and the domain errors) is in the error table with the status the code answers it with, and the
 //! table lists no code the code never answers.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -381,11 +381,13 @@ fn rust_files(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// The error codes the service can answer, from `src/http/**/*.rs` and `src/domain/error.rs`.
+/// The error codes the service can answer, from `src/http/**/*.rs`, `src/api/**/*.rs` and
+/// `src/domain/error.rs`.
 fn source_codes() -> BTreeMap<String, BTreeSet<u16>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src/http"), &mut files);
+    rust_files(&root.join("src/api"), &mut files);
     files.push(root.join("src/domain/error.rs"));
     let mut codes = BTreeMap::new();
     for file in files {
@@ -395,7 +397,10 @@ fn source_codes() -> BTreeMap<String, BTreeSet<u16>> {
     }
     // The extraction itself must keep working: codes every version answers.
     for known in ["invalid_argument", "command_conflict", "version_conflict", "overloaded", "unauthorized"] {
-        assert!(codes.contains_key(known), "found no `{known}` in src/http: has the error mapping moved?");
+        assert!(
+            codes.contains_key(known),
+            "found no `{known}` in src/http or src/api: has the error mapping moved?"
+        );
     }
     codes
 }
@@ -450,7 +455,7 @@ fn every_error_code_the_code_answers_is_documented_with_its_status() {
         }
     }
     for code in documented.keys().filter(|c| !source.contains_key(*c)) {
-        problems.push(format!("`{code}` is documented but never answered by src/http"));
+        problems.push(format!("`{code}` is documented but never answered by src/http or src/api"));
     }
     assert!(problems.is_empty(), "docs/API.md error codes drifted:\n{}", problems.join("\n"));
 }
