@@ -160,6 +160,7 @@ impl Core {
             ownership: ownership.clone(),
             wallet: wallet(&settings.wallet)?,
             history: settings.rooms.history,
+            in_flight_per_room: settings.im_batch.in_flight_per_room,
         };
         let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
         Ok(Self { repo, keeper, ownership, rooms, publisher, worker_wake })

@@ -26,6 +26,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tower::ServiceExt;
@@ -52,12 +54,14 @@ impl LaneEvent {
     }
 }
 
-/// A room's lane: its queue, the pack being sent, whether a lane task runs, and the room's
-/// route (who sends its events: this lane or the worker).
+/// A room's lane: its queue, how many of its messages are in flight, whether a lane task runs,
+/// and the room's route (who sends its events: this lane or the worker).
 #[derive(Default)]
 pub(super) struct Lane {
     state: Mutex<LaneState>,
     pub(super) route: RoomRoute,
+    /// Told when events are queued, so a task with room for another message sends them.
+    pushed: Notify,
 }
 
 #[derive(Default)]
@@ -65,17 +69,29 @@ struct LaneState {
     /// The room (the IM group) of every event queued.
     room: String,
     queue: VecDeque<LaneEvent>,
-    /// The pack being sent: taken off the front, and topped up from the queue when its
-    /// permit came after a wait.
-    sending: Vec<LaneEvent>,
+    /// Messages being sent.
+    in_flight: usize,
     running: bool,
 }
+
+/// The events of one message being sent: taken off the front, and topped up from the queue
+/// when its permit came after a wait.
+type Pack = Arc<Mutex<Vec<LaneEvent>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The front of the queue waited past its start-by time: the room is offered more than IM
+/// takes now.
+struct Behind;
 
 impl std::fmt::Debug for Lane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = self.lock();
         f.debug_struct("Lane")
             .field("queued", &state.queue.len())
+            .field("in_flight", &state.in_flight)
             .field("running", &state.running)
             .field("route", &self.route)
             .finish()
@@ -84,7 +100,7 @@ impl std::fmt::Debug for Lane {
 
 impl Lane {
     fn lock(&self) -> std::sync::MutexGuard<'_, LaneState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// The room of its events.
@@ -101,75 +117,70 @@ impl Lane {
     /// Queues `events` of `room`; true when the caller must start the lane task (none runs).
     /// Behind a lane already sending they are answered `pending` at once.
     fn queue(&self, room: &str, events: Vec<LaneEvent>) -> bool {
-        let mut state = self.lock();
-        if state.room != room {
-            room.clone_into(&mut state.room);
-        }
-        if state.running {
-            for event in &events {
-                event.settle(Delivery::Pending);
+        let start = {
+            let mut state = self.lock();
+            if state.room != room {
+                room.clone_into(&mut state.room);
             }
-        }
-        state.queue.extend(events);
-        !std::mem::replace(&mut state.running, true)
+            if state.running {
+                for event in &events {
+                    event.settle(Delivery::Pending);
+                }
+            }
+            state.queue.extend(events);
+            !std::mem::replace(&mut state.running, true)
+        };
+        self.pushed.notify_one();
+        start
     }
 
-    /// True (and the task marked stopped) when the queue is empty.
-    fn stop_if_empty(&self) -> bool {
+    /// True (and the task marked stopped) when nothing is queued or in flight.
+    fn stop_if_idle(&self) -> bool {
         let mut state = self.lock();
-        if state.queue.is_empty() {
+        if state.queue.is_empty() && state.in_flight == 0 {
             state.running = false;
         }
         !state.running
     }
 
-    /// Takes the next pack off the front of the queue as the pack being sent (answering what
-    /// stays behind it `pending`) and returns its events, or `None` when the front has waited
-    /// past its start-by time.
-    fn next_pack(&self, limits: PackLimits) -> Option<Vec<Event>> {
+    /// Takes the next message off the front of the queue (answering what stays behind it
+    /// `pending`): its pack and events. `None` when nothing is queued; [`Behind`] when the
+    /// front has waited past its start-by time.
+    fn next_pack(&self, limits: PackLimits) -> Option<Result<(Pack, Vec<Event>), Behind>> {
         let mut state = self.lock();
-        if state.queue.front().is_some_and(|e| e.start_by < Instant::now()) {
-            return None;
+        let front = state.queue.front()?;
+        if front.start_by < Instant::now() {
+            return Some(Err(Behind));
         }
         let count = limits.take(state.queue.iter().map(|e| e.event.content_bytes()));
         let pack: Vec<LaneEvent> = state.queue.drain(..count).collect();
         for behind in &state.queue {
             behind.settle(Delivery::Pending);
         }
+        state.in_flight += 1;
         let events = pack.iter().map(|e| e.event.clone()).collect();
-        state.sending = pack;
-        Some(events)
+        Some(Ok((Arc::new(Mutex::new(pack)), events)))
     }
 
-    /// Appends to `events` (the pack being sent) the queue's front events as far as `limits`
-    /// let them in, moving them to the pack being sent.
-    fn top_up(&self, events: &mut Vec<Event>, limits: PackLimits) {
+    /// A message is no longer in flight.
+    fn sent(&self) {
+        let mut state = self.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
+    }
+
+    /// Appends to `events` (the message of `pack`) the queue's front events as far as `limits`
+    /// let them in, moving them into `pack`.
+    fn top_up(&self, pack: &Pack, events: &mut Vec<Event>, limits: PackLimits) {
         let mut guard = self.lock();
         let state = &mut *guard;
         let sizes = events.iter().map(Event::content_bytes);
         let fits = limits.take(sizes.chain(state.queue.iter().map(|e| e.event.content_bytes())));
         let more = fits.saturating_sub(events.len()).min(state.queue.len());
+        let mut pack = lock(pack);
         for added in state.queue.drain(..more) {
             events.push(added.event.clone());
-            state.sending.push(added);
+            pack.push(added);
         }
-    }
-
-    /// Settles every event of the pack being sent `pending`.
-    fn sending_pending(&self) {
-        for event in &self.lock().sending {
-            event.settle(Delivery::Pending);
-        }
-    }
-
-    /// How many events the pack being sent holds.
-    fn sending_len(&self) -> usize {
-        self.lock().sending.len()
-    }
-
-    /// The pack being sent, as it went (after any top-up).
-    fn take_sending(&self) -> Vec<LaneEvent> {
-        std::mem::take(&mut self.lock().sending)
     }
 
     /// Everything queued, taken off the lane.
@@ -179,11 +190,13 @@ impl Lane {
 }
 
 /// What every room's lane task sends with: the shared stack, the pack limits, the time
-/// bounds, and the hand-off to the worker.
+/// bounds, how many messages of a room may be in flight, and the hand-off to the worker.
 pub(super) struct Lanes {
     pub(super) publisher: Publisher,
     pub(super) handoff: Arc<Handoff>,
     pub(super) pack: PackLimits,
+    /// Messages of one room in flight at once (`im_batch.in_flight_per_room`, at least 1).
+    pub(super) in_flight: usize,
     /// Bounds one send, its wait for a rate-limit permit included; an event not sent within it
     /// after its commit goes to the worker.
     pub(super) publish_timeout: Duration,
@@ -200,31 +213,52 @@ impl Lanes {
         }
     }
 
-    /// The lane task: sends packs off the front of the queue until it is empty.
+    /// The lane task: sends messages off the front of the queue, up to `in_flight` at once,
+    /// until nothing is queued or in flight.
     async fn run(self: Arc<Self>, lane: Arc<Lane>) {
-        while !lane.stop_if_empty() {
-            if lane.route.current() == Route::Worker {
-                // The room went to the worker after these were committed for the lane.
-                self.give_up(&lane, Vec::new()).await;
-                continue;
-            }
-            let Some(events) = lane.next_pack(self.pack) else {
-                // Waited too long: the room is offered more than IM takes now.
-                tracing::info!(room_id = %lane.room(), "Room lane behind; the outbox worker takes the room");
-                self.give_up(&lane, Vec::new()).await;
-                continue;
-            };
-            let sent = self.send(&lane, events).await;
-            let pack = lane.take_sending();
-            match sent {
-                Ok(()) => {
-                    self.handoff.delivered(pack.iter().map(|e| e.event.event_id.clone()).collect());
-                    for event in &pack {
-                        event.settle(Delivery::Delivered);
-                    }
+        let mut sends = FuturesUnordered::new();
+        loop {
+            while sends.len() < self.in_flight.max(1) {
+                if lane.route.current() == Route::Worker {
+                    // The room went to the worker after these were committed for the lane.
+                    self.give_up(&lane, Vec::new()).await;
+                    break;
                 }
-                Err(()) => self.give_up(&lane, pack).await,
+                match lane.next_pack(self.pack) {
+                    None => break,
+                    Some(Err(Behind)) => {
+                        tracing::info!(room_id = %lane.room(), "Room lane behind; the outbox worker takes the room");
+                        self.give_up(&lane, Vec::new()).await;
+                        break;
+                    }
+                    Some(Ok((pack, events))) => sends.push(self.send(&lane, pack, events)),
+                }
             }
+            if sends.is_empty() {
+                if lane.stop_if_idle() {
+                    return;
+                }
+                continue;
+            }
+            tokio::select! {
+                Some((pack, sent)) = sends.next() => self.finish(&lane, &pack, sent).await,
+                () = lane.pushed.notified(), if sends.len() < self.in_flight => {}
+            }
+        }
+    }
+
+    /// A message's send ended: its events marked delivered, or the room given to the worker.
+    async fn finish(&self, lane: &Lane, pack: &Pack, sent: Result<(), ()>) {
+        lane.sent();
+        let events = std::mem::take(&mut *lock(pack));
+        match sent {
+            Ok(()) => {
+                self.handoff.delivered(events.iter().map(|e| e.event.event_id.clone()).collect());
+                for event in &events {
+                    event.settle(Delivery::Delivered);
+                }
+            }
+            Err(()) => self.give_up(lane, events).await,
         }
     }
 
@@ -232,24 +266,24 @@ impl Lanes {
     /// not made after `publish_timeout` (a frozen process: its rows are guarded for the worker
     /// from their commit); a permit after a wait tops the pack up — only while the lane is
     /// still under the shard lease epoch the send began with.
-    fn turn(&self, lane: &Arc<Lane>, notice: Arc<Notify>) -> Turn {
-        let (lane, limits, epoch) = (Arc::clone(lane), self.pack, lane.route.epoch());
+    fn turn(&self, lane: &Arc<Lane>, pack: &Pack, notice: Arc<Notify>) -> Turn {
+        let (lane, pack, limits, epoch) = (Arc::clone(lane), Arc::clone(pack), self.pack, lane.route.epoch());
         Turn::new(notice, Instant::now() + self.publish_timeout, move |events| {
             if lane.route.epoch() == epoch {
-                lane.top_up(events, limits);
+                lane.top_up(&pack, events, limits);
             }
         })
     }
 
-    /// Sends one pack through the shared stack. Its commands are answered `pending` as soon
-    /// as the stack must wait for a permit or `sync_publish_wait` has passed; the send itself
-    /// (permit wait included) is bounded by `publish_timeout`.
-    async fn send(&self, lane: &Arc<Lane>, events: Vec<Event>) -> Result<(), ()> {
-        let Some(first_id) = events.first().map(|e| e.event_id.clone()) else { return Ok(()) };
+    /// Sends one message (`events`, of `pack`) through the shared stack. Its commands are
+    /// answered `pending` as soon as the stack must wait for a permit or `sync_publish_wait`
+    /// has passed; the send itself (permit wait included) is bounded by `publish_timeout`.
+    async fn send(&self, lane: &Arc<Lane>, pack: Pack, events: Vec<Event>) -> (Pack, Result<(), ()>) {
+        let Some(first_id) = events.first().map(|e| e.event_id.clone()) else { return (pack, Ok(())) };
         let room = lane.room();
         let notice = Arc::new(Notify::new());
         let mut message = Message::new(room.clone(), Path::Sync, events);
-        message.turn = Some(self.turn(lane, Arc::clone(&notice)));
+        message.turn = Some(self.turn(lane, &pack, Arc::clone(&notice)));
         // A hair past the stack's own timeout, so a call that took it all is cut off (and
         // counted) there.
         let bound = self.publish_timeout + Duration::from_millis(10);
@@ -264,10 +298,12 @@ impl Lanes {
                 () = notice.notified(), if !answered => answered = true,
                 () = &mut answer_by, if !answered => answered = true,
             }
-            lane.sending_pending();
+            for event in lock(&pack).iter() {
+                event.settle(Delivery::Pending);
+            }
         };
-        let events = lane.sending_len();
-        match result {
+        let events = lock(&pack).len();
+        let sent = match result {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(error)) => {
                 let class = publish::classify(error.as_ref());
@@ -278,7 +314,8 @@ impl Lanes {
                 tracing::warn!(room_id = %room, event_id = %first_id, events, "Room lane publish not done within publish_timeout; the outbox worker takes the room");
                 Err(())
             }
-        }
+        };
+        (pack, sent)
     }
 
     /// Gives the room to the worker: `unsent` and everything queued are answered `pending`

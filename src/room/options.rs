@@ -47,6 +47,9 @@ pub struct RoomOptions {
     pub wallet: Option<Arc<dyn Wallet>>,
     /// What the rooms' event history serves (`rooms.history.*`).
     pub history: HistorySettings,
+    /// Messages of one room its lane keeps in flight at once (`im_batch.in_flight_per_room`;
+    /// 1: strict room order at IM).
+    pub in_flight_per_room: usize,
 }
 
 impl RoomOptions {
@@ -63,6 +66,7 @@ impl RoomOptions {
             ownership: Ownership::Single,
             wallet: None,
             history: HistorySettings::default(),
+            in_flight_per_room: 1,
         }
     }
 }

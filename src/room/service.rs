@@ -61,6 +61,7 @@ impl RoomService {
         let settings = PublishSettings {
             publish_timeout: options.publish_timeout,
             sync_publish_wait: options.sync_publish_wait,
+            in_flight_per_room: options.in_flight_per_room,
             pack: options.pack,
         };
         let publish = SyncPublish::new(publisher, repo.clone(), settings, options.worker_wake.clone());

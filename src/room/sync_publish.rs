@@ -34,6 +34,8 @@ pub(super) struct PublishSettings {
     pub(super) sync_publish_wait: Duration,
     /// How many events one message carries.
     pub(super) pack: PackLimits,
+    /// Messages of one room in flight at once.
+    pub(super) in_flight_per_room: usize,
 }
 
 /// The publish step: committed events through the shared stack in room order (the lanes),
@@ -55,12 +57,13 @@ impl SyncPublish {
         settings: PublishSettings,
         worker_wake: Option<Arc<Notify>>,
     ) -> Self {
-        let PublishSettings { publish_timeout, sync_publish_wait, pack } = settings;
+        let PublishSettings { publish_timeout, sync_publish_wait, pack, in_flight_per_room } = settings;
         let handoff = Arc::new(Handoff::new(repo, publish_timeout, worker_wake));
         let lanes = Lanes {
             publisher: publisher.clone(),
             handoff: Arc::clone(&handoff),
             pack,
+            in_flight: in_flight_per_room.max(1),
             publish_timeout,
             sync_publish_wait,
         };

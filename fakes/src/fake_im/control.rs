@@ -61,13 +61,17 @@ pub(crate) async fn sensitive(
 #[serde(deny_unknown_fields)]
 pub(crate) struct LatencyBody {
     ms: u64,
+    /// Up to this many more milliseconds, drawn anew for each call (default 0).
+    #[serde(default)]
+    jitter_ms: u64,
 }
 
-/// Sets the latency of every later call.
+/// Sets the latency (and its jitter) of every later call.
 pub(crate) async fn latency(
     State(state): State<Arc<FakeState>>,
     Json(body): Json<LatencyBody>,
 ) -> StatusCode {
     state.set_latency(Duration::from_millis(body.ms));
+    state.set_jitter(Duration::from_millis(body.jitter_ms));
     StatusCode::NO_CONTENT
 }

@@ -147,6 +147,9 @@ const CALL_LOG: usize = 100_000;
 pub struct FakeState {
     pub(crate) options: FakeImOptions,
     latency: Mutex<Duration>,
+    /// Up to this much more, drawn anew for each call: calls in flight together reach the
+    /// group out of the order they were sent.
+    jitter: Mutex<Duration>,
     /// Words whose presence in any element refuses the whole message with 80001, like
     /// Tencent's content moderation.
     sensitive: Mutex<Vec<String>>,
@@ -179,6 +182,7 @@ impl FakeState {
     pub(crate) fn new(options: FakeImOptions) -> Self {
         Self {
             latency: Mutex::new(options.latency),
+            jitter: Mutex::new(Duration::ZERO),
             options,
             sensitive: Mutex::new(Vec::new()),
             book: Mutex::new(Book::default()),
@@ -189,9 +193,19 @@ impl FakeState {
         self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The latency added to every `send_group_msg` call.
+    /// The latency added to a `send_group_msg` call: the set latency and a draw of the jitter.
     pub(crate) fn latency(&self) -> Duration {
-        *self.latency.lock().unwrap_or_else(|e| e.into_inner())
+        let latency = *self.latency.lock().unwrap_or_else(|e| e.into_inner());
+        let jitter = *self.jitter.lock().unwrap_or_else(|e| e.into_inner());
+        if jitter.is_zero() {
+            return latency;
+        }
+        latency + jitter.mul_f64(rand::random::<f64>())
+    }
+
+    /// Adds up to `jitter` to the latency of every later call, drawn anew for each.
+    pub fn set_jitter(&self, jitter: Duration) {
+        *self.jitter.lock().unwrap_or_else(|e| e.into_inner()) = jitter;
     }
 
     /// Sets the latency of every later call.

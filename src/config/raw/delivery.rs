@@ -220,10 +220,12 @@ pub(crate) struct RawImBatch {
     pub max_events: i64,
     /// Most content bytes in one message: the sum of every element's `Data` and `Desc`.
     pub max_bytes: i64,
+    /// Messages of one room in flight at once; 1 keeps strict room order at IM.
+    pub in_flight_per_room: i64,
 }
 
 impl Default for RawImBatch {
     fn default() -> Self {
-        Self { max_events: 32, max_bytes: 11_000 }
+        Self { max_events: 32, max_bytes: 11_000, in_flight_per_room: 1 }
     }
 }

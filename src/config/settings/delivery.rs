@@ -69,6 +69,8 @@ pub struct ImRateLimitSettings {
 
 /// Most events one IM message may carry (`im_batch.max_events`).
 pub const MAX_IM_BATCH_EVENTS: usize = 256;
+/// Most messages of one room in flight at once (`im_batch.in_flight_per_room`).
+pub const MAX_IN_FLIGHT_PER_ROOM: usize = 16;
 /// Fewest and most content bytes one IM message may be given (`im_batch.max_bytes`); Tencent
 /// allows 12 KB.
 pub const IM_BATCH_BYTES_RANGE: (usize, usize) = (crate::domain::LARGEST_IM_EVENT_BYTES, 12 * 1024);
@@ -82,6 +84,10 @@ pub struct ImBatchSettings {
     /// Most content bytes in one message (the sum of every element's `Data` and `Desc`),
     /// within [`IM_BATCH_BYTES_RANGE`].
     pub max_bytes: usize,
+    /// Messages of one room a lane keeps in flight at once, 1..=[`MAX_IN_FLIGHT_PER_ROOM`]:
+    /// 1 keeps strict room order at IM; above, messages may reach IM out of order and clients
+    /// reorder by `room_version` (docs/CLIENT.md).
+    pub in_flight_per_room: usize,
 }
 
 /// The outbox worker, normalised: every value is positive.

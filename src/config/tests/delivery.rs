@@ -42,11 +42,15 @@ fn delivery_policy_values_are_checked_by_key() {
 #[test]
 fn im_batch_defaults_to_32_events_and_11000_bytes_and_env_overrides_it() {
     for yaml in ["", "im_batch:\n", "im_batch: {}\n"] {
-        assert_eq!(ok(yaml).im_batch, ImBatchSettings { max_events: 32, max_bytes: 11_000 }, "{yaml:?}");
+        assert_eq!(
+            ok(yaml).im_batch,
+            ImBatchSettings { max_events: 32, max_bytes: 11_000, in_flight_per_room: 1 },
+            "{yaml:?}"
+        );
     }
     let env = [("ROOM_SERVICE__IM_BATCH__MAX_EVENTS", "1"), ("ROOM_SERVICE__IM_BATCH__MAX_BYTES", "12288")];
     let s = load_yaml("im_batch: {max_events: 8, max_bytes: 2048}\n", &env).expect("env override");
-    assert_eq!(s.im_batch, ImBatchSettings { max_events: 1, max_bytes: 12_288 });
+    assert_eq!(s.im_batch, ImBatchSettings { max_events: 1, max_bytes: 12_288, in_flight_per_room: 1 });
     let s = ok("im_batch: {max_events: 256, max_bytes: 1536}\n");
     assert_eq!((s.im_batch.max_events, s.im_batch.max_bytes), (MAX_IM_BATCH_EVENTS, IM_BATCH_BYTES_RANGE.0));
 }
@@ -61,6 +65,12 @@ fn im_batch_limits_outside_their_range_are_refused() {
         let message = refuses(&format!("im_batch: {{max_bytes: {bytes}}}\n"), "im_batch.max_bytes");
         assert!(message.contains("between 1536 and 12288"), "{message}");
     }
+    for k in ["0", "-2", "17"] {
+        let message =
+            refuses(&format!("im_batch: {{in_flight_per_room: {k}}}\n"), "im_batch.in_flight_per_room");
+        assert!(message.contains("between 1 and 16"), "{message}");
+    }
+    assert_eq!(ok("im_batch: {in_flight_per_room: 4}\n").im_batch.in_flight_per_room, 4);
     refuses("im_batch: {max_events: many}\n", "im_batch.max_events");
     refuses("im_batch: {max_event: 4}\n", "im_batch.max_event");
     let message = fails_on("", &[("ROOM_SERVICE__IM_BATCH__MAX_BYTES", "20000")], "im_batch.max_bytes");

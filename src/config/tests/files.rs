@@ -27,7 +27,7 @@ fn local_config_uses_sqlite_and_no_im() {
     assert!(s.outbox_worker.enabled);
     assert_eq!(s.outbox_worker.publish_timeout, Duration::from_secs(3));
     assert_eq!(s.outbox_worker.retention, Some(Duration::from_secs(7 * 24 * 3600)));
-    assert_eq!(s.im_batch, ImBatchSettings { max_events: 32, max_bytes: 11_000 });
+    assert_eq!(s.im_batch, ImBatchSettings { max_events: 32, max_bytes: 11_000, in_flight_per_room: 1 });
     assert_eq!(s.rooms.sync_publish_wait, Duration::from_secs(1));
     assert_eq!(s.source, ConfigSource::File(shipped("config.yaml")));
 }

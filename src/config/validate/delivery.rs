@@ -136,7 +136,9 @@ pub(super) fn im_batch(p: &mut Problems, raw: RawImBatch) -> ImBatchSettings {
         };
     let max_events = within("im_batch.max_events", raw.max_events, (1, MAX_IM_BATCH_EVENTS), 1);
     let max_bytes = within("im_batch.max_bytes", raw.max_bytes, IM_BATCH_BYTES_RANGE, IM_BATCH_BYTES_RANGE.0);
-    ImBatchSettings { max_events, max_bytes }
+    let in_flight_per_room =
+        within("im_batch.in_flight_per_room", raw.in_flight_per_room, (1, MAX_IN_FLIGHT_PER_ROOM), 1);
+    ImBatchSettings { max_events, max_bytes, in_flight_per_room }
 }
 
 /// `outbox_worker.retention`: empty or non-positive disables the purge (`None`); anything

@@ -20,9 +20,9 @@ use super::settings::{
     DEFAULT_BATCH_SIZE, DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HistorySettings,
     HttpSettings, IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, LogFormat, LogSettings,
     MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS, MAX_HTTP_LIMIT,
-    MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_SYNC_PUBLISH_WAIT, OutboxWorkerSettings, PresenceSettings,
-    RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings, WalletSettings,
-    WebhookSettings,
+    MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_IN_FLIGHT_PER_ROOM, MAX_SYNC_PUBLISH_WAIT, OutboxWorkerSettings,
+    PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
+    WalletSettings, WebhookSettings,
 };
 use crate::secret::Secret;
 
