@@ -35,6 +35,7 @@ mod consumers_hook;
 mod consumers_lag;
 mod drain;
 mod fill;
+mod history;
 mod hot;
 mod hot_load;
 mod latency;
@@ -66,7 +67,7 @@ pub struct Args {
     /// MariaDB server (no database path); each benchmark creates and drops its own database.
     #[arg(long, env = "ROOM_SERVICE_BENCH_MYSQL_URL", default_value = "mysql://root@127.0.0.1:3306")]
     pub mysql_url: String,
-    /// Benchmarks to run, comma-separated (b1..b11); all when absent.
+    /// Benchmarks to run, comma-separated (b1..b13); all when absent.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// B1, B8: concurrent clients.
@@ -148,6 +149,9 @@ pub struct Args {
     /// B10: latencies of the fake IM per call (ms), one IM-on run each.
     #[arg(long, value_delimiter = ',', default_values_t = [20, 100])]
     pub live_latencies: Vec<u64>,
+    /// B10: `im_batch.in_flight_per_room` of the service (1: strict room order at IM).
+    #[arg(long = "in-flight-per-room", default_value_t = 1)]
+    pub live_in_flight: usize,
     /// B10: rooms of the spread load.
     #[arg(long, default_value_t = 256)]
     pub live_rooms: usize,
@@ -160,6 +164,9 @@ pub struct Args {
     /// B10: longest wait for the backlog after a load.
     #[arg(long, default_value_t = 120)]
     pub live_drain_secs: u64,
+    /// B13: reads of the events API per second while the hot room takes gifts.
+    #[arg(long, default_value_t = 200)]
+    pub history_reads: u32,
     /// B12: tokens (one per user) authenticated fresh, then again.
     #[arg(long, default_value_t = 2_000)]
     pub verify_tokens: usize,
@@ -222,6 +229,7 @@ impl Args {
             self.crowd_stopped = self.crowd_stopped.min(10);
             self.crowd_stale_seconds = self.crowd_stale_seconds.min(2);
             self.verify_tokens = self.verify_tokens.min(20);
+            self.history_reads = self.history_reads.min(20);
         }
         // Sizes smallest first (the smallest is the baseline), none empty (a sender must exist).
         self.hot_sizes.retain(|&n| n > 0);
@@ -270,7 +278,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 12] = [
+    let benches: [(&str, &str, Bench); 13] = [
         ("b1", "command path", |a| Box::pin(on_fresh_db(a, "b1", command::run))),
         ("b2", "worker drain", |a| Box::pin(on_fresh_db(a, "b2", drain::run))),
         ("b3", "claim scaling", |a| Box::pin(on_fresh_db(a, "b3", claim::run))),
@@ -283,6 +291,7 @@ async fn main() -> anyhow::Result<()> {
         ("b10", "live room", |a| Box::pin(live::run(a))),
         ("b11", "presence", |a| Box::pin(on_fresh_db(a, "b11", presence::run))),
         ("b12", "token verification", |a| Box::pin(verify::run(a))),
+        ("b13", "events API", |a| Box::pin(on_fresh_db(a, "b13", history::run))),
     ];
     for (id, what, bench) in benches {
         if !args.wants(id) {

@@ -395,3 +395,68 @@ async fn with_one_message_in_flight_im_gets_a_room_in_order() {
     assert_eq!(im.messages(&group).len(), 62, "every event reached IM once");
     assert_eq!(displacement(&im, &group), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_client_rebuilds_a_room_whose_owner_died_in_a_three_node_cluster() {
+    let nodes = crate::cluster::Nodes::start(3, &[]).await;
+    let gift = |id: String, sender: &str| json!({"command_id": id, "sender_id": sender, "receiver_id": "o", "gift_id": "rose", "count": 1, "unit_value": 10});
+    let create = json!({"command_id": "mv-create", "room_id": "mv", "owner_id": "o", "title": "t"});
+    assert_eq!(nodes.post(0, "/v1/rooms", create).await.0, 200);
+    let owner = nodes.owner(0, "mv").await;
+    let via = (owner + 1) % 3;
+    for user in ["bob", "carol"] {
+        let (status, body) = nodes
+            .post(via, "/v1/rooms/mv/join", json!({"command_id": format!("mv-j-{user}"), "user_id": user}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    for n in 0..20 {
+        let (status, body) = nodes.post(via, "/v1/rooms/mv/gifts", gift(format!("mv-a{n}"), "bob")).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // The owner dies; the room moves to another node within the lease's TTL and goes on there.
+    nodes.signal(owner, "-KILL");
+    nodes.wait_exit(owner).await;
+    let mut sent = 0;
+    let started = tokio::time::Instant::now();
+    while sent < 20 {
+        let (status, _) = nodes.post(via, "/v1/rooms/mv/gifts", gift(format!("mv-b{sent}"), "carol")).await;
+        if status == 200 {
+            sent += 1;
+        } else {
+            assert!(started.elapsed() < crate::cluster::TTL * 4, "the room never moved");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert_ne!(nodes.owner(via, "mv").await, owner);
+    nodes.all_delivered(Duration::from_secs(30)).await;
+    let group = nodes
+        .im
+        .all_messages()
+        .into_iter()
+        .find(|m| m.data.contains("\"room_id\":\"mv\""))
+        .map(|m| m.group)
+        .expect("the room's events reached IM");
+    // The phone read IM through a reconnect: a stretch of messages lost, some twice, reordered.
+    let service = format!("http://127.0.0.1:{}", nodes.nodes[via].port);
+    let report = reference_client(
+        &nodes.im.base_url(),
+        &group,
+        &service,
+        "mv",
+        &["--offline", "10:25", "--duplicate-every", "4", "--shuffle-window", "3"],
+    )
+    .await;
+    let (_, room) = nodes.get(via, "/v1/rooms/mv").await;
+    let version = room["version"].as_u64().expect("version");
+    assert_eq!(version, 43, "create, 2 joins, 40 gifts");
+    let shown: Vec<Value> = report["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| serde_json::from_str(e.as_str().expect("JSON text")).expect("envelope"))
+        .collect();
+    assert_eq!(versions(&shown), (2..=version).collect::<Vec<_>>(), "{report}");
+    assert_eq!(shown, committed(&nodes.db, "mv").await);
+    assert!(report["api_calls"].as_u64() > Some(0), "{report}");
+}

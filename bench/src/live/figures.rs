@@ -49,6 +49,8 @@ pub(crate) struct Im {
     pub(crate) twice: usize,
     /// Gifts IM first took after a later `room_version` of their room (in acceptance order).
     pub(crate) out_of_order: usize,
+    /// The most versions a gift came behind the newest IM had taken of its room (0: in order).
+    pub(crate) max_displacement: u64,
     /// Gifts answered `delivered` (taken by IM in the command's own call).
     pub(crate) sync_delivered: usize,
     /// Most calls within one sliding second, from the polls (`calls`, every answer).
@@ -85,6 +87,7 @@ pub(crate) fn im(tag: &str, load: &Load, samples: &[Sample], records: &[Recorded
         let room_newest = newest.entry(record.group.as_str()).or_default();
         if envelope.room_version < *room_newest {
             im.out_of_order += 1;
+            im.max_displacement = im.max_displacement.max(*room_newest - envelope.room_version);
         }
         *room_newest = (*room_newest).max(envelope.room_version);
         let answered = load.answers.get(&envelope.command_id).filter(|a| a.delivered).map(|a| a.at_ms);

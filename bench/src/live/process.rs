@@ -144,7 +144,11 @@ pub(crate) struct ServiceProc {
 }
 
 /// Starts the service and waits until `/readyz` answers 200.
-pub(crate) async fn start_service(db_url: &str, im: Option<&str>) -> anyhow::Result<ServiceProc> {
+pub(crate) async fn start_service(
+    db_url: &str,
+    im: Option<&str>,
+    in_flight: usize,
+) -> anyhow::Result<ServiceProc> {
     let (port, admin) = (free_port()?, free_port()?);
     let base = format!("http://127.0.0.1:{port}");
     // The service's own config file, at the workspace root (this crate is a member beside it).
@@ -167,6 +171,7 @@ pub(crate) async fn start_service(db_url: &str, im: Option<&str>) -> anyhow::Res
         ("LOG__LEVEL", "warn".into()),
         ("LOG__FORMAT", "json".into()),
         ("TENCENT_IM__ENABLED", im.is_some().to_string()),
+        ("IM_BATCH__IN_FLIGHT_PER_ROOM", in_flight.to_string()),
     ];
     if let Some(im) = im {
         vars.push(("TENCENT_IM__BASE_URL", im.to_owned()));

@@ -148,7 +148,10 @@ fn config_check_renders_every_key_with_secrets_redacted() {
     assert!(yaml.contains("admin_token: <redacted>"), "{yaml}");
     assert!(yaml.contains("max_commit_batch: 64"), "{yaml}");
     assert!(yaml.contains("sync_publish_wait: 1s"), "{yaml}");
-    assert!(yaml.contains("im_batch:\n  max_bytes: 11000\n  max_events: 32\n"), "{yaml}");
+    assert!(
+        yaml.contains("im_batch:\n  in_flight_per_room: 1\n  max_bytes: 11000\n  max_events: 32\n"),
+        "{yaml}"
+    );
     assert!(yaml.contains(&format!("node_id: {}", settings.node_id)), "{yaml}");
 }
 

@@ -207,10 +207,11 @@ async fn reads_are_public_unless_public_reads_is_off() {
     );
     assert_eq!(call(&app, "GET", "/v1/rooms/r1", None, None).await.status, 200);
     assert_eq!(call(&app, "GET", "/v1/rooms/r1/members", None, None).await.status, 200);
+    assert_eq!(call(&app, "GET", "/v1/rooms/r1/events", None, None).await.status, 200);
     app.stop().await;
 
     let app = start(&db, &made, &wallet, &[("auth.public_reads", "false")]).await;
-    for path in ["/v1/rooms/r1", "/v1/rooms/r1/members"] {
+    for path in ["/v1/rooms/r1", "/v1/rooms/r1/members", "/v1/rooms/r1/events"] {
         let anonymous = call(&app, "GET", path, None, None).await;
         assert_eq!((anonymous.status, anonymous.code()), (401, "unauthenticated"), "{path}");
         assert_eq!(call(&app, "GET", path, None, Some(made.token("expired"))).await.status, 401, "{path}");
