@@ -13,7 +13,8 @@
 use std::error::Error;
 
 use crate::config::OutboxWorkerSettings;
-use crate::publish::{ErrorClass, classify, error::reason};
+use crate::publish::classify::reason;
+use crate::publish::{ErrorClass, classify};
 use crate::store::{Mark, short_error};
 
 /// Every `reason` a row is parked with (label of `room_outbox_parked_total`): a permanent

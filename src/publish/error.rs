@@ -1,7 +1,7 @@
-//! One place that maps any publish error to a bounded [`ErrorClass`], used by logs, metrics
-//! and retry decisions.
-
-use std::error::Error;
+//! The publish errors' bounded classes ([`ErrorClass`]), the trait an error that knows its
+//! class implements ([`Classify`]), and the errors of the stack's own layers ([`Throttled`],
+//! [`TooLate`]) and of a consumer's sink ([`SinkError`]). It names no leaf of the stack: the one
+//! walk that finds a class in an error chain is [`super::classify()`].
 
 /// Bounded class of a publish failure (SPEC §8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -73,12 +73,14 @@ impl Classify for SinkError {
     }
 }
 
-/// Errors that know their own class implement this; [`classify`] finds them in a chain.
+/// Errors that know their own class implement this; [`classify`](super::classify::classify) finds
+/// them in a chain.
 pub trait Classify {
     /// The class of this error.
     fn class(&self) -> ErrorClass;
 
-    /// True when the message's content was refused (see [`is_content_refusal`]).
+    /// True when the message's content was refused (see
+    /// [`is_content_refusal`](super::classify::is_content_refusal)).
     fn content_refused(&self) -> bool {
         false
     }
@@ -94,76 +96,31 @@ pub trait Classify {
     }
 }
 
-/// The bounded reason of an error (see [`Classify::reason`]); its class name when no error in
-/// the chain knows better.
-pub fn reason(error: &(dyn Error + 'static)) -> &'static str {
-    find_leaf(error).map_or(ErrorClass::Transient.as_str(), |leaf| leaf.reason())
-}
+/// A synchronous publish found no permit (or its group paused): the event is left pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no IM rate-limit permit right now; left pending for the outbox worker")]
+pub struct Throttled;
 
-/// True when a permanent error refuses a message's content — what one of its events carries
-/// (80001 refused content, 80002 and 93000 too long, 9000x a body IM cannot take, or the
-/// message over the size limit) — rather than the group or the call: a pack refused so may
-/// hold only one culprit, so it is split (SPEC §13.1).
-pub fn is_content_refusal(error: &(dyn Error + 'static)) -> bool {
-    find_leaf(error).is_some_and(|leaf| leaf.content_refused())
-}
-
-/// True when a rate-limited error throttles the whole app rather than one group.
-pub fn is_app_wide(error: &(dyn Error + 'static)) -> bool {
-    find_leaf(error).is_some_and(|leaf| leaf.app_wide())
-}
-
-impl Classify for tower::timeout::error::Elapsed {
+impl Classify for Throttled {
     fn class(&self) -> ErrorClass {
-        ErrorClass::Timeout
+        ErrorClass::Throttled
     }
 }
 
-/// The first error of `error`'s `source()` chain that knows its class: a tower timeout, or a
-/// leaf error this crate knows (IM's, the rate limit's, a consumer sink's). The one walk behind
-/// [`classify`], [`reason`], [`is_content_refusal`] and [`is_app_wide`].
-fn find_leaf<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a dyn Classify> {
-    let mut current: Option<&(dyn Error + 'static)> = Some(error);
-    while let Some(err) = current {
-        let known: Option<&dyn Classify> =
-            if let Some(e) = err.downcast_ref::<tower::timeout::error::Elapsed>() {
-                Some(e)
-            } else if let Some(e) = err.downcast_ref::<crate::publish::tencent::ImError>() {
-                Some(e)
-            } else if let Some(e) = err.downcast_ref::<crate::publish::rate_limit::Throttled>() {
-                Some(e)
-            } else if let Some(e) = err.downcast_ref::<crate::publish::turn::TooLate>() {
-                Some(e)
-            } else {
-                err.downcast_ref::<SinkError>().map(|e| e as &dyn Classify)
-            };
-        if known.is_some() {
-            return known;
-        }
-        current = err.source();
-    }
-    None
-}
+/// A message's permit came after its turn's `call_by`: the sink was not called and the events
+/// are left pending for the outbox worker (class `throttled`: never reached the receiver).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "its rate-limit permit came after the latest time it could be sent; left pending for the outbox worker"
+)]
+pub struct TooLate;
 
-/// Classifies an error by walking its `source()` chain: a tower timeout is
-/// [`ErrorClass::Timeout`], a leaf error answers for itself, anything else is transient.
-pub fn classify(error: &(dyn Error + 'static)) -> ErrorClass {
-    find_leaf(error).map_or(ErrorClass::Transient, |leaf| leaf.class())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timeout_is_classified_as_timeout() {
-        let err: crate::publish::BoxError = Box::new(tower::timeout::error::Elapsed::new());
-        assert_eq!(classify(err.as_ref()), ErrorClass::Timeout);
+impl Classify for TooLate {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Throttled
     }
 
-    #[test]
-    fn unknown_errors_are_transient() {
-        let err = std::io::Error::other("boom");
-        assert_eq!(classify(&err), ErrorClass::Transient);
+    fn reason(&self) -> &'static str {
+        "too_late"
     }
 }

@@ -10,6 +10,7 @@
 //! This module knows nothing of rooms, storage or HTTP, so another sink (the webhook and audit
 //! consumers) reuses the layers around a different leaf.
 
+pub mod classify;
 pub mod error;
 pub mod filter;
 pub mod log_sink;
@@ -24,7 +25,8 @@ pub mod tencent;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use error::{ErrorClass, classify};
+pub use classify::classify;
+pub use error::ErrorClass;
 pub use turn::Turn;
 
 use std::sync::Arc;

@@ -20,25 +20,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Event;
-use super::error::{Classify, ErrorClass};
-
-/// A message's permit came after its turn's `call_by`: the sink was not called and the events
-/// are left pending for the outbox worker (class `throttled`: never reached the receiver).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "its rate-limit permit came after the latest time it could be sent; left pending for the outbox worker"
-)]
-pub struct TooLate;
-
-impl Classify for TooLate {
-    fn class(&self) -> ErrorClass {
-        ErrorClass::Throttled
-    }
-
-    fn reason(&self) -> &'static str {
-        "too_late"
-    }
-}
+pub use super::error::TooLate;
 
 /// The function that appends a source's ready events to a message.
 type RefillFn = dyn Fn(&mut Vec<Event>) + Send + Sync;

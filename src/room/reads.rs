@@ -15,7 +15,7 @@ use crate::domain::{DomainError, MemberView, RoomId, RoomSnapshot, RoomState, Us
 
 impl RoomService {
     /// The room's IM events after version `after` (at most `limit`, 1..=300), from its event
-    /// history: on any node, never under the room's commit lock (see [`super::history`]).
+    /// history: on any node, never under the room's commit lock (module `room::history`).
     pub async fn events(&self, room_id: &RoomId, after: u64, limit: u32) -> Result<EventPage, RoomError> {
         self.inner.history.page(room_id, after, limit).await
     }

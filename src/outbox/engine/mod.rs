@@ -31,7 +31,7 @@ mod marks;
 
 use super::policy::{Failure, on_failure};
 use super::{BatchReport, OutboxWorker, WORKER_NAME};
-use crate::publish::error::is_content_refusal;
+use crate::publish::classify::is_content_refusal;
 use crate::publish::pack::{self, PackLimits};
 use crate::publish::{BoxError, Event, Message, Path};
 use crate::store::{Mark, OutboxRow, StoreError};

@@ -6,7 +6,7 @@
 //!
 //! - `room_outbox_publish_success_total{path,event_type,result}`, `result` = delivered|skipped;
 //! - `room_outbox_publish_failure_total{path,event_type,class}`, `class` from
-//!   [`classify`](crate::publish::classify);
+//!   [`classify`](crate::publish::classify());
 //! - `room_outbox_publish_latency_seconds{path,event_type}`, success or failure alike, once per
 //!   message (`event_type` of its first event);
 //! - on the IM paths (`sync`, `worker`), for a message that reached the receiver (not skipped,

@@ -13,7 +13,8 @@ use tower::Service;
 
 use super::Throttled;
 use super::limits::Limits;
-use crate::publish::error::{ErrorClass, classify, is_app_wide};
+use crate::publish::ErrorClass;
+use crate::publish::classify::{classify, is_app_wide};
 use crate::publish::{BoxError, Message, Outcome};
 
 pin_project! {

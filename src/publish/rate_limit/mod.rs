@@ -14,7 +14,7 @@
 //! A message that waited for its permit takes on, through its turn, what its source has ready
 //! when the permit comes (a room lane's events committed during the wait), so the wait a room's
 //! turn costs is paid once by everything ready at its turn; a permit past the turn's `call_by`
-//! is [`TooLate`](crate::publish::turn::TooLate), and the sink is not called.
+//! is [`TooLate`](crate::publish::error::TooLate), and the sink is not called.
 //!
 //! When the receiver answers rate-limited anyway (60007 and kin, `MsgDropReason`), the group —
 //! or the whole app, for app-wide codes — is paused for `pause`: the sync path is throttled and
@@ -49,19 +49,8 @@ pub use self::cluster::ClusterQuota;
 pub use self::future::ResponseFuture;
 pub use self::layer::{RateLimitLayer, RateLimitOptions};
 use self::limits::{Admission, Limits};
-use crate::publish::error::{Classify, ErrorClass};
+pub use crate::publish::error::Throttled;
 use crate::publish::{BoxError, Message, Outcome, Path};
-
-/// A synchronous publish found no permit (or its group paused): the event is left pending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("no IM rate-limit permit right now; left pending for the outbox worker")]
-pub struct Throttled;
-
-impl Classify for Throttled {
-    fn class(&self) -> ErrorClass {
-        ErrorClass::Throttled
-    }
-}
 
 /// Takes rate-limit permits before forwarding a message to `S` (see the module docs).
 #[derive(Clone, Debug)]

@@ -9,7 +9,7 @@
 //!
 //! The span is entered while the inner service is called and whenever its future is polled.
 //! On completion it records `outcome` (`delivered` | `skipped` | `failed`) and, on failure,
-//! `error_class` (see [`classify`](crate::publish::classify)) and logs `Publish failed` at
+//! `error_class` (see [`classify`](crate::publish::classify())) and logs `Publish failed` at
 //! `warn` with `%error`. Only the error's text is logged, never the message body; leaves keep
 //! their error texts short and free of secrets.
 
