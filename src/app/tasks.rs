@@ -57,6 +57,7 @@ pub(super) fn spawn_outbox_worker(
     let mut worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options)
         .with_per_room_rate(settings.im_rate_limit.per_group_per_sec)
         .with_pack_limits(super::pack_limits(settings))
+        .with_in_flight_per_room(settings.im_batch.in_flight_per_room)
         .with_waker(wake);
     if settings.cluster.enabled {
         // A shard's rows are relayed by its owner; a dead owner's shards move within a TTL,

@@ -81,6 +81,8 @@ pub struct OutboxWorker {
     per_room_rate: u32,
     /// How many events one message may carry (`im_batch.*`).
     pack: PackLimits,
+    /// Messages of one room in flight at once (`im_batch.in_flight_per_room`; 1: room order).
+    in_flight_per_room: usize,
     wake: Arc<Notify>,
     /// In a cluster: claim the rows of the shards this node owns, and others' only once
     /// orphaned this long (their owner is gone).
@@ -125,7 +127,24 @@ impl OutboxWorker {
         let wake = Arc::new(Notify::new());
         let (node_id, per_room_rate) = (node_id.into(), DEFAULT_PER_ROOM_RATE);
         let pack = PackLimits::default();
-        Self { repo, publisher, node_id, options, per_room_rate, pack, wake, scope: None }
+        Self {
+            repo,
+            publisher,
+            node_id,
+            options,
+            per_room_rate,
+            pack,
+            in_flight_per_room: 1,
+            wake,
+            scope: None,
+        }
+    }
+
+    /// Keeps up to `k` messages of one room in flight at once (0 is taken as 1): with more than
+    /// one, a room's messages may reach IM out of order (clients reorder by `room_version`).
+    pub fn with_in_flight_per_room(mut self, k: usize) -> Self {
+        self.in_flight_per_room = k.max(1);
+        self
     }
 
     /// Packs up to `limits` of a room's consecutive rows into one message

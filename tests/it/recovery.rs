@@ -70,6 +70,24 @@ async fn committed(db: &TestDb, room: &str) -> Vec<Value> {
     envelopes
 }
 
+/// The envelopes the reference client showed, in the order it showed them.
+fn shown(report: &Value) -> Vec<Value> {
+    let events = report["events"].as_array().expect("events");
+    events.iter().map(|e| serde_json::from_str(e.as_str().expect("JSON text")).expect("envelope")).collect()
+}
+
+/// Waits (at most 10 s) until IM holds `count` distinct events of `group`.
+async fn im_holds(im: &room_service_fakes::fake_im::FakeIm, group: &str, count: usize) {
+    for _ in 0..100 {
+        let seen: std::collections::HashSet<String> =
+            im.messages(group).into_iter().filter_map(|m| m.event_id).collect();
+        if seen.len() >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn versions(events: &[Value]) -> Vec<u64> {
     events.iter().map(|e| e["room_version"].as_u64().expect("room_version")).collect()
 }
@@ -94,12 +112,7 @@ async fn the_events_api_pages_a_rooms_im_events_in_order_exactly_as_committed() 
         let all: Vec<Value> = first_events.into_iter().chain(rest_events).collect();
         assert_eq!(all, committed(&db, "h1").await, "{db}: exactly the committed envelopes");
         // And exactly what IM received, element for element.
-        for _ in 0..50 {
-            if im.messages(&group(&app, "h1")).len() >= all.len() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        im_holds(&im, &group(&app, "h1"), all.len()).await;
         let received: Vec<Value> = im
             .messages(&group(&app, "h1"))
             .iter()
@@ -259,12 +272,7 @@ async fn the_reference_client_rebuilds_every_version_under_duplicates_reorders_a
         )
         .await;
         assert_eq!(report["position"].as_u64(), Some(version), "{db}: {report}");
-        let shown: Vec<Value> = report["events"]
-            .as_array()
-            .expect("events")
-            .iter()
-            .map(|e| serde_json::from_str(e.as_str().expect("JSON text")).expect("envelope"))
-            .collect();
+        let shown = shown(&report);
         assert_eq!(versions(&shown), (2..=version).collect::<Vec<_>>(), "{db}: every version once, in order");
         assert_eq!(shown, committed(&db, "h4").await, "{db}: exactly the committed envelopes");
         assert!(
@@ -344,24 +352,12 @@ async fn with_four_messages_in_flight_im_gets_a_room_out_of_order_and_the_refere
         let version = room["version"].as_u64().expect("version");
         assert_eq!(version, 163, "{db}: create, 2 joins, 160 gifts");
         // Everything reaches IM (the worker sends what a lane gave up).
-        for _ in 0..100 {
-            let seen: std::collections::HashSet<String> =
-                im.messages(&group).into_iter().filter_map(|m| m.event_id).collect();
-            if seen.len() as u64 >= version - 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        im_holds(&im, &group, (version - 1) as usize).await;
         let out_of_order = displacement(&im, &group);
         assert!(out_of_order > 0, "{db}: four messages in flight with jitter reached IM in order");
         let report =
             reference_client(&im.base_url(), &group, &app.base, "h6", &["--duplicate-every", "5"]).await;
-        let shown: Vec<Value> = report["events"]
-            .as_array()
-            .expect("events")
-            .iter()
-            .map(|e| serde_json::from_str(e.as_str().expect("JSON text")).expect("envelope"))
-            .collect();
+        let shown = shown(&report);
         assert_eq!(
             versions(&shown),
             (2..=version).collect::<Vec<_>>(),
@@ -385,12 +381,7 @@ async fn with_one_message_in_flight_im_gets_a_room_in_order() {
     fill(&app, "h7", "o", &["bob", "carol"], 0).await;
     burst(&app, "h7", "o1", &["bob", "carol"], 60).await;
     // The lane falls behind this burst and gives the room to the worker, which keeps the order.
-    for _ in 0..100 {
-        if im.messages(&group).len() >= 62 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    im_holds(&im, &group, 62).await;
     app.stop().await;
     assert_eq!(im.messages(&group).len(), 62, "every event reached IM once");
     assert_eq!(displacement(&im, &group), 0);
@@ -450,12 +441,7 @@ async fn the_reference_client_rebuilds_a_room_whose_owner_died_in_a_three_node_c
     let (_, room) = nodes.get(via, "/v1/rooms/mv").await;
     let version = room["version"].as_u64().expect("version");
     assert_eq!(version, 43, "create, 2 joins, 40 gifts");
-    let shown: Vec<Value> = report["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .map(|e| serde_json::from_str(e.as_str().expect("JSON text")).expect("envelope"))
-        .collect();
+    let shown = shown(&report);
     assert_eq!(versions(&shown), (2..=version).collect::<Vec<_>>(), "{report}");
     assert_eq!(shown, committed(&nodes.db, "mv").await);
     assert!(report["api_calls"].as_u64() > Some(0), "{report}");

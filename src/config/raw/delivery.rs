@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::config::{OutboxWorkerSettings, RetryStrategy};
+use crate::config::settings::{OutboxWorkerSettings, RetryStrategy};
 
 /// `consumers.*`
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -78,7 +78,7 @@ impl Engine {
         let room = held.row.room_id.clone();
         let queue = self.queues.entry(room.clone()).or_default();
         queue.push_back(held);
-        if queue.len() == 1 && !self.busy.contains(&room) {
+        if queue.len() == 1 && self.has_room_for_another(&room) {
             self.ready.push_back(room);
         }
     }

@@ -15,7 +15,7 @@
 //! head is held elsewhere, or not yet due, gets nothing. A failed row defers the rest of its
 //! room's queue behind it, so a stuck room holds back only its own events.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -70,9 +70,11 @@ pub(super) struct Engine {
     queues: HashMap<String, VecDeque<Held>>,
     /// Where the next claim's round robin over the rooms starts.
     cursor: String,
-    /// Rooms with queued rows and nothing in flight, in arrival order.
+    /// Rooms with queued rows and fewer than `in_flight_per_room` messages in flight, in
+    /// arrival order (a room may be listed twice; a pop re-checks).
     ready: VecDeque<String>,
-    busy: HashSet<String>,
+    /// Messages in flight, by room.
+    busy: HashMap<String, usize>,
     tasks: JoinSet<Done>,
     marks: Vec<(Held, Mark)>,
     paused_until: Option<Instant>,
@@ -88,7 +90,7 @@ impl Engine {
             queues: HashMap::new(),
             cursor: String::new(),
             ready: VecDeque::new(),
-            busy: HashSet::new(),
+            busy: HashMap::new(),
             tasks: JoinSet::new(),
             marks: Vec::new(),
             paused_until: None,
@@ -119,10 +121,14 @@ impl Engine {
         self.paused_until
     }
 
-    /// Starts the next row of ready rooms while fewer than `max_in_flight` publish.
+    /// Starts the next message of ready rooms while fewer than `max_in_flight` publish, each
+    /// room with at most `in_flight_per_room` messages out.
     pub(super) fn start(&mut self) {
-        while self.busy.len() < self.worker.options.max_in_flight.max(1) {
+        while self.tasks.len() < self.worker.options.max_in_flight.max(1) {
             let Some(room) = self.ready.pop_front() else { return };
+            if !self.has_room_for_another(&room) {
+                continue;
+            }
             let Some(head) = self.queues.get(&room).and_then(VecDeque::front) else { continue };
             if !self.lease_outlasts_a_publish(&head.worker_id) {
                 // The lease may end before the publish does (or has ended: this process was
@@ -142,7 +148,11 @@ impl Engine {
                 // Forget drained rooms: the map holds only rooms with rows waiting.
                 self.queues.remove(&room);
             }
-            self.busy.insert(room);
+            *self.busy.entry(room.clone()).or_default() += 1;
+            if self.has_room_for_another(&room) && self.queues.contains_key(&room) {
+                // Pipelined: the room's next message may start beside this one.
+                self.ready.push_back(room);
+            }
             let worker = self.worker.clone();
             self.tasks.spawn(async move {
                 // A panic below becomes a failed attempt: every row is always marked, and its
@@ -178,7 +188,13 @@ impl Engine {
             return;
         };
         let Some(room) = results.first().map(|(held, _)| held.row.room_id.clone()) else { return };
-        self.busy.remove(&room);
+        let was_full = !self.has_room_for_another(&room);
+        if let Some(count) = self.busy.get_mut(&room) {
+            *count -= 1;
+            if *count == 0 {
+                self.busy.remove(&room);
+            }
+        }
         for (held, result) in results {
             match result {
                 Ok(()) => self.marks.push((held, Mark::Delivered)),
@@ -196,9 +212,15 @@ impl Engine {
                 Err(Outcome::Failed(error)) => self.failed(held, error),
             }
         }
-        if self.queues.get(&room).is_some_and(|q| !q.is_empty()) {
+        // A room that had no slot free is listed again (one with a slot free is listed already).
+        if was_full && self.queues.get(&room).is_some_and(|q| !q.is_empty()) {
             self.ready.push_back(room);
         }
+    }
+
+    /// True when `room` has fewer than `in_flight_per_room` messages in flight.
+    fn has_room_for_another(&self, room: &str) -> bool {
+        self.busy.get(room).copied().unwrap_or(0) < self.worker.in_flight_per_room.max(1)
     }
 
     fn failed(&mut self, held: Held, error: BoxError) {
