@@ -23,6 +23,11 @@ pub(super) trait Dialect: Database {
     const NOW_MS: &'static str;
     /// Binds an integer.
     fn bind_i64(q: &mut QueryBuilder<Self>, value: i64);
+    /// Binds an integer or NULL. (A `NULL` written into the text instead would make a
+    /// multi-row statement's text differ with where its NULLs fall: every such text is
+    /// prepared and cached on each connection, and a cache thrashing between them cost a hot
+    /// room half its commits on MariaDB; see docs/BENCHMARKS.md, B10.)
+    fn bind_opt_i64(q: &mut QueryBuilder<Self>, value: Option<i64>);
     /// Binds a string.
     fn bind_str(q: &mut QueryBuilder<Self>, value: &str);
     /// Rows a statement changed.
@@ -64,6 +69,9 @@ pub(super) trait Dialect: Database {
 macro_rules! binds_by_value {
     () => {
         fn bind_i64(q: &mut QueryBuilder<Self>, value: i64) {
+            q.push_bind(value);
+        }
+        fn bind_opt_i64(q: &mut QueryBuilder<Self>, value: Option<i64>) {
             q.push_bind(value);
         }
         fn bind_str(q: &mut QueryBuilder<Self>, value: &str) {
