@@ -23,6 +23,7 @@
 //! behind).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,12 +72,25 @@ struct LaneState {
     queue: VecDeque<LaneEvent>,
     /// Messages being sent.
     in_flight: usize,
+    /// Messages being sent that have not passed the rate limit yet.
+    at_limit: usize,
     running: bool,
 }
 
-/// The events of one message being sent: taken off the front, and topped up from the queue
-/// when its permit came after a wait.
-type Pack = Arc<Mutex<Vec<LaneEvent>>>;
+/// One message being sent: its events, taken off the front and topped up from the queue when
+/// its permit came after a wait, and whether it passed the rate limit.
+struct Flight {
+    events: Mutex<Vec<LaneEvent>>,
+    passed: AtomicBool,
+}
+
+type Pack = Arc<Flight>;
+
+impl Flight {
+    fn events(&self) -> std::sync::MutexGuard<'_, Vec<LaneEvent>> {
+        lock(&self.events)
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -92,6 +106,7 @@ impl std::fmt::Debug for Lane {
         f.debug_struct("Lane")
             .field("queued", &state.queue.len())
             .field("in_flight", &state.in_flight)
+            .field("at_limit", &state.at_limit)
             .field("running", &state.running)
             .field("route", &self.route)
             .finish()
@@ -158,12 +173,33 @@ impl Lane {
             behind.settle(Delivery::Pending);
         }
         state.in_flight += 1;
+        state.at_limit += 1;
         let events = pack.iter().map(|e| e.event.clone()).collect();
-        Some(Ok((Arc::new(Mutex::new(pack)), events)))
+        Some(Ok((Arc::new(Flight { events: Mutex::new(pack), passed: AtomicBool::new(false) }), events)))
+    }
+
+    /// True when another message may open: none in flight waits at the rate limit (a waiting
+    /// one takes on what is queued when its permit comes; a second would split the room's
+    /// events over two calls of the app-wide quota). A stack without the rate-limit layer
+    /// never says a message passed, so its lane sends one message at a time.
+    fn may_open(&self) -> bool {
+        self.lock().at_limit == 0
+    }
+
+    /// The message of `pack` passed the rate limit (or its send ended without): the next may
+    /// open.
+    fn passed(&self, pack: &Flight) {
+        if !pack.passed.swap(true, Ordering::AcqRel) {
+            let mut state = self.lock();
+            state.at_limit = state.at_limit.saturating_sub(1);
+            drop(state);
+            self.pushed.notify_one();
+        }
     }
 
     /// A message is no longer in flight.
-    fn sent(&self) {
+    fn sent(&self, pack: &Flight) {
+        self.passed(pack);
         let mut state = self.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
     }
@@ -176,7 +212,7 @@ impl Lane {
         let sizes = events.iter().map(Event::content_bytes);
         let fits = limits.take(sizes.chain(state.queue.iter().map(|e| e.event.content_bytes())));
         let more = fits.saturating_sub(events.len()).min(state.queue.len());
-        let mut pack = lock(pack);
+        let mut pack = pack.events();
         for added in state.queue.drain(..more) {
             events.push(added.event.clone());
             pack.push(added);
@@ -213,12 +249,13 @@ impl Lanes {
         }
     }
 
-    /// The lane task: sends messages off the front of the queue, up to `in_flight` at once,
-    /// until nothing is queued or in flight.
+    /// The lane task: sends messages off the front of the queue, up to `in_flight` at once
+    /// (the next only once none waits at the rate limit), until nothing is queued or in
+    /// flight.
     async fn run(self: Arc<Self>, lane: Arc<Lane>) {
         let mut sends = FuturesUnordered::new();
         loop {
-            while sends.len() < self.in_flight.max(1) {
+            while sends.len() < self.in_flight.max(1) && lane.may_open() {
                 if lane.route.current() == Route::Worker {
                     // The room went to the worker after these were committed for the lane.
                     self.give_up(&lane, Vec::new()).await;
@@ -249,8 +286,8 @@ impl Lanes {
 
     /// A message's send ended: its events marked delivered, or the room given to the worker.
     async fn finish(&self, lane: &Lane, pack: &Pack, sent: Result<(), ()>) {
-        lane.sent();
-        let events = std::mem::take(&mut *lock(pack));
+        lane.sent(pack);
+        let events = std::mem::take(&mut *pack.events());
         match sent {
             Ok(()) => {
                 self.handoff.delivered(events.iter().map(|e| e.event.event_id.clone()).collect());
@@ -265,14 +302,22 @@ impl Lanes {
     /// The message's turn at the rate limit: the lane is told when it must wait; the send is
     /// not made after `publish_timeout` (a frozen process: its rows are guarded for the worker
     /// from their commit); a permit after a wait tops the pack up — only while the lane is
-    /// still under the shard lease epoch the send began with.
+    /// still under the shard lease epoch the send began with; once it passes, the lane may open
+    /// its next message.
     fn turn(&self, lane: &Arc<Lane>, pack: &Pack, notice: Arc<Notify>) -> Turn {
-        let (lane, pack, limits, epoch) = (Arc::clone(lane), Arc::clone(pack), self.pack, lane.route.epoch());
-        Turn::new(notice, Instant::now() + self.publish_timeout, move |events| {
-            if lane.route.epoch() == epoch {
-                lane.top_up(&pack, events, limits);
-            }
-        })
+        let (limits, epoch) = (self.pack, lane.route.epoch());
+        let (refill_lane, refill_pack) = (Arc::clone(lane), Arc::clone(pack));
+        let (passed_lane, passed_pack) = (Arc::clone(lane), Arc::clone(pack));
+        Turn::new(
+            notice,
+            Instant::now() + self.publish_timeout,
+            move |events| {
+                if refill_lane.route.epoch() == epoch {
+                    refill_lane.top_up(&refill_pack, events, limits);
+                }
+            },
+            move || passed_lane.passed(&passed_pack),
+        )
     }
 
     /// Sends one message (`events`, of `pack`) through the shared stack. Its commands are
@@ -298,11 +343,11 @@ impl Lanes {
                 () = notice.notified(), if !answered => answered = true,
                 () = &mut answer_by, if !answered => answered = true,
             }
-            for event in lock(&pack).iter() {
+            for event in pack.events().iter() {
                 event.settle(Delivery::Pending);
             }
         };
-        let events = lock(&pack).len();
+        let events = pack.events().len();
         let sent = match result {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(error)) => {

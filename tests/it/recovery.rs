@@ -446,3 +446,50 @@ async fn the_reference_client_rebuilds_a_room_whose_owner_died_in_a_three_node_c
     assert_eq!(shown, committed(&nodes.db, "mv").await);
     assert!(report["api_calls"].as_u64() > Some(0), "{report}");
 }
+
+/// IM calls it takes `rooms` rooms, each sent 10 gifts one after another (all rooms at once),
+/// to reach IM with `in_flight` messages a room when the app-wide quota (20 calls/s) binds.
+async fn calls_under_the_app_quota(in_flight: &str, rooms: usize) -> usize {
+    let db = TestDb::sqlite().await;
+    let im = fake_im().await;
+    im.set_latency(Duration::from_millis(20));
+    let overrides = [
+        ("outbox_worker.enabled", "true"),
+        ("im_batch.in_flight_per_room", in_flight),
+        ("im_rate_limit.global_per_sec", "20"),
+        ("im_rate_limit.per_group_per_sec", "20"),
+    ];
+    let app = TestApp::start(settings(db.url(), Some(&im), &overrides)).await;
+    let names: Vec<String> = (0..rooms).map(|n| format!("q{n}")).collect();
+    for room in &names {
+        fill(&app, room, room, &["bob"], 0).await;
+    }
+    for room in &names {
+        im_holds(&im, &group(&app, room), 1).await;
+    }
+    im.clear();
+    let tags: Vec<String> = names.iter().map(|room| format!("{room}b")).collect();
+    futures::future::join_all(names.iter().zip(&tags).map(|(room, tag)| more(&app, room, tag, &["bob"], 10)))
+        .await;
+    for room in &names {
+        im_holds(&im, &group(&app, room), 10).await;
+        assert_eq!(
+            im.messages(&group(&app, room)).len(),
+            10,
+            "k = {in_flight}: {room}'s 10 gifts, each once"
+        );
+    }
+    let calls = im.call_times().len();
+    app.stop().await;
+    calls
+}
+
+#[tokio::test]
+async fn with_four_messages_in_flight_a_room_takes_no_more_of_the_app_quota_than_with_one() {
+    // 16 rooms take gifts one after another while their messages wait at a quota of 20
+    // calls/s: a room's next message opens only once none of its own waits at the limit, so a
+    // room's gifts gather in its waiting message instead of spreading over four calls.
+    let one = calls_under_the_app_quota("1", 16).await;
+    let four = calls_under_the_app_quota("4", 16).await;
+    assert!(four * 4 <= one * 5, "k = 4 made {four} IM calls where k = 1 made {one}");
+}

@@ -113,11 +113,16 @@ async fn events_a_turn_adds_below_are_counted_with_the_message() {
     let mut m = message("RoomUserJoined", Path::Sync);
     let call_by = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
     let notice = std::sync::Arc::new(tokio::sync::Notify::new());
-    m.turn = Some(crate::publish::Turn::new(notice, call_by, |events| {
-        let mut gift = events[0].clone();
-        gift.event_type = "RoomGiftSent";
-        events.push(gift);
-    }));
+    m.turn = Some(crate::publish::Turn::new(
+        notice,
+        call_by,
+        |events| {
+            let mut gift = events[0].clone();
+            gift.event_type = "RoomGiftSent";
+            events.push(gift);
+        },
+        || {},
+    ));
     // A leaf that hands the message back to its turn, as the rate limit does after a wait.
     let leaf = tower::service_fn(|mut m: Message| async move {
         if let Some(turn) = m.turn.take() {

@@ -112,10 +112,11 @@ where
                         return Poll::Ready(Err("rate limit future polled after completion".into()));
                     };
                     // It waited: too late, or what its source has ready now goes in the same call.
-                    if let Some(turn) = message.turn.take()
-                        && let Err(too_late) = turn.permit_came(&mut message.events)
-                    {
-                        return Poll::Ready(Err(too_late.into()));
+                    if let Some(turn) = message.turn.take() {
+                        if let Err(too_late) = turn.permit_came(&mut message.events) {
+                            return Poll::Ready(Err(too_late.into()));
+                        }
+                        turn.passed();
                     }
                     let group = message.group.clone();
                     State::Called { fut: service.call(message), limits: Arc::clone(limits), group }

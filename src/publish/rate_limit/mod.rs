@@ -7,7 +7,8 @@
 //! - path `sync` (a room's lane) takes a permit now if there is one; otherwise a message with
 //!   a [`Turn`](crate::publish::Turn) waits its turn on the turn's terms (told first, then its
 //!   permit, then handed back to the turn: too late, or refilled), and one without fails at
-//!   once with [`Throttled`] (class `throttled`);
+//!   once with [`Throttled`] (class `throttled`); a turn is told when its message passes, at
+//!   once or after its wait;
 //! - path `worker` waits for its permits, and first for a permit of its own limiter at
 //!   `worker_share` of the app-wide rate, so live events keep headroom during a backlog drain.
 //!
@@ -86,6 +87,9 @@ where
         match message.path {
             Path::Sync => match limits.try_acquire(&message.group) {
                 Admission::Granted => {
+                    if let Some(turn) = &message.turn {
+                        turn.passed();
+                    }
                     let group = message.group.clone();
                     ResponseFuture::called(self.inner.call(message), limits, group)
                 }

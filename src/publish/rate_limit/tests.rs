@@ -213,7 +213,7 @@ fn turn_msg(
 ) -> Message {
     let mut m = msg(group, Path::Sync);
     let call_by = tokio::time::Instant::now() + call_within;
-    m.turn = Some(crate::publish::Turn::new(Arc::clone(notice), call_by, refill));
+    m.turn = Some(crate::publish::Turn::new(Arc::clone(notice), call_by, refill, || {}));
     m
 }
 
@@ -311,4 +311,34 @@ async fn a_message_that_waited_takes_on_its_refill_and_one_that_did_not_never_ru
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].len(), 1, "no refill without a wait: {seen:?}");
     assert_eq!(seen[1], [own, "added".to_owned()], "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_turn_is_told_when_its_message_passes_at_once_or_after_its_wait_and_never_when_too_late() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let svc = RateLimitLayer::new(options(1000, 1)).layer(recording(calls.clone(), ok));
+    let notice = Arc::new(tokio::sync::Notify::new());
+    let passed = Arc::new(Mutex::new(Vec::new()));
+    let message = |name: &'static str, call_within: Duration| {
+        let mut m = msg("r1", Path::Sync);
+        let (passed, calls) = (Arc::clone(&passed), Arc::clone(&calls));
+        let call_by = tokio::time::Instant::now() + call_within;
+        m.turn = Some(crate::publish::Turn::new(
+            Arc::clone(&notice),
+            call_by,
+            |_| {},
+            move || {
+                passed.lock().unwrap().push((name, calls.lock().unwrap().len()));
+            },
+        ));
+        m
+    };
+    // A permit now: passed before its call.
+    svc.clone().oneshot(message("at once", Duration::from_secs(3600))).await.unwrap();
+    // The group's next permit is a second away: one whose call_by it misses never passes.
+    svc.clone().oneshot(message("too late", Duration::from_millis(100))).await.unwrap_err();
+    // One that waits for it passes when it comes, before its call.
+    svc.clone().oneshot(message("after a wait", Duration::from_secs(3600))).await.unwrap();
+    assert_eq!(*passed.lock().unwrap(), [("at once", 0), ("after a wait", 1)]);
+    assert_eq!(calls.lock().unwrap().len(), 2);
 }
