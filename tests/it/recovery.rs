@@ -491,5 +491,8 @@ async fn with_four_messages_in_flight_a_room_takes_no_more_of_the_app_quota_than
     // room's gifts gather in its waiting message instead of spreading over four calls.
     let one = calls_under_the_app_quota("1", 16).await;
     let four = calls_under_the_app_quota("4", 16).await;
-    assert!(four * 4 <= one * 5, "k = 4 made {four} IM calls where k = 1 made {one}");
+    // Measured: about as many calls either way (21 and 21 idle; 24 and 19 with the machine's
+    // two cores busy); without the rule, k = 4 made 50 where k = 1 made 21. The margin is for
+    // a loaded machine, whose slower commands reach the limit in more, smaller messages.
+    assert!(four * 2 <= one * 3, "k = 4 made {four} IM calls where k = 1 made {one}");
 }
