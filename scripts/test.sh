@@ -22,6 +22,11 @@ python3 -c "import jwt, cryptography" 2>/dev/null ||
 python3 -c "import grpc, grpc_tools, grpc_reflection" 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
         grpcio==1.85.1 grpcio-tools==1.85.1 grpcio-reflection==1.85.1
+# The independent OTLP trace receiver (tests/peer/otlp_receiver.py) serves opentelemetry-proto's
+# TraceService with grpcio.
+python3 -c "import opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc" 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+        opentelemetry-proto==1.45.2
 # The clock-skew fault row runs nodes under faketime (Debian's faketime package).
 if ! command -v faketime >/dev/null 2>&1; then
     if [ "$(id -u)" -ne 0 ]; then

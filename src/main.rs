@@ -79,12 +79,22 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Consumers(args) => run_tool(&cli.config, admin::Tool::Consumers(args)).await,
         Cmd::Serve => {
             let settings = config::load(&cli.config).map_err(invalid)?;
-            telemetry::init_logging(&settings.log);
+            let traces = telemetry::init_logging_and_traces(
+                &settings.log,
+                settings.telemetry.otlp.as_ref(),
+                &settings.node_id,
+            )
+            .map_err(|e| anyhow::anyhow!(e))?;
             tracing::info!(source = ?settings.source, node_id = %settings.node_id, "Configuration loaded");
             // One Redis handle per node (connected lazily: Redis may be down now).
             let redis = RedisConn::from_settings(settings.redis.as_ref()).context("redis.url")?;
             let publisher = app::publisher(&settings, redis.as_ref())?;
-            app::serve(settings, publisher, redis).await
+            let served = app::serve(settings, publisher, redis).await;
+            // Last, after the stop sequence: the spans of the last commands are exported too.
+            if let Some(traces) = traces {
+                traces.shutdown(std::time::Duration::from_secs(5)).await;
+            }
+            served
         }
     }
 }

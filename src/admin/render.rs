@@ -58,7 +58,7 @@ pub(super) fn row(r: &OutboxRow) -> String {
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| format!("(not JSON) {}", clean(&r.envelope, 4096)));
     let mut out = String::new();
-    let fields: [(&str, String); 12] = [
+    let fields: [(&str, String); 13] = [
         ("id", r.id.to_string()),
         ("event_id", clean(&r.event_id, 64)),
         ("room_id", clean(&r.room_id, 64)),
@@ -71,6 +71,7 @@ pub(super) fn row(r: &OutboxRow) -> String {
         ("created_at", time(r.created_at_ms)),
         ("updated_at", time(r.updated_at_ms)),
         ("delivered_at", opt(r.delivered_at_ms)),
+        ("trace_context", r.trace_context.as_deref().map_or("-".into(), |t| clean(t, 64))),
     ];
     for (name, value) in fields {
         let _ = writeln!(out, "{name:<13} {value}");

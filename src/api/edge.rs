@@ -32,6 +32,21 @@ pub fn drop_invalid_request_id<B>(mut request: ::http::Request<B>) -> ::http::Re
     request
 }
 
+/// `span`, an edge's (`http` or `grpc`), continuing the
+/// caller's W3C trace when traces are exported (SPEC §13.4); its log lines carry `trace_id` and
+/// `span_id` then.
+pub fn continue_trace(span: tracing::Span, headers: &::http::HeaderMap) -> tracing::Span {
+    crate::telemetry::traces::continue_trace(&span, headers);
+    span
+}
+
+/// Answers the request's trace context (`traceparent`, `tracestate`) when traces are exported:
+/// the span the caller's trace continued in, so it can find this request's spans.
+pub fn answer_trace<B>(mut response: ::http::Response<B>) -> ::http::Response<B> {
+    crate::telemetry::traces::inject_current(response.headers_mut());
+    response
+}
+
 /// Logs a caught panic of a `handler` (its text stays in the log: the client gets only
 /// "internal error") with what it was `answered`, and counts it.
 pub fn report_panic(handler: &str, answered: &str, panic: &(dyn Any + Send + 'static)) {

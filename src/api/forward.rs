@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 use super::ApiError;
 use crate::cluster::{Cluster, Located, Owner};
-use crate::telemetry::names;
+use crate::telemetry::{names, traces};
 
 /// Header of a forwarded request: the forwarding node's id (the loop guard).
 pub const FORWARDED_BY: &str = "x-room-forwarded-by";
@@ -112,8 +112,20 @@ fn is_not_owner(answer: &Answer) -> bool {
             .is_ok_and(|v| v["error"]["code"] == "not_owner")
 }
 
-/// One hop to `owner`.
+/// One hop to `owner`: a `forward` span of the request's trace when traces are exported, its
+/// context passed on as `traceparent` so the owner's spans continue the trace.
 async fn hop(
+    forwarder: &Forwarder,
+    owner: &Owner,
+    request: &Request<()>,
+    body: Bytes,
+) -> Result<Answer, reqwest::Error> {
+    use tracing::Instrument;
+    let span = traces::span_if_on(|| tracing::info_span!("forward", node = %owner.node_id));
+    send(forwarder, owner, request, body).instrument(span).await
+}
+
+async fn send(
     forwarder: &Forwarder,
     owner: &Owner,
     request: &Request<()>,
@@ -121,16 +133,19 @@ async fn hop(
 ) -> Result<Answer, reqwest::Error> {
     let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
     let url = format!("{}{path}", owner.url);
-    let mut hop = forwarder
+    let mut headers = HeaderMap::new();
+    for name in REQUEST_HEADERS.iter().map(header::HeaderName::as_str).chain([REQUEST_ID]) {
+        if let Some(value) = request.headers().get(name) {
+            headers.insert(name, value.clone());
+        }
+    }
+    traces::inject_current(&mut headers);
+    let hop = forwarder
         .client
         .request(request.method().clone(), url)
         .header(FORWARDED_BY, forwarder.cluster.node_id())
+        .headers(headers)
         .body(body);
-    for name in REQUEST_HEADERS.iter().map(header::HeaderName::as_str).chain([REQUEST_ID]) {
-        if let Some(value) = request.headers().get(name) {
-            hop = hop.header(name, value.clone());
-        }
-    }
     let response = hop.send().await.map_err(|e| {
         let e = e.without_url();
         tracing::warn!(node = %owner.node_id, error = %e, "Forwarding failed");

@@ -302,8 +302,21 @@ impl Auth {
         self.inner.public_reads || self.is_anonymous()
     }
 
-    /// The caller an `Authorization` value names (uncounted refusals: the edge counts them).
+    /// The caller an `Authorization` value names (uncounted refusals: the edge counts them);
+    /// an `auth` span of the request's trace when traces are exported.
     pub async fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Caller, AuthError> {
+        use tracing::Instrument;
+        let span = crate::telemetry::traces::span_if_on(|| {
+            tracing::info_span!("auth", refused = tracing::field::Empty)
+        });
+        let caller = self.verify(authorization).instrument(span.clone()).await;
+        if caller.is_err() {
+            span.record("refused", true);
+        }
+        caller
+    }
+
+    async fn verify(&self, authorization: Option<&[u8]>) -> Result<Caller, AuthError> {
         if self.is_anonymous() {
             return Ok(Caller::Anonymous);
         }

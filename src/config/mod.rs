@@ -38,8 +38,9 @@ pub use settings::{
     IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, JwtSettings, LogFormat, LogSettings,
     MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS, MAX_IM_BATCH_EVENTS,
     MAX_IN_FLIGHT, MAX_IN_FLIGHT_PER_ROOM, MAX_SYNC_PUBLISH_WAIT, MIN_CONSUMER_LEASE, MIN_LEASE,
-    OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, ServiceToken,
-    Settings, TencentImSettings, UserSigSettings, WalletSettings, WebhookSettings,
+    OtlpSettings, OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings,
+    ServiceToken, Settings, TelemetrySettings, TencentImSettings, UserSigSettings, WalletSettings,
+    WebhookSettings,
 };
 
 use error::Origins;

@@ -153,6 +153,7 @@ mod tests {
                 room_id: "r".into(),
                 envelope: "{}".into(),
                 created_at_ms: 0,
+                trace_context: None,
             })
             .collect()
     }

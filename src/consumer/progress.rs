@@ -36,17 +36,19 @@ pub(super) async fn export_stored(repo: &dyn ConsumerRepository, name: ConsumerN
 pub(super) fn decode(name: ConsumerName, events: &[EventRow]) -> Vec<Message> {
     events
         .iter()
-        .filter_map(|e| match crate::outbox::decode_envelope(&e.event_id, &e.envelope) {
-            Ok(event) => Some(Message::new(e.room_id.clone(), name.path(), vec![event])),
-            Err(error) => {
-                tracing::error!(
-                    consumer = name.as_str(),
-                    event_id = %e.event_id,
-                    outbox_id = e.id,
-                    %error,
-                    "Undecodable event passed over"
-                );
-                None
+        .filter_map(|e| {
+            match crate::outbox::decode_traced(&e.event_id, &e.envelope, e.trace_context.as_deref()) {
+                Ok(event) => Some(Message::new(e.room_id.clone(), name.path(), vec![event])),
+                Err(error) => {
+                    tracing::error!(
+                        consumer = name.as_str(),
+                        event_id = %e.event_id,
+                        outbox_id = e.id,
+                        %error,
+                        "Undecodable event passed over"
+                    );
+                    None
+                }
             }
         })
         .collect()

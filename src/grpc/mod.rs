@@ -117,6 +117,7 @@ pub fn router(state: AppState, options: GrpcOptions) -> anyhow::Result<axum::Rou
         .layer(deadline::DeadlineLayer::new(options.request_timeout))
         .layer(CatchPanicLayer::custom(panic_status))
         .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(tower::util::MapResponseLayer::new(crate::api::edge::answer_trace))
         .layer(TraceLayer::new_for_grpc().make_span_with(call_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(tower::util::MapRequestLayer::new(crate::api::edge::drop_invalid_request_id)))
@@ -137,10 +138,18 @@ fn panic_status(panic: Box<dyn std::any::Any + Send + 'static>) -> axum::http::R
     tonic::Status::internal("internal error").into_http()
 }
 
-/// One span per call, carrying the method path and its `x-request-id`.
+/// One span per call, carrying the method path and its `x-request-id`, and continuing the
+/// caller's trace (`traceparent` metadata).
 fn call_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
     let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    tracing::info_span!("grpc", method = %request.uri().path(), request_id)
+    let span = tracing::info_span!(
+        "grpc",
+        method = %request.uri().path(),
+        request_id,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
+    );
+    crate::api::edge::continue_trace(span, request.headers())
 }
 
 #[cfg(test)]

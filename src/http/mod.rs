@@ -150,16 +150,26 @@ fn outer_layers<S: Clone + Send + Sync + 'static>(router: Router<S>, body_limit:
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(CatchPanicLayer::custom(edge::panic_response))
         .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(tower::util::MapResponseLayer::new(crate::api::edge::answer_trace))
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(tower::util::MapRequestLayer::new(crate::api::edge::drop_invalid_request_id))
 }
 
 /// One span per request, carrying its `x-request-id` (set just outside by the request-id
-/// layer), so every log line of the request can be found by it.
+/// layer), so every log line of the request can be found by it, and continuing the caller's
+/// trace (`traceparent`).
 fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
     let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request_id)
+    let span = tracing::info_span!(
+        "http",
+        method = %request.method(),
+        path = %request.uri().path(),
+        request_id,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
+    );
+    crate::api::edge::continue_trace(span, request.headers())
 }
 
 async fn healthz() -> &'static str {

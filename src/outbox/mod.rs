@@ -41,6 +41,7 @@ use crate::domain::EventEnvelope;
 use crate::publish::pack::PackLimits;
 use crate::publish::{Event, Priority, Publisher};
 use crate::store::{ClaimScope, OutboxQueue, OutboxRow, StoreError};
+use crate::telemetry::traces;
 
 /// Exports the worker's counters of a known label set at 0 before its first event:
 /// `room_outbox_parked_total` for every event type and every reason a row is parked with (the
@@ -224,9 +225,19 @@ impl OutboxWorker {
 }
 
 /// Decodes a row's envelope into the event to publish. The body is the stored JSON,
-/// unchanged, so every retry sends the same bytes the synchronous path sent.
+/// unchanged, so every retry sends the same bytes the synchronous path sent. The event traces
+/// to the command's span the row keeps, if any.
 pub(crate) fn decode(row: &OutboxRow) -> Result<Event, String> {
-    decode_envelope(&row.event_id, &row.envelope)
+    decode_traced(&row.event_id, &row.envelope, row.trace_context.as_deref())
+}
+
+/// [`decode_envelope`], tracing to the stored `traceparent` when traces are exported.
+pub(crate) fn decode_traced(event_id: &str, envelope: &str, trace: Option<&str>) -> Result<Event, String> {
+    let mut event = decode_envelope(event_id, envelope)?;
+    if traces::on() {
+        event.trace = trace.and_then(traces::parse_traceparent);
+    }
+    Ok(event)
 }
 
 /// Decodes a stored envelope (of the event `event_id`) into the event to publish.
@@ -248,7 +259,13 @@ impl Event {
     /// The event of `envelope`, whose JSON is `body` (sent unchanged).
     pub fn from_envelope(envelope: &EventEnvelope, body: Arc<str>) -> Self {
         let priority = if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal };
-        Self { event_id: envelope.event_id.clone(), event_type: envelope.event_type.as_str(), priority, body }
+        Self {
+            event_id: envelope.event_id.clone(),
+            event_type: envelope.event_type.as_str(),
+            priority,
+            body,
+            trace: None,
+        }
     }
 }
 

@@ -26,6 +26,7 @@ fn row(event_id: &str, envelope: &str) -> OutboxRow {
         updated_at_ms: 0,
         delivered_at_ms: None,
         park_reason: None,
+        trace_context: None,
     }
 }
 

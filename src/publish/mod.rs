@@ -31,6 +31,8 @@ pub use turn::Turn;
 
 use std::sync::Arc;
 
+use opentelemetry::trace::SpanContext;
+
 /// The error type between layers.
 pub type BoxError = tower::BoxError;
 
@@ -66,6 +68,10 @@ pub struct Event {
     pub priority: Priority,
     /// The envelope as JSON, sent unchanged.
     pub body: Arc<str>,
+    /// The span it traces to, when its trace is sampled (SPEC §13.4): on the command path its
+    /// command's `lane` span, the parent of the call's span; from an outbox row the command's
+    /// span, which the redelivery's span links to.
+    pub trace: Option<SpanContext>,
 }
 
 impl Event {

@@ -17,6 +17,7 @@ use crate::store::{
     CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, RoomCommit, SharedCommandStore,
     SnapshotWrite, StoreError, StoredCommand,
 };
+use crate::telemetry::traces::Traced;
 
 /// What became of a batch's write.
 pub(super) enum Written {
@@ -179,6 +180,7 @@ fn room_commit(
             event_type: e.event_type.as_str(),
             envelope: json.to_string(),
             room_version: e.event_type.reaches_im().then_some(e.room_version),
+            trace_context: item.trace.as_ref().map(Traced::traceparent),
         }));
     }
     let mut members = NetMembers::default();

@@ -15,6 +15,7 @@ use crate::domain::{
     self, Applied, Change, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomState,
 };
 use crate::store::CommandKey;
+use crate::telemetry::traces::Traced;
 
 /// A command waiting on its room's cell.
 pub(super) struct Queued {
@@ -27,6 +28,8 @@ pub(super) struct Queued {
     pub(super) fingerprint: String,
     /// Apply only if this still holds for the room at its turn (presence removals).
     pub(super) still: Option<Arc<StillHolds>>,
+    /// The command's span when its trace is sampled (SPEC §13.4).
+    pub(super) trace: Option<Traced>,
     /// Where the answer goes; closed when the caller went away (the command is then skipped
     /// if it has not been taken into a batch yet).
     pub(super) reply: oneshot::Sender<Result<CommandResponse, RoomError>>,

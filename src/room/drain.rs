@@ -112,7 +112,11 @@ impl Drain {
                 }
                 return self.settle(answers, items, plan.decisions, state).await;
             }
-            match steps.commit.write(room_id, &items, &plan, fence, claim_after).await {
+            let written = {
+                let _spans = commit_spans(&items);
+                steps.commit.write(room_id, &items, &plan, fence, claim_after).await
+            };
+            match written {
                 Written::Committed => {
                     cell.committed(slot, plan.state.clone(), &plan.changes, (steps.clock)());
                     return self.settle(answers, items, plan.decisions, plan.state).await;
@@ -181,6 +185,17 @@ impl Drain {
         }
         answers
     }
+}
+
+/// A `commit` span in each sampled command's trace for the time its batch's transaction takes
+/// (one transaction: the spans of its commands start and end together).
+fn commit_spans(items: &[Queued]) -> Vec<tracing::Span> {
+    let batch = items.len();
+    items
+        .iter()
+        .filter_map(|item| item.trace.as_ref())
+        .map(|trace| tracing::info_span!(parent: trace.span(), "commit", batch))
+        .collect()
 }
 
 /// Clears the cell's queue if the drain task unwinds, so the room takes commands again.

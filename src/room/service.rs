@@ -28,6 +28,8 @@ use crate::domain::{Command, CommandId, DomainError, RoomId, UserId};
 use crate::publish::Publisher;
 use crate::store::{CommandKey, SharedCommandStore};
 use crate::telemetry::names;
+use crate::telemetry::traces::{self, Traced};
+use tracing::Instrument;
 
 /// Who a command is from, as its identity keeps it (SPEC §13.1): the authenticated caller
 /// (`user:<id>`, `service:<name>`); for an anonymous one (`auth.mode: none`) and the service's
@@ -120,8 +122,22 @@ impl RoomService {
     }
 
     /// Applies `request` (idempotent by its command id, and only if its condition holds),
-    /// commits it, publishes its events and answers how far each got.
+    /// commits it, publishes its events and answers how far each got. A `command` span of the
+    /// request's trace when traces are exported.
     pub async fn submit(&self, request: CommandRequest) -> Result<CommandResponse, RoomError> {
+        let span = traces::span_if_on(|| {
+            let (room_id, command) = (&request.room_id, request.command.name());
+            tracing::info_span!("command", %room_id, command, command_id = %request.command_id)
+        });
+        let trace = Traced::of(&span);
+        self.run(request, trace).instrument(span).await
+    }
+
+    async fn run(
+        &self,
+        request: CommandRequest,
+        trace: Option<Traced>,
+    ) -> Result<CommandResponse, RoomError> {
         let CommandRequest { room_id, command_id, mut request_id, command, transport, still, caller } =
             request;
         if crate::domain::RequestId::parse(request_id.as_str()).is_err() {
@@ -145,7 +161,7 @@ impl RoomService {
         let caller = principal(caller, &command);
         let key = CommandKey::new(caller.clone(), command_id.as_str());
         let charge = self.inner.payments.charge(&room_id, &key, &fingerprint, &command);
-        let item = Queued { command_id, caller, request_id, command, fingerprint, still, reply };
+        let item = Queued { command_id, caller, request_id, command, fingerprint, still, trace, reply };
         // A gift is paid for before it is queued; the answer decides whether the debit stays.
         let result = self.inner.payments.paid(charge, self.clone().queued(room_id, item, answer)).await;
         if let Some(room_id) = created {

@@ -23,6 +23,7 @@ use super::waiting::Waiting;
 use crate::publish::pack::PackLimits;
 use crate::publish::{Event, Message, Outcome, Path, Publisher};
 use crate::store::SharedCommandStore;
+use crate::telemetry::traces;
 
 /// How the publish step sends.
 #[derive(Debug, Clone, Copy)]
@@ -110,10 +111,17 @@ impl SyncPublish {
                     delivery: Delivery::Pending,
                 })
                 .collect();
-            let waiting = Waiting::new(response, receipts, item.reply);
+            // The command's `lane` span, parent of its IM calls' spans (SPEC §13.4).
+            let lane = match &item.trace {
+                Some(trace) => tracing::info_span!(parent: trace.span(), "lane", events = envelopes.len()),
+                None => tracing::Span::none(),
+            };
+            let trace = traces::sampled_context(&lane);
+            let waiting = Waiting::new(response, receipts, item.reply, lane);
             for (index, (envelope, json)) in envelopes.into_iter().enumerate() {
                 room.get_or_insert_with(|| envelope.room_id.clone());
-                let event = Event::from_envelope(&envelope, json);
+                let mut event = Event::from_envelope(&envelope, json);
+                event.trace.clone_from(&trace);
                 let waiting = Arc::clone(&waiting);
                 if envelope.event_type.reaches_im() {
                     to_lane.push(LaneEvent { event, start_by, waiting, index });

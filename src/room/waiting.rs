@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
+use tracing::Span;
 
 use super::error::RoomError;
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
@@ -12,6 +13,9 @@ use super::outcome::{CommandResponse, Delivery, EventReceipt};
 /// (or when dropped, with what is not settled yet `pending`).
 pub(super) struct Waiting {
     state: Mutex<Option<WaitingState>>,
+    /// The command's `lane` span when its trace is sampled: it ends when the lane lets go of
+    /// the command's last event.
+    _lane: Span,
 }
 
 struct WaitingState {
@@ -26,9 +30,11 @@ impl Waiting {
         response: CommandResponse,
         receipts: Vec<EventReceipt>,
         reply: oneshot::Sender<Result<CommandResponse, RoomError>>,
+        lane: Span,
     ) -> Arc<Self> {
         let settled = vec![false; receipts.len()];
-        Arc::new(Self { state: Mutex::new(Some(WaitingState { response, receipts, settled, reply })) })
+        let state = Mutex::new(Some(WaitingState { response, receipts, settled, reply }));
+        Arc::new(Self { state, _lane: lane })
     }
 
     /// Settles the command's `index`-th event; the command is answered once all are. A

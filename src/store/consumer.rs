@@ -49,6 +49,8 @@ pub struct EventRow {
     pub envelope: String,
     /// When the command committed (database clock, ms).
     pub created_at_ms: i64,
+    /// The `traceparent` of the command that wrote it, when its trace was sampled.
+    pub trace_context: Option<String>,
 }
 
 /// One row of `room_audit_log`: an event as the audit consumer recorded it. The log outlives

@@ -115,7 +115,8 @@ pub(super) fn release<DB: Dialect>(lease: ConsumerLease<'_>) -> QueryBuilder<DB>
 /// A walk of the primary key: no index but the PK is needed, however many rows IM delivered.
 pub(super) fn events_after<DB: Dialect>(position: i64, limit: u32) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
-        "SELECT id, event_id, event_type, room_id, envelope, created_at_ms FROM room_outbox WHERE id > ",
+        "SELECT id, event_id, event_type, room_id, envelope, created_at_ms, trace_context FROM room_outbox \
+         WHERE id > ",
     );
     DB::bind_i64(&mut q, position);
     q.push(" ORDER BY id LIMIT ");

@@ -233,6 +233,8 @@ pub struct OutboxRow {
     pub delivered_at_ms: Option<i64>,
     /// Why a `failed` row was parked.
     pub park_reason: Option<String>,
+    /// The `traceparent` of the command that wrote it, when its trace was sampled.
+    pub trace_context: Option<String>,
 }
 
 /// Groups a batch's marks so it costs one UPDATE per distinct (kind, error, delay), not one

@@ -158,8 +158,8 @@ pub(super) fn insert_command_log<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB
 pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(
-        "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, room_version, shard, status, \
-         retry_count, lock_until_ms, created_at_ms, updated_at_ms) VALUES ",
+        "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, room_version, trace_context, \
+         shard, status, retry_count, lock_until_ms, created_at_ms, updated_at_ms) VALUES ",
     );
     for (i, row) in c.outbox.iter().enumerate() {
         q.push(if i == 0 { "(" } else { ", (" });
@@ -168,6 +168,8 @@ pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
             q.push(", ");
         }
         DB::bind_opt_i64(&mut q, row.room_version.and_then(|v| i64::try_from(v).ok()));
+        q.push(", ");
+        DB::bind_opt_str(&mut q, row.trace_context.as_deref());
         q.push(", ");
         DB::bind_i64(&mut q, i64::from(c.shard));
         q.push(format!(", 'pending', 0, {now} + "));
@@ -277,6 +279,7 @@ mod tests {
                 event_type: "RoomGiftSent",
                 envelope: "{}".into(),
                 room_version,
+                trace_context: None,
             })
             .collect();
         RoomCommit {

@@ -15,7 +15,8 @@ use super::types::StoreError;
 
 /// Columns of `room_outbox`, in `OutboxRow` order.
 pub(super) const OUTBOX_COLUMNS: &str = "id, event_id, room_id, event_type, envelope, status, retry_count, \
-     last_error, worker_id, lock_until_ms, created_at_ms, updated_at_ms, delivered_at_ms, park_reason";
+     last_error, worker_id, lock_until_ms, created_at_ms, updated_at_ms, delivered_at_ms, park_reason, \
+     trace_context";
 
 /// What differs between the SQL of MySQL/MariaDB and SQLite.
 pub(super) trait Dialect: Database {
@@ -30,6 +31,8 @@ pub(super) trait Dialect: Database {
     fn bind_opt_i64(q: &mut QueryBuilder<Self>, value: Option<i64>);
     /// Binds a string.
     fn bind_str(q: &mut QueryBuilder<Self>, value: &str);
+    /// Binds a string or NULL (bound either way, as [`Dialect::bind_opt_i64`] says why).
+    fn bind_opt_str(q: &mut QueryBuilder<Self>, value: Option<&str>);
     /// Rows a statement changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
     /// Appended to a read that must lock its rows until commit (empty where the transaction
@@ -76,6 +79,9 @@ macro_rules! binds_by_value {
         }
         fn bind_str(q: &mut QueryBuilder<Self>, value: &str) {
             q.push_bind(value.to_owned());
+        }
+        fn bind_opt_str(q: &mut QueryBuilder<Self>, value: Option<&str>) {
+            q.push_bind(value.map(str::to_owned));
         }
         fn rows_affected(result: &Self::QueryResult) -> u64 {
             result.rows_affected()

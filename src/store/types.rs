@@ -77,6 +77,8 @@ pub struct NewOutboxRow {
     /// The event's `room_version` when it reaches IM (the room's event history serves it);
     /// `None` for the events that never do.
     pub room_version: Option<u64>,
+    /// The command's `traceparent` when its trace is sampled (SPEC §13.4).
+    pub trace_context: Option<String>,
 }
 
 /// One command's row in `room_command_log`.

@@ -22,5 +22,6 @@ mod rooms;
 mod store;
 mod support;
 mod tencent_im;
+mod traces;
 mod wallet;
 mod wallet_http;

@@ -132,6 +132,9 @@ pub(crate) struct RawConfig {
     /// Logging.
     #[serde(deserialize_with = "null_as_default")]
     pub log: RawLog,
+    /// Traces: W3C trace context, exported by OTLP when an endpoint is set.
+    #[serde(deserialize_with = "null_as_default")]
+    pub telemetry: RawTelemetry,
     /// Many nodes on one database: shard leases, forwarding, the cluster-wide IM quota.
     #[serde(deserialize_with = "null_as_default")]
     pub cluster: RawCluster,

@@ -106,3 +106,30 @@ impl Default for RawLog {
         Self { format: "json".into(), level: "info".into() }
     }
 }
+
+/// `telemetry.*`
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawTelemetry {
+    /// Traces exported by OTLP.
+    #[serde(deserialize_with = "super::null_as_default")]
+    pub otlp: RawOtlp,
+}
+
+/// `telemetry.otlp.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawOtlp {
+    /// The collector's OTLP/gRPC endpoint; empty: no export.
+    pub endpoint: String,
+    /// The share of new traces kept, 0.0 to 1.0.
+    pub sample_ratio: f64,
+    /// Longest one export call may take.
+    pub timeout: RawDuration,
+}
+
+impl Default for RawOtlp {
+    fn default() -> Self {
+        Self { endpoint: String::new(), sample_ratio: 1.0, timeout: RawDuration::new("10s") }
+    }
+}

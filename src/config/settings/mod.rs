@@ -43,6 +43,8 @@ pub struct Settings {
     pub presence: PresenceSettings,
     /// Logging.
     pub log: LogSettings,
+    /// Traces.
+    pub telemetry: TelemetrySettings,
     /// Many nodes on one database.
     pub cluster: ClusterSettings,
     /// Redis (`None`: not configured).

@@ -122,6 +122,24 @@ pub struct LogSettings {
     pub level: String,
 }
 
+/// Traces (SPEC §13.4).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TelemetrySettings {
+    /// OTLP export; `None` when `telemetry.otlp.endpoint` is empty (no exporter, no cost).
+    pub otlp: Option<OtlpSettings>,
+}
+
+/// Where and how much of the traces go.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtlpSettings {
+    /// The collector's OTLP/gRPC endpoint, e.g. `http://127.0.0.1:4317`.
+    pub endpoint: String,
+    /// The share of new traces kept (a caller's sampled `traceparent` is kept too).
+    pub sample_ratio: f64,
+    /// Longest one export call may take.
+    pub timeout: Duration,
+}
+
 /// Redis.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisSettings {

@@ -94,6 +94,8 @@ fn every_shipped_file_sets_and_documents_every_key() {
         "  history",
         "presence",
         "log",
+        "telemetry",
+        "  otlp",
         "cluster",
         "redis",
         "wallet",

@@ -9,7 +9,7 @@ use super::error::ConfigError;
 use super::raw::{
     RawAuditConsumer, RawCluster, RawConfig, RawConsumers, RawDatabase, RawDuration, RawGrpc, RawHistory,
     RawHttp, RawImBatch, RawImRateLimit, RawLog, RawOutboxWorker, RawPresence, RawRedis, RawRooms,
-    RawTencentIm, RawWallet, RawWebhookConsumer,
+    RawTelemetry, RawTencentIm, RawWallet, RawWebhookConsumer,
 };
 use super::rules::{
     MIN_RETENTION, MIN_USERSIG_TTL, Parsed, Problems, check_base_url, check_log_level, is_valid_node_id,
@@ -20,9 +20,9 @@ use super::settings::{
     DEFAULT_BATCH_SIZE, DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HistorySettings,
     HttpSettings, IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, LogFormat, LogSettings,
     MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS, MAX_HTTP_LIMIT,
-    MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_IN_FLIGHT_PER_ROOM, MAX_SYNC_PUBLISH_WAIT, OutboxWorkerSettings,
-    PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings, TencentImSettings,
-    WalletSettings, WebhookSettings,
+    MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_IN_FLIGHT_PER_ROOM, MAX_SYNC_PUBLISH_WAIT, OtlpSettings,
+    OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings,
+    TelemetrySettings, TencentImSettings, WalletSettings, WebhookSettings,
 };
 use crate::secret::Secret;
 
@@ -64,6 +64,7 @@ pub(crate) fn validate(
         rooms: rooms(&mut p, raw.rooms),
         presence: presence(&mut p, raw.presence),
         log: log(&mut p, raw.log),
+        telemetry: telemetry(&mut p, raw.telemetry),
         cluster: ClusterSettings {
             enabled: false,
             advertise_url: String::new(),

@@ -1,5 +1,5 @@
 //! The rules of the service's edges and infrastructure: `http`, `grpc`, `database`, `redis`,
-//! `log`.
+//! `log`, `telemetry`.
 
 use super::*;
 
@@ -97,6 +97,24 @@ pub(super) fn log(p: &mut Problems, raw: RawLog) -> LogSettings {
         p.add("log.level", reason);
     }
     LogSettings { format, level }
+}
+
+pub(super) fn telemetry(p: &mut Problems, raw: RawTelemetry) -> TelemetrySettings {
+    let raw = raw.otlp;
+    let endpoint = raw.endpoint.trim();
+    let sample_ratio = raw.sample_ratio;
+    if !(0.0..=1.0).contains(&sample_ratio) {
+        p.add("telemetry.otlp.sample_ratio", format!("{sample_ratio} is not between 0.0 and 1.0"));
+    }
+    let timeout = p.positive("telemetry.otlp.timeout", &raw.timeout, Duration::from_secs(10));
+    if endpoint.is_empty() {
+        return TelemetrySettings { otlp: None };
+    }
+    let endpoint = check_base_url(endpoint).unwrap_or_else(|reason| {
+        p.add("telemetry.otlp.endpoint", reason);
+        String::new()
+    });
+    TelemetrySettings { otlp: Some(OtlpSettings { endpoint, sample_ratio, timeout }) }
 }
 
 pub(super) fn redis(p: &mut Problems, raw: RawRedis) -> Option<RedisSettings> {

@@ -22,6 +22,7 @@ use wire::SendGroupMsg;
 
 use crate::config::TencentImSettings;
 use crate::publish::{BoxError, Message, Outcome};
+use crate::telemetry::traces;
 
 /// Largest answer body read; Tencent's answers are a few hundred bytes.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
@@ -120,7 +121,31 @@ impl Inner {
         url
     }
 
-    async fn send(&self, body: Vec<u8>, random: u32) -> Result<Outcome, ImError> {
+    /// One call, in an `im` span of the message's trace when traces are exported: the pack's
+    /// size in bytes and events, Tencent's HTTP status and `ErrorCode`.
+    async fn send(&self, body: Vec<u8>, random: u32, events: usize) -> Result<Outcome, ImError> {
+        use tracing::Instrument;
+        let span = traces::span_if_on(|| {
+            let bytes = body.len();
+            tracing::info_span!(
+                "im",
+                bytes,
+                events,
+                error_code = tracing::field::Empty,
+                status = tracing::field::Empty
+            )
+        });
+        let sent = self.call_im(body, random).instrument(span.clone()).await;
+        if let Err(error) = &sent {
+            if let Some(code) = error.im_code() {
+                span.record("error_code", code);
+            }
+            span.record("status", tracing::field::display(error));
+        }
+        sent
+    }
+
+    async fn call_im(&self, body: Vec<u8>, random: u32) -> Result<Outcome, ImError> {
         let mut response = self
             .client
             .post(self.url(random))
@@ -166,14 +191,15 @@ impl tower::Service<Message> for TencentImService {
     fn call(&mut self, message: Message) -> Self::Future {
         let request = SendGroupMsg::for_message(&self.inner.group_id_prefix, &message);
         let inner = self.inner.clone();
+        let events = message.events.len();
         Box::pin(async move {
             // Refused before anything is sent.
             let body = request.to_bytes(inner.max_content_bytes)?;
-            match inner.send(body.clone(), request.random).await {
+            match inner.send(body.clone(), request.random, events).await {
                 // The usersig expired or was revoked: one immediate retry with a fresh one,
                 // within the same attempt (same body and Random, so Tencent dedups a repeat).
                 Err(err) if matches!(err.im_code(), Some(70001 | 70052)) => {
-                    Ok(inner.send(body, request.random).await?)
+                    Ok(inner.send(body, request.random, events).await?)
                 }
                 other => Ok(other?),
             }

@@ -4,8 +4,10 @@
 //! filter, timeout, the leaf) and every log line emitted there carries the event's identity:
 //!
 //! ```text
-//! publish{event_id, event_type, room_id, path, outcome, error_class}
+//! publish{event_id, event_type, room_id, path, outcome, error_class, trace_id, span_id}
 //! ```
+//!
+//! When traces are exported the span joins its events' traces ([`relate`]).
 //!
 //! The span is entered while the inner service is called and whenever its future is polled.
 //! On completion it records `outcome` (`delivered` | `skipped` | `failed`) and, on failure,
@@ -23,7 +25,8 @@ use tracing::field::Empty;
 
 pub use self::future::ResponseFuture;
 pub use self::layer::TraceLayer;
-use crate::publish::{BoxError, Message, Outcome};
+use crate::publish::{BoxError, Message, Outcome, Path};
+use crate::telemetry::traces;
 
 /// Wraps each publish through `S` in a `publish` span.
 #[derive(Clone, Debug)]
@@ -71,7 +74,12 @@ where
             path = message.path.as_str(),
             outcome = Empty,
             error_class = Empty,
+            trace_id = Empty,
+            span_id = Empty,
         );
+        if traces::on() {
+            relate(&span, &message);
+        }
         // A turn below (after a wait for a permit) may add events: the span says how many went.
         let added = message.turn.clone().map(|turn| (turn, message.events.len()));
         let inner = {
@@ -80,6 +88,20 @@ where
         };
         ResponseFuture::new(inner, span, added)
     }
+}
+
+/// Places a publish in its events' traces (SPEC §13.4): the command path's message is a child
+/// of its first event's `lane` span, linked to the others'; a redelivery (the worker, a
+/// consumer) starts a trace of its own, linked to the span of each command it carries.
+fn relate(span: &tracing::Span, message: &Message) {
+    let contexts = message.events.iter().filter_map(|e| e.trace.as_ref());
+    let parent =
+        if message.path == Path::Sync { message.events.first().and_then(|e| e.trace.as_ref()) } else { None };
+    if let Some(parent) = parent {
+        traces::set_parent(span, parent);
+    }
+    traces::link(span, contexts.filter(|c| parent.is_none_or(|p| p.span_id() != c.span_id())));
+    traces::record_ids(span);
 }
 
 #[cfg(test)]

@@ -120,6 +120,7 @@ impl Db {
                     event_type,
                     envelope,
                     room_version: None,
+                    trace_context: None,
                 })
                 .collect(),
             claim_after,

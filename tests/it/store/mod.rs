@@ -43,6 +43,7 @@ pub fn commit(room_id: &str, command_id: &str, expected: u64, events: usize) -> 
                 event_type: "RoomTestEvent",
                 envelope: format!(r#"{{"room":"{room_id}","version":{version},"n":{i}}}"#),
                 room_version: None,
+                trace_context: None,
             })
             .collect(),
         members: MemberChanges::default(),
