@@ -30,7 +30,7 @@ const RATIO_TARGET: f64 = 0.8;
 
 /// Runs B13 on `db`.
 pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
-    let service = process::start_service(&db.url(), None, 1).await?;
+    let service = process::start_service(&db.url(), None, 1, &[]).await?;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
     let api = Api { http: http.clone(), base: service.base.clone() };
     let target: Target = Arc::new(|c, _| ("hot".to_owned(), member(c)));

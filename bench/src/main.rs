@@ -19,7 +19,9 @@
 //! B11 presence: heartbeats/s and p99 alone and under a gift storm, gifts/s alone and under a
 //! heartbeat storm, the batch route vs the single one, and a crowd of 100,000 members kept
 //! present while exactly the silent ones are evicted · B12 token verification: a token's first
-//! `authenticate` vs the same token's next one (HS256, RS256, UserSig).
+//! `authenticate` vs the same token's next one (HS256, RS256, UserSig) · B13 events API ·
+//! B14 traces: B1's load against the real binary with traces off, exported at ratio 1.0 and at
+//! 0.01, and off again: commands/s, CPU and spans per command.
 
 /// The service's allocator (`src/main.rs`): B1 and the other in-process benchmarks run the
 /// service with it.
@@ -48,6 +50,7 @@ mod presence;
 mod report;
 mod stack;
 mod support;
+mod traces;
 mod verify;
 
 use std::time::Instant;
@@ -67,7 +70,7 @@ pub struct Args {
     /// MariaDB server (no database path); each benchmark creates and drops its own database.
     #[arg(long, env = "ROOM_SERVICE_BENCH_MYSQL_URL", default_value = "mysql://root@127.0.0.1:3306")]
     pub mysql_url: String,
-    /// Benchmarks to run, comma-separated (b1..b13); all when absent.
+    /// Benchmarks to run, comma-separated (b1..b14); all when absent.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// B1, B8: concurrent clients.
@@ -278,7 +281,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 13] = [
+    let benches: [(&str, &str, Bench); 14] = [
         ("b1", "command path", |a| Box::pin(on_fresh_db(a, "b1", command::run))),
         ("b2", "worker drain", |a| Box::pin(on_fresh_db(a, "b2", drain::run))),
         ("b3", "claim scaling", |a| Box::pin(on_fresh_db(a, "b3", claim::run))),
@@ -292,6 +295,7 @@ async fn main() -> anyhow::Result<()> {
         ("b11", "presence", |a| Box::pin(on_fresh_db(a, "b11", presence::run))),
         ("b12", "token verification", |a| Box::pin(verify::run(a))),
         ("b13", "events API", |a| Box::pin(on_fresh_db(a, "b13", history::run))),
+        ("b14", "traces", |a| Box::pin(on_fresh_db(a, "b14", traces::run))),
     ];
     for (id, what, bench) in benches {
         if !args.wants(id) {

@@ -110,7 +110,8 @@ pub fn exporter(
 
 /// The sampler: a span follows its parent (the caller's sampled `traceparent` included); a new
 /// trace is kept when a span it links to was (a redelivery of a kept command), else by the
-/// ratio on its trace id — the same answer on every node.
+/// ratio on its trace id — the same answer on every node. A command path's publish with
+/// neither (its command's trace was not kept) is no trace of its own.
 #[derive(Clone, Debug)]
 struct KeptOrRatio {
     parent_based: Sampler,
@@ -133,12 +134,18 @@ impl ShouldSample for KeptOrRatio {
         links: &[Link],
     ) -> SamplingResult {
         let has_parent = parent.is_some_and(|cx| cx.has_active_span() && cx.span().span_context().is_valid());
+        let decided = |decision| SamplingResult {
+            decision,
+            attributes: Vec::new(),
+            trace_state: TraceState::default(),
+        };
         if !has_parent && links.iter().any(|link| link.span_context.is_sampled()) {
-            return SamplingResult {
-                decision: SamplingDecision::RecordAndSample,
-                attributes: Vec::new(),
-                trace_state: TraceState::default(),
-            };
+            return decided(SamplingDecision::RecordAndSample);
+        }
+        let sync_publish =
+            || attributes.iter().any(|kv| kv.key.as_str() == "path" && kv.value.as_str() == "sync");
+        if !has_parent && links.is_empty() && name == "publish" && sync_publish() {
+            return decided(SamplingDecision::Drop);
         }
         self.parent_based.should_sample(parent, trace_id, name, kind, attributes, links)
     }
@@ -348,5 +355,17 @@ mod tests {
         let always = KeptOrRatio::new(1.0);
         let decision = always.should_sample(None, id, "http", &SpanKind::Server, &[], &[]).decision;
         assert_eq!(decision, SamplingDecision::RecordAndSample);
+    }
+
+    #[test]
+    fn a_command_paths_publish_outside_a_kept_trace_is_not_a_trace_of_its_own() {
+        let always = KeptOrRatio::new(1.0);
+        let id = TraceId::from_hex("0af7651916cd43dd8448eb211c80319c").unwrap();
+        let decide = |path: &'static str| {
+            let attributes = [KeyValue::new("path", path)];
+            always.should_sample(None, id, "publish", &SpanKind::Internal, &attributes, &[]).decision
+        };
+        assert_eq!(decide("sync"), SamplingDecision::Drop);
+        assert_eq!(decide("worker"), SamplingDecision::RecordAndSample, "a sample of the worker's own work");
     }
 }

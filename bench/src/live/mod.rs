@@ -154,7 +154,7 @@ async fn isolated(args: &Args, db: &BenchDb, im: ImSetting, scenario: Scenario) 
         ImSetting::Unlimited => Some(process::start_fake(Duration::ZERO, process::NO_LIMITS).await?),
     };
     let fake_base = fake.as_ref().map(|f| f.base.as_str());
-    let service = process::start_service(&db.url(), fake_base, args.live_in_flight).await?;
+    let service = process::start_service(&db.url(), fake_base, args.live_in_flight, &[]).await?;
     let pool = MySqlPoolOptions::new().max_connections(1).connect(&db.url()).await?;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
     let ctx = Ctx {

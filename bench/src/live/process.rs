@@ -143,11 +143,13 @@ pub(crate) struct ServiceProc {
     pub(crate) base: String,
 }
 
-/// Starts the service and waits until `/readyz` answers 200.
+/// Starts the service and waits until `/readyz` answers 200; `more` are further
+/// `ROOM_SERVICE__*` variables, without the prefix (`("TELEMETRY__OTLP__ENDPOINT", ...)`).
 pub(crate) async fn start_service(
     db_url: &str,
     im: Option<&str>,
     in_flight: usize,
+    more: &[(&str, String)],
 ) -> anyhow::Result<ServiceProc> {
     let (port, admin) = (free_port()?, free_port()?);
     let base = format!("http://127.0.0.1:{port}");
@@ -178,6 +180,7 @@ pub(crate) async fn start_service(
         vars.push(("TENCENT_IM__SDK_APP_ID", SDK_APP_ID.to_string()));
         vars.push(("TENCENT_IM__SECRET_KEY", SECRET_KEY.to_owned()));
     }
+    vars.extend(more.iter().map(|(k, v)| (*k, v.clone())));
     command.envs(vars.into_iter().map(|(k, v)| (format!("ROOM_SERVICE__{k}"), v)));
     let what = if im.is_some() { "service-im-on" } else { "service-im-off" };
     let proc = Proc::spawn(what, command, format!("{base}/readyz")).await?;
