@@ -3,8 +3,9 @@
 //! from the outbox row to the worker's or a consumer's redelivery, by a span link.
 //!
 //! `tracing` spans are the only instrumentation; when `telemetry.otlp.endpoint` is set,
-//! [`install`] adds `tracing-opentelemetry`'s layer over an SDK provider whose batch processor
-//! (its own OS thread) exports by OTLP/gRPC. Without an endpoint nothing of this runs: [`on`] is
+//! [`super::init_logging_and_traces`] adds `tracing-opentelemetry`'s layer over an SDK provider
+//! whose batch processor (its own OS thread) exports by OTLP/gRPC. Without an endpoint nothing
+//! of this runs: [`on`] is
 //! false, the edges neither read nor answer `traceparent`, the command path makes none of its
 //! extra spans and no row stores a context.
 //!

@@ -242,10 +242,12 @@ async fn a_redelivery_after_a_restart_is_a_new_trace_linked_to_the_commands_span
     let failed = trace.named("im").next().unwrap();
     assert!(failed["attributes"].get("status").is_some(), "the failed call says why: {failed}");
 
-    // Killed with the event pending; restarted (as another instance) with IM back.
+    // Killed with the event pending; restarted (as another instance) with IM back, and the
+    // audit consumer on.
     Node::stop(&mut child);
     node.node_id = "after".into();
     node.env.retain(|(key, _)| key != "ROOM_SERVICE__TENCENT_IM__BASE_URL");
+    node.env.push(("ROOM_SERVICE__CONSUMERS__AUDIT__ENABLED".into(), "true".into()));
     let _child = node.spawn();
     crate::support::wait_ready(&http, &base).await;
     let linked = |s: &Value| {
@@ -253,19 +255,27 @@ async fn a_redelivery_after_a_restart_is_a_new_trace_linked_to_the_commands_span
             links.iter().any(|l| l["trace_id"] == command["trace_id"] && l["span_id"] == command["span_id"])
         })
     };
+    let by_worker =
+        |s: &Value| s["name"] == "publish" && s["attributes"]["path"] == "worker" && s["instance"] == "after";
     eventually("the redelivery's span, linked to the command", Duration::from_secs(30), || async {
-        receiver.spans().iter().any(|s| s["name"] == "publish" && s["instance"] == "after" && linked(s))
+        receiver.spans().iter().any(|s| by_worker(s) && linked(s))
     })
     .await;
     let spans = receiver.spans();
-    let redelivery =
-        spans.iter().find(|s| s["name"] == "publish" && s["instance"] == "after" && linked(s)).unwrap();
-    assert_eq!(redelivery["attributes"]["path"], "worker");
+    let redelivery = spans.iter().find(|s| by_worker(s) && linked(s)).unwrap();
     assert_eq!(redelivery["parent_span_id"], "", "a trace of its own: {redelivery}");
     assert_ne!(redelivery["trace_id"], command["trace_id"]);
     let redelivered = receiver.wait_for(redelivery["trace_id"].as_str().unwrap(), "im").await;
     redelivered.child(redelivery, "im");
     assert_eq!(im.all_messages().len(), 1, "the event reached IM once, by the worker");
+    // The audit consumer's delivery of the same event is linked to the command too.
+    eventually("the audit delivery's span, linked to the command", Duration::from_secs(30), || async {
+        receiver
+            .spans()
+            .iter()
+            .any(|s| s["name"] == "publish" && s["attributes"]["path"] == "audit" && linked(s))
+    })
+    .await;
 }
 
 #[tokio::test]

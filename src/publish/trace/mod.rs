@@ -7,7 +7,7 @@
 //! publish{event_id, event_type, room_id, path, outcome, error_class, trace_id, span_id}
 //! ```
 //!
-//! When traces are exported the span joins its events' traces ([`relate`]).
+//! When traces are exported the span joins its events' traces.
 //!
 //! The span is entered while the inner service is called and whenever its future is polled.
 //! On completion it records `outcome` (`delivered` | `skipped` | `failed`) and, on failure,
