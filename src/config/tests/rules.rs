@@ -56,6 +56,20 @@ fn log_format_and_level_are_checked() {
 }
 
 #[test]
+fn the_otlp_endpoint_and_sample_ratio_are_checked() {
+    assert_eq!(ok("telemetry: {otlp: {sample_ratio: 0.5}}\n").telemetry.otlp, None, "no endpoint: no export");
+    refuses("telemetry: {otlp: {endpoint: \"jaeger:4317\"}}\n", "telemetry.otlp.endpoint");
+    refuses("telemetry: {otlp: {endpoint: \"https://tempo.example:4317\"}}\n", "telemetry.otlp.endpoint");
+    refuses("telemetry: {otlp: {sample_ratio: 1.5}}\n", "telemetry.otlp.sample_ratio");
+    refuses("telemetry: {otlp: {sample_ratio: -0.1}}\n", "telemetry.otlp.sample_ratio");
+    refuses("telemetry: {otlp: {timeout: \"0s\"}}\n", "telemetry.otlp.timeout");
+    let s = ok("telemetry: {otlp: {endpoint: \"http://jaeger:4317/\", sample_ratio: 0.01}}\n");
+    let otlp = s.telemetry.otlp.expect("exported");
+    assert_eq!((otlp.endpoint.as_str(), otlp.sample_ratio), ("http://jaeger:4317", 0.01));
+    assert_eq!(otlp.timeout, Duration::from_secs(10));
+}
+
+#[test]
 fn node_id_is_checked_or_derived_from_the_hostname() {
     refuses("node_id: \"has space\"\n", "node_id");
     refuses(&format!("node_id: {}\n", "a".repeat(65)), "node_id");

@@ -114,6 +114,13 @@ pub(super) fn telemetry(p: &mut Problems, raw: RawTelemetry) -> TelemetrySetting
         p.add("telemetry.otlp.endpoint", reason);
         String::new()
     });
+    if endpoint.starts_with("https://") {
+        p.add(
+            "telemetry.otlp.endpoint",
+            "https:// is not supported: export over http:// to a collector on this host or network \
+             (the OpenTelemetry Collector, a Jaeger or Tempo agent), which forwards over TLS",
+        );
+    }
     TelemetrySettings { otlp: Some(OtlpSettings { endpoint, sample_ratio, timeout }) }
 }
 
