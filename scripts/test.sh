@@ -35,6 +35,17 @@ if ! command -v faketime >/dev/null 2>&1; then
     fi
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null
 fi
+# The Galera rows of the fault matrix (docs/DEPLOY-HA.md) put HAProxy (Debian's haproxy) in front
+# of a loopback MariaDB Galera cluster (galera-4, installed with mariadb-server here).
+if ! command -v haproxy >/dev/null 2>&1 && ! [ -x /usr/sbin/haproxy ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "haproxy is not installed and this is not root: install Debian's haproxy package" >&2
+        exit 1
+    fi
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
+    # Debian starts the packaged service; the rows run their own.
+    service haproxy stop >/dev/null 2>&1 || true
+fi
 scripts/check-dashboards.sh
 export ROOM_SERVICE_TEST_MYSQL_URL="${ROOM_SERVICE_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
 

@@ -13,6 +13,7 @@
 //! [--smoke]`.
 
 mod check;
+mod galera;
 mod load;
 mod mariadb;
 mod report;
@@ -32,23 +33,33 @@ use rows::Ctx;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "room-service-faults")]
 struct Args {
-    /// Rows to run, comma-separated (1, 2, 4, 7: the rows built so far); all when absent.
+    /// Rows to run, comma-separated (1, 2, 4, 7, and 11-13 on Galera: the rows built so far); all when absent.
     #[arg(long, value_delimiter = ',')]
     rows: Vec<u8>,
     /// Small sizes, a few seconds per row: proves the harness works.
     #[arg(long)]
     smoke: bool,
+    /// Keep the data directories and logs (printed at the end) even when every row holds.
+    #[arg(long)]
+    keep: bool,
+    /// Run no row: start the rows' Galera cluster (three nodes on loopback, HAProxy in front),
+    /// print its URL and keep it up until SIGTERM or Ctrl-C (for B1 on Galera, or a look).
+    #[arg(long)]
+    serve_galera: bool,
 }
 
 /// A row's runner.
 type Runner = for<'a> fn(&'a Ctx<'a>) -> BoxFuture<'a, anyhow::Result<RowResult>>;
 
 /// The rows built so far: number, fault, runner.
-const ROWS: [(u8, &str, Runner); 4] = [
+const ROWS: [(u8, &str, Runner); 7] = [
     (1, "MariaDB kill -9", |c| Box::pin(rows::db::kill9(c))),
     (2, "MariaDB SIGSTOP", |c| Box::pin(rows::db::freeze(c))),
     (4, "worker frozen past its lease", |c| Box::pin(rows::lease::frozen_worker(c))),
     (7, "SIGTERM and SIGKILL of the service", |c| Box::pin(rows::restarts::term_and_kill(c))),
+    (11, "Galera: the writer kill -9", |c| Box::pin(rows::galera::kill_writer(c))),
+    (12, "Galera: the writer SIGSTOP", |c| Box::pin(rows::galera::freeze_writer(c))),
+    (13, "Galera: the writer cut off", |c| Box::pin(rows::galera::isolate_writer(c))),
 ];
 
 /// Runs the rows asked for (all when `wanted` is empty), in order; a row that cannot run is
@@ -83,14 +94,33 @@ async fn interrupted() -> &'static str {
     }
 }
 
+/// `--serve-galera`: the cluster of rows 11-13, up until interrupted.
+async fn serve_galera() -> anyhow::Result<()> {
+    let scratch = support::ScratchDir::new()?;
+    let template = mariadb::Template::install(&scratch.path().join("template"))?;
+    let mut cluster = galera::Galera::start(&template, &scratch.path().join("galera")).await?;
+    println!("{}", cluster.url());
+    eprintln!(
+        "Galera: 3 nodes Synced, HAProxy in front (data in {}); Ctrl-C stops it",
+        scratch.path().display()
+    );
+    let signal = interrupted().await;
+    eprintln!("{signal}: stopping the cluster");
+    cluster.stop().await;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     for wanted in &args.rows {
         anyhow::ensure!(
             ROWS.iter().any(|(id, _, _)| id == wanted),
-            "row {wanted} is not built (rows: 1, 2, 4, 7; see docs/RELIABILITY.md)"
+            "row {wanted} is not built (rows: 1, 2, 4, 7, 11, 12, 13; see docs/RELIABILITY.md)"
         );
+    }
+    if args.serve_galera {
+        return serve_galera().await;
     }
     service::binary()?;
     let started = Instant::now();
@@ -116,6 +146,10 @@ async fn main() -> anyhow::Result<()> {
     println!("{}", report::render(&results));
     print!("{}", report::notes(&results));
     println!("\ntotal {}", support::secs(started.elapsed()));
+    if args.keep {
+        scratch.keep();
+        eprintln!("data directories and service logs kept in {}", scratch.path().display());
+    }
     let broken = results.iter().filter(|r| !r.broken().is_empty()).count();
     if broken > 0 {
         scratch.keep();

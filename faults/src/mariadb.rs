@@ -46,7 +46,7 @@ fn private_tmpdir(datadir: &Path) -> anyhow::Result<PathBuf> {
 /// `name` from `PATH`, else from `/usr/sbin` or `/usr/bin` (`mariadbd` lives in `/usr/sbin`,
 /// which a non-login `PATH` may lack); `name` itself when found nowhere (the spawn then fails
 /// naming it).
-fn program(name: &str) -> PathBuf {
+pub fn program(name: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
@@ -64,6 +64,11 @@ pub struct Template {
 }
 
 impl Template {
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Runs `mariadb-install-db` into `dir` (which must not exist yet).
     pub fn install(dir: &Path) -> anyhow::Result<Self> {
         let started = Instant::now();

@@ -9,7 +9,7 @@ use crate::support::secs;
 /// What one row measured.
 #[derive(Debug, Default)]
 pub struct RowResult {
-    /// Row number of the issue (1, 2, 4, 7).
+    /// Row number of the issue (1, 2, 4, 7; 11-13 on Galera).
     pub id: u8,
     /// The fault, in a few words.
     pub fault: String,

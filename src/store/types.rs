@@ -255,9 +255,19 @@ pub enum StoreError {
 impl StoreError {
     /// True when the database answered and refused the statement (a constraint, a value that
     /// does not fit, a deadlock): the server is there, and the statement's data may be at
-    /// fault. False when it was lost or unavailable (I/O, pool timeout, closed pool).
+    /// fault. False when it was lost or unavailable (I/O, pool timeout, closed pool, a Galera
+    /// node outside the primary component: [`StoreError::is_node_unavailable`]).
     pub fn is_refusal(&self) -> bool {
-        matches!(self, StoreError::Database(sqlx::Error::Database(_)))
+        matches!(self, StoreError::Database(sqlx::Error::Database(_))) && !self.is_node_unavailable()
+    }
+
+    /// True when the server answered that it cannot serve at all: a Galera node that lost
+    /// quorum or is still joining (1047 `WSREP has not yet prepared node for application use`;
+    /// docs/DEPLOY-HA.md). Nothing of the statement's data is at fault: the load balancer moves
+    /// the connections to a node that can, and a retry goes there.
+    pub fn is_node_unavailable(&self) -> bool {
+        let StoreError::Database(sqlx::Error::Database(e)) = self else { return false };
+        e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|e| e.number() == 1047)
     }
 
     /// True when the statement's data is at fault: a value too long or out of range for its

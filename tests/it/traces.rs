@@ -78,12 +78,15 @@ impl Receiver {
         self.wait_for_all(trace_id, &[name]).await
     }
 
-    /// Waits until the trace holds a span of each name (each node exports its own, in its own
-    /// batches).
+    /// Waits until the trace holds a span of each name, as many as the name is listed (spans
+    /// leave when they end, each node its own, in batches: a parent often after its children).
     async fn wait_for_all(&self, trace_id: &str, names: &[&str]) -> Trace {
         eventually(&format!("spans {names:?} in trace {trace_id}"), Duration::from_secs(20), || async {
             let trace = self.trace(trace_id);
-            names.iter().all(|name| trace.named(name).next().is_some())
+            names.iter().all(|name| {
+                let wanted = names.iter().filter(|n| *n == name).count();
+                trace.named(name).count() >= wanted
+            })
         })
         .await;
         self.trace(trace_id)
@@ -186,7 +189,8 @@ async fn a_command_through_two_nodes_is_one_trace_from_the_callers_span_to_the_i
     let answer = post(nodes.nodes[entry].port, "/v1/rooms/t-r1/join", join, Some(&caller)).await;
     assert_eq!(answer.status(), 200);
     assert_eq!(answered_trace(answer.headers()), TRACE, "the answer names the caller's trace");
-    let trace = receiver.wait_for_all(TRACE, &["im", "forward"]).await;
+    let spans = ["http", "http", "auth", "auth", "forward", "command", "commit", "lane", "publish", "im"];
+    let trace = receiver.wait_for_all(TRACE, &spans).await;
     let edge = trace.child(&json!({"span_id": CALLER_SPAN}), "http");
     assert_eq!(edge["instance"], entry_id, "{:#?}", trace.shape());
     let forward = trace.child(edge, "forward");
@@ -208,7 +212,8 @@ async fn a_command_through_two_nodes_is_one_trace_from_the_callers_span_to_the_i
     let answer = client.join_room(request).await.expect("joined over gRPC");
     let answered = answer.metadata().get("traceparent").expect("traceparent metadata").to_str().unwrap();
     assert!(answered.contains(grpc_trace), "{answered}");
-    let trace = receiver.wait_for_all(grpc_trace, &["im", "forward"]).await;
+    let spans = ["grpc", "http", "auth", "auth", "forward", "command", "commit", "lane", "publish", "im"];
+    let trace = receiver.wait_for_all(grpc_trace, &spans).await;
     let edge = trace.child(&json!({"span_id": CALLER_SPAN}), "grpc");
     assert_eq!(edge["instance"], entry_id);
     let at_owner = trace.child(trace.child(edge, "forward"), "http");
@@ -237,7 +242,7 @@ async fn a_redelivery_after_a_restart_is_a_new_trace_linked_to_the_commands_span
     let command_trace = answered_trace(answer.headers());
     let body: Value = answer.json().await.unwrap();
     assert_eq!(body["events"][0]["delivery"], "pending", "{body}");
-    let trace = receiver.wait_for(&command_trace, "im").await;
+    let trace = receiver.wait_for_all(&command_trace, &["im", "command"]).await;
     let command = trace.named("command").next().expect("the command's span").clone();
     let failed = trace.named("im").next().unwrap();
     assert!(failed["attributes"].get("status").is_some(), "the failed call says why: {failed}");
@@ -294,7 +299,7 @@ async fn a_callers_trace_context_is_hostile_input_a_bad_one_starts_a_new_trace()
     assert_eq!(answer.status(), 200);
     let fresh = answered_trace(answer.headers());
     assert_ne!(fresh, "zz");
-    let trace = receiver.wait_for(&fresh, "command").await;
+    let trace = receiver.wait_for_all(&fresh, &["command", "http"]).await;
     assert_eq!(trace.named("http").next().unwrap()["parent_span_id"], "", "a root: {:#?}", trace.shape());
 
     // A tracestate longer than W3C's 512 is not carried (it would ride on every span).

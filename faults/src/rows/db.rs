@@ -77,7 +77,8 @@ async fn under_load<T>(
     let mut rig = Rig::start(ctx, row.id, &[("a", Vec::new())]).await?;
     let load = Load::start(&ctx.plan(tag, rig.targets()))?;
     tokio::time::sleep(ctx.pick(Duration::from_secs(5), Duration::from_millis(1500))).await;
-    let measured = outage(&mut rig.db).await?;
+    let super::Database::One(db) = &mut rig.db else { anyhow::bail!("rows 1 and 2 run on one server") };
+    let measured = outage(db).await?;
     let back = Instant::now();
     tokio::time::sleep(ctx.pick(Duration::from_secs(10), Duration::from_secs(3))).await;
     let report = load.finish(ctx.give_up_grace()).await;

@@ -5,8 +5,10 @@
 //! Row 1 and 2 ([`db`]): MariaDB killed with `kill -9`, then frozen with SIGSTOP, under load.
 //! Row 4 ([`lease`]): a worker frozen past its lease while it holds claimed rows.
 //! Row 7 ([`restarts`]): SIGTERM and SIGKILL of two instances in turn, under load.
+//! Rows 11, 12 and 13 ([`galera`]): the Galera node HAProxy writes to killed, frozen, cut off.
 
 pub mod db;
+pub mod galera;
 pub mod lease;
 pub mod restarts;
 
@@ -18,6 +20,7 @@ use std::time::Duration;
 use room_service_fakes::fake_im::FakeIm;
 
 use crate::check;
+use crate::galera::Galera;
 use crate::load::{LoadPlan, LoadReport};
 use crate::mariadb::{MariaDb, Template};
 use crate::report::RowResult;
@@ -68,11 +71,37 @@ impl Ctx<'_> {
     }
 }
 
+/// A row's database: one private MariaDB, or a Galera cluster behind HAProxy.
+#[derive(Debug)]
+pub enum Database {
+    /// One server.
+    One(MariaDb),
+    /// Three Galera nodes behind HAProxy.
+    Galera(Galera),
+}
+
+impl Database {
+    /// What the services connect to.
+    pub fn url(&self) -> String {
+        match self {
+            Database::One(db) => db.url(),
+            Database::Galera(cluster) => cluster.url(),
+        }
+    }
+
+    async fn stop(&mut self) {
+        match self {
+            Database::One(db) => db.stop().await,
+            Database::Galera(cluster) => cluster.stop().await,
+        }
+    }
+}
+
 /// A row's processes.
 #[derive(Debug)]
 pub struct Rig {
-    /// The row's private MariaDB.
-    pub db: MariaDb,
+    /// The row's private database.
+    pub db: Database,
     /// The fake Tencent IM every instance publishes to.
     pub im: FakeIm,
     /// The instances, in the order they were asked for.
@@ -91,7 +120,27 @@ impl Rig {
     ) -> anyhow::Result<Rig> {
         let dir = ctx.root.join(format!("row{row}"));
         std::fs::create_dir_all(&dir)?;
-        let db = MariaDb::start(ctx.template, dir.join("mariadb")).await?;
+        let db = Database::One(MariaDb::start(ctx.template, dir.join("mariadb")).await?);
+        Self::start_on(db, &dir, nodes).await
+    }
+
+    /// [`Rig::start`] on a Galera cluster (three nodes from the template) behind HAProxy.
+    pub async fn start_galera(
+        ctx: &Ctx<'_>,
+        row: u8,
+        nodes: &[(&str, Vec<(String, String)>)],
+    ) -> anyhow::Result<Rig> {
+        let dir = ctx.root.join(format!("row{row}"));
+        std::fs::create_dir_all(&dir)?;
+        let db = Database::Galera(Galera::start(ctx.template, &dir.join("galera")).await?);
+        Self::start_on(db, &dir, nodes).await
+    }
+
+    async fn start_on(
+        db: Database,
+        dir: &Path,
+        nodes: &[(&str, Vec<(String, String)>)],
+    ) -> anyhow::Result<Rig> {
         let im = service::fake_im().await?;
         let mut services = Vec::new();
         let mut logs = Vec::new();
