@@ -36,6 +36,10 @@ pub struct CheckReport {
     pub duplicated: u64,
     /// The most times IM took one event.
     pub max_sends: u32,
+    /// Events IM received (first time) after a later event of their room: each room's
+    /// `room_version`s must reach IM in order (one message of a room in flight at a time, the
+    /// default).
+    pub out_of_order: u64,
     /// Outbox rows in all.
     pub outbox_rows: u64,
     /// Commands in the log.
@@ -51,6 +55,31 @@ impl CheckReport {
     pub fn lost(&self) -> u64 {
         self.lost_commands + self.lost_acked_events + self.lost_in_delivery
     }
+}
+
+/// Events whose first arrival in their group (IM's order: `msg_seq`, then the element's index)
+/// comes after an event of a higher `room_version` of the same group.
+fn out_of_order(messages: &[room_service_fakes::fake_im::RecordedMessage]) -> u64 {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut highest: HashMap<&str, u64> = HashMap::new();
+    let mut ordered: Vec<&room_service_fakes::fake_im::RecordedMessage> = messages.iter().collect();
+    ordered.sort_by_key(|m| (m.group.as_str(), m.msg_seq, m.index));
+    let mut late = 0;
+    for m in ordered {
+        if m.event_id.as_deref().is_some_and(|id| !seen.insert(id)) {
+            continue;
+        }
+        let version = serde_json::from_str::<serde_json::Value>(&m.data)
+            .ok()
+            .and_then(|v| v["room_version"].as_u64())
+            .unwrap_or(0);
+        let top = highest.entry(m.group.as_str()).or_insert(0);
+        if version < *top {
+            late += 1;
+        }
+        *top = (*top).max(version);
+    }
+    late
 }
 
 /// Waits (up to `drain_timeout`) until no outbox row is undelivered, then compares the three
@@ -121,7 +150,41 @@ pub async fn check(
         .count() as u64;
     report.duplicated = sends.values().filter(|s| s.received > 1).count() as u64;
     report.max_sends = sends.values().map(|s| s.received).max().unwrap_or(0);
+    report.out_of_order = out_of_order(&im.all_messages());
     examples.truncate(5);
     report.examples = examples;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use room_service_fakes::fake_im::RecordedMessage;
+
+    use super::out_of_order;
+
+    fn message(group: &str, seq: u64, event: &str, version: u64) -> RecordedMessage {
+        RecordedMessage {
+            group: group.into(),
+            random: 0,
+            event_id: Some(event.into()),
+            data: format!(r#"{{"room_version":{version}}}"#),
+            desc: "RoomUserJoined".into(),
+            elements: 1,
+            index: 0,
+            priority: None,
+            msg_seq: seq,
+            msg_time: 0,
+            accepted_at: tokio::time::Instant::now(),
+        }
+    }
+
+    #[test]
+    fn an_event_after_a_later_one_of_its_room_is_out_of_order_and_a_resend_is_not() {
+        let in_order = [message("a", 1, "e1", 1), message("a", 2, "e2", 2), message("b", 1, "f1", 1)];
+        assert_eq!(out_of_order(&in_order), 0);
+        let resent = [message("a", 1, "e1", 1), message("a", 2, "e2", 2), message("a", 3, "e1", 1)];
+        assert_eq!(out_of_order(&resent), 0, "a duplicate is counted as a duplicate, not as disorder");
+        let late = [message("a", 1, "e2", 2), message("a", 2, "e1", 1), message("b", 1, "f1", 5)];
+        assert_eq!(out_of_order(&late), 1);
+    }
 }

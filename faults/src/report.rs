@@ -86,6 +86,12 @@ impl RowResult {
             if check.unexpected > 0 {
                 broken.push(format!("{} messages IM received are in no outbox row", check.unexpected));
             }
+            if check.out_of_order > 0 {
+                broken.push(format!(
+                    "{} events reached IM after a later event of their room",
+                    check.out_of_order
+                ));
+            }
             if check.max_sends > self.sends_bound {
                 broken.push(format!(
                     "an event reached IM {} times (bound {})",
@@ -199,11 +205,12 @@ pub fn notes(rows: &[RowResult]) -> String {
         }
         if let Some(c) = &r.check {
             out.push_str(&format!(
-                "- row {}: {} commands logged, {} outbox rows, drained {} after the load; 503s by code {:?}; {} transport errors, {} commands given up\n",
+                "- row {}: {} commands logged, {} outbox rows, drained {} after the load, {} events out of room order at IM; 503s by code {:?}; {} transport errors, {} commands given up\n",
                 r.id,
                 c.logged_commands,
                 c.outbox_rows,
                 secs(c.drain),
+                c.out_of_order,
                 r.load.unavailable,
                 r.load.transport_errors,
                 r.load.given_up
@@ -238,8 +245,9 @@ mod tests {
     fn a_clean_row_keeps_its_promises_and_each_breach_is_named() {
         assert!(kept().broken().is_empty(), "{:?}", kept().broken());
         type Breach = fn(&mut RowResult);
-        let breaches: [(&str, Breach); 8] = [
+        let breaches: [(&str, Breach); 9] = [
             ("lost", |r| r.check.as_mut().unwrap().lost_in_delivery = 1),
+            ("room", |r| r.check.as_mut().unwrap().out_of_order = 1),
             ("outbox row", |r| r.check.as_mut().unwrap().unexpected = 1),
             ("3 times", |r| r.check.as_mut().unwrap().max_sends = 3),
             ("other than 503", |r| _ = r.load.statuses.insert(500, 1)),
