@@ -20,8 +20,10 @@ else
 fi
 
 "${compose[@]}" -f docker-compose.yml config -q
+# The Galera variant, layered on the main file (docs/DEPLOY-HA.md).
+"${compose[@]}" -f docker-compose.yml -f docker-compose.galera.yml config -q
 # Every published port is bound to loopback, and the admin listener (9091) is never published.
-"${compose[@]}" -f docker-compose.yml config | python3 -c '
+"${compose[@]}" -f docker-compose.yml -f docker-compose.galera.yml config | python3 -c '
 import sys, yaml
 bad = []
 for name, service in (yaml.safe_load(sys.stdin).get("services") or {}).items():
@@ -34,4 +36,4 @@ for name, service in (yaml.safe_load(sys.stdin).get("services") or {}).items():
 if bad:
     sys.exit("check-compose: " + "; ".join(bad))
 '
-echo "check-compose: docker-compose.yml is valid (${compose[*]}); published ports are loopback-only"
+echo "check-compose: docker-compose.yml (and with docker-compose.galera.yml) is valid (${compose[*]}); published ports are loopback-only"

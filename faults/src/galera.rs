@@ -98,6 +98,10 @@ impl Galera {
             cluster.spawn(i, i == 0, None)?;
             cluster.wait_synced(i).await?;
         }
+        // HAProxy's check logs in as this user (deploy/galera/init.sql); replicated to all.
+        let mut conn = sqlx::mysql::MySqlConnection::connect(&cluster.node_url(0)).await?;
+        conn.execute(include_str!("../../deploy/galera/init.sql")).await?;
+        let _ = conn.close().await;
         cluster.start_haproxy()?;
         let url = cluster.server_url();
         wait_until("HAProxy in front of the cluster", SYNC_TIMEOUT, || async {
@@ -377,19 +381,9 @@ impl Drop for Galera {
     }
 }
 
-/// HAProxy's external check (arguments: proxy address and port, server address and port): a
-/// node takes connections only while it is in the primary component, Synced
-/// (`wsrep_local_state` 4) and ready. A node that lost quorum, is joining or donating, or does
-/// not answer in a second, is down; it is up again after three checks in a row pass (a node
-/// thawed after SIGSTOP reports its old state for a moment before it learns it was evicted). The check's own
-/// read must not wait for causality (`wsrep_sync_wait` 0): while the group re-forms after a
-/// node's loss, a causal read waits, and every node would look down at once.
-const CHECK_SCRIPT: &str = r#"#!/bin/sh
-state=$(timeout 2 mariadb --connect-timeout=1 -h "$3" -P "$4" -uroot -N -B -e "SET SESSION wsrep_sync_wait = 0; \
-    SELECT GROUP_CONCAT(VARIABLE_VALUE ORDER BY VARIABLE_NAME) FROM information_schema.GLOBAL_STATUS \
-    WHERE VARIABLE_NAME IN ('WSREP_CLUSTER_STATUS', 'WSREP_LOCAL_STATE', 'WSREP_READY')" 2>/dev/null)
-[ "$state" = "Primary,4,ON" ]
-"#;
+/// HAProxy's external check of a node, the one `deploy/galera/` ships (its comments say what it
+/// asks and why).
+const CHECK_SCRIPT: &str = include_str!("../../deploy/galera/galera-check.sh");
 
 /// A connection to `url` within 2 s, or `None`.
 async fn connect(url: &str) -> Option<sqlx::mysql::MySqlConnection> {
