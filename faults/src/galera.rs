@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use sqlx::{Connection, Executor};
 
-use crate::mariadb::{Template, program};
+use crate::mariadb::{Template, create_rooms_database, program, server_url};
 use crate::support::{copy_tree, signal, wait_until};
 
 /// Nodes of the cluster.
@@ -108,9 +108,7 @@ impl Galera {
             connect(&url).await.is_some()
         })
         .await?;
-        let mut conn = sqlx::mysql::MySqlConnection::connect(&url).await?;
-        conn.execute("CREATE DATABASE rooms").await?;
-        let _ = conn.close().await;
+        create_rooms_database(cluster.port).await?;
         Ok(cluster)
     }
 
@@ -120,11 +118,11 @@ impl Galera {
     }
 
     fn server_url(&self) -> String {
-        format!("mysql://root@127.0.0.1:{}", self.port)
+        server_url(self.port)
     }
 
     fn node_url(&self, i: usize) -> String {
-        format!("mysql://root@127.0.0.1:{}", self.nodes[i].port)
+        server_url(self.nodes[i].port)
     }
 
     /// The node HAProxy sends a new connection to now (its `@@port` asked through HAProxy).

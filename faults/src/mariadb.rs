@@ -55,6 +55,19 @@ pub fn program(name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
+/// `mysql://root@127.0.0.1:<port>`: a private server (or HAProxy in front of some), as root.
+pub fn server_url(port: u16) -> String {
+    format!("mysql://root@127.0.0.1:{port}")
+}
+
+/// Creates the database `rooms` the services use, on the server at `port`.
+pub async fn create_rooms_database(port: u16) -> anyhow::Result<()> {
+    let mut conn = sqlx::mysql::MySqlConnection::connect(&server_url(port)).await?;
+    conn.execute("CREATE DATABASE rooms").await?;
+    let _ = conn.close().await;
+    Ok(())
+}
+
 /// An initialised, never started data directory (system tables, passwordless `root`).
 #[derive(Debug)]
 pub struct Template {
@@ -113,19 +126,17 @@ impl MariaDb {
             .with_context(|| format!("copying the template data directory to {}", datadir.display()))?;
         let mut db = Self { datadir, port: free_port()?, child: None, starts: 0 };
         db.spawn().await?;
-        let mut conn = sqlx::mysql::MySqlConnection::connect(&db.server_url()).await?;
-        conn.execute("CREATE DATABASE rooms").await?;
-        let _ = conn.close().await;
+        create_rooms_database(db.port).await?;
         Ok(db)
     }
 
     /// `mysql://root@127.0.0.1:<port>/rooms`.
     pub fn url(&self) -> String {
-        format!("{}/rooms", self.server_url())
+        format!("{}/rooms", server_url(self.port))
     }
 
     fn server_url(&self) -> String {
-        format!("mysql://root@127.0.0.1:{}", self.port)
+        server_url(self.port)
     }
 
     /// The server's pid while it runs.

@@ -118,10 +118,7 @@ impl Rig {
         row: u8,
         nodes: &[(&str, Vec<(String, String)>)],
     ) -> anyhow::Result<Rig> {
-        let dir = ctx.root.join(format!("row{row}"));
-        std::fs::create_dir_all(&dir)?;
-        let db = Database::One(MariaDb::start(ctx.template, dir.join("mariadb")).await?);
-        Self::start_on(db, &dir, nodes).await
+        Self::start_on(ctx, row, false, nodes).await
     }
 
     /// [`Rig::start`] on a Galera cluster (three nodes from the template) behind HAProxy.
@@ -130,17 +127,22 @@ impl Rig {
         row: u8,
         nodes: &[(&str, Vec<(String, String)>)],
     ) -> anyhow::Result<Rig> {
-        let dir = ctx.root.join(format!("row{row}"));
-        std::fs::create_dir_all(&dir)?;
-        let db = Database::Galera(Galera::start(ctx.template, &dir.join("galera")).await?);
-        Self::start_on(db, &dir, nodes).await
+        Self::start_on(ctx, row, true, nodes).await
     }
 
     async fn start_on(
-        db: Database,
-        dir: &Path,
+        ctx: &Ctx<'_>,
+        row: u8,
+        galera: bool,
         nodes: &[(&str, Vec<(String, String)>)],
     ) -> anyhow::Result<Rig> {
+        let dir = ctx.root.join(format!("row{row}"));
+        std::fs::create_dir_all(&dir)?;
+        let db = if galera {
+            Database::Galera(Galera::start(ctx.template, &dir.join("galera")).await?)
+        } else {
+            Database::One(MariaDb::start(ctx.template, dir.join("mariadb")).await?)
+        };
         let im = service::fake_im().await?;
         let mut services = Vec::new();
         let mut logs = Vec::new();
