@@ -214,18 +214,31 @@ impl Galera {
         state.as_deref() == Some("4")
     }
 
-    /// Waits until node `i` is Synced.
+    /// Waits until node `i` is Synced; fails at once if its server exited (an option it
+    /// refused, a state transfer that failed), naming the last lines of its error log.
     pub async fn wait_synced(&self, i: usize) -> anyhow::Result<Duration> {
-        let waited = wait_until(&format!("Galera node {} Synced", self.nodes[i].name), SYNC_TIMEOUT, || {
-            self.synced(i)
+        let name = &self.nodes[i].name;
+        let waited = wait_until(&format!("Galera node {name} Synced"), SYNC_TIMEOUT, || async {
+            self.exited(i) || self.synced(i).await
         })
         .await;
-        if let Err(error) = waited {
-            let log = std::fs::read_to_string(self.nodes[i].datadir.join("error.log")).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(8).collect();
-            anyhow::bail!("{error}; last lines of its error log: {tail:?}");
-        }
-        waited
+        let failure = match waited {
+            Ok(_) if self.exited(i) => anyhow::anyhow!("Galera node {name} exited before it was Synced"),
+            Ok(took) => return Ok(took),
+            Err(error) => error,
+        };
+        let log = std::fs::read_to_string(self.nodes[i].datadir.join("error.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(8).collect();
+        anyhow::bail!("{failure}; last lines of its error log: {tail:?}")
+    }
+
+    /// True when node `i`'s server is not running (never started, or exited and not reaped
+    /// yet: a zombie in `/proc`).
+    fn exited(&self, i: usize) -> bool {
+        let Ok(pid) = self.pid(i) else { return true };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+        state.is_none_or(|s| s == "Z" || s == "X")
     }
 
     /// Stops HAProxy, then every node with SIGTERM (killed after a bound).
