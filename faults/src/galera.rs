@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use sqlx::{Connection, Executor};
 
-use crate::mariadb::{Template, create_rooms_database, program, server_url};
+use crate::mariadb::{self, Template, create_rooms_database, program, server_url};
 use crate::support::{copy_tree, signal, wait_until};
 
 /// Nodes of the cluster.
@@ -35,17 +35,11 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 /// HAProxy's check: every second, two failures mark a node down, three successes up again.
 pub const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
-/// What every node runs with: a small server (as the single-server harness), and what Galera
-/// requires (row-based replication, interleaved auto-increment locks, InnoDB).
-const SERVER_OPTIONS: [&str; 12] = [
+/// What every node runs with besides the single-server harness's small-server options
+/// ([`mariadb::SERVER_OPTIONS`]): the `mysql` user, and what Galera requires (row-based
+/// replication, interleaved auto-increment locks, InnoDB).
+const GALERA_OPTIONS: [&str; 5] = [
     "--user=mysql",
-    "--skip-log-bin",
-    "--innodb-buffer-pool-size=64M",
-    "--innodb-log-file-size=8M",
-    "--skip-name-resolve",
-    "--performance-schema=OFF",
-    "--innodb-buffer-pool-load-at-startup=OFF",
-    "--innodb-buffer-pool-dump-at-shutdown=OFF",
     "--binlog-format=ROW",
     "--innodb-autoinc-lock-mode=2",
     "--default-storage-engine=InnoDB",
@@ -300,7 +294,7 @@ impl Galera {
     /// Starts node `i` (`bootstrap`: a new cluster; `position`: where a restarted node stood).
     fn spawn(&mut self, i: usize, bootstrap: bool, position: Option<&str>) -> anyhow::Result<()> {
         let mut args = self.node_args(i);
-        args.extend(SERVER_OPTIONS.iter().map(|s| (*s).to_owned()));
+        args.extend(mariadb::SERVER_OPTIONS.iter().chain(&GALERA_OPTIONS).map(|s| (*s).to_owned()));
         if bootstrap {
             args.push("--wsrep-new-cluster".into());
         }
@@ -325,7 +319,7 @@ impl Galera {
         let mut args = self.node_args(i);
         args.retain(|a| !a.starts_with("--log-error="));
         args.push(format!("--log-error={}", log.display()));
-        args.extend(SERVER_OPTIONS.iter().map(|s| (*s).to_owned()));
+        args.extend(mariadb::SERVER_OPTIONS.iter().chain(&GALERA_OPTIONS).map(|s| (*s).to_owned()));
         args.push("--wsrep-recover".into());
         let status = Command::new(program("mariadbd"))
             .args(&args)

@@ -22,9 +22,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Options that keep a small server quick to start: a small redo log and buffer pool, no
-/// binary log, no name resolution, no performance schema, no buffer pool dump or load.
-const SERVER_OPTIONS: [&str; 8] = [
-    "--user=root",
+/// binary log, no name resolution, no performance schema, no buffer pool dump or load. (The
+/// Galera nodes run with them too, as `mysql`; this one runs as root.)
+pub const SERVER_OPTIONS: [&str; 7] = [
     "--skip-log-bin",
     "--innodb-buffer-pool-size=64M",
     "--innodb-log-file-size=8M",
@@ -158,6 +158,7 @@ impl MariaDb {
             .arg(format!("--socket={}", dir.join("sock").display()))
             .arg(format!("--pid-file={}", dir.join("mariadbd.pid").display()))
             .arg(format!("--log-error={}", log.display()))
+            .arg("--user=root")
             .args(SERVER_OPTIONS)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
