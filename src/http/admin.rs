@@ -1,14 +1,12 @@
 //! Outbox admin routes (`/admin/outbox...`, admin listener only): stats, the paged listing,
 //! one row, and requeue (audited in the log like the CLI's).
 
-use std::collections::HashMap;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::extract::{Json, RoomPath, page_limit};
+use super::extract::{Json, QueryParams, RoomPath, page_limit};
 use crate::admin::ops::{self, OpsError, RequeueReport};
 use crate::api::{ApiError, AppState};
 use crate::cluster::Owner;
@@ -36,7 +34,7 @@ pub struct OutboxPage {
 /// `GET /admin/outbox?status=&limit=&after_id=`.
 pub async fn list(
     State(state): State<AppState>,
-    axum::extract::Query(params): axum::extract::Query<HashMap<String, String>>,
+    QueryParams(params): QueryParams,
 ) -> Result<axum::Json<OutboxPage>, ApiError> {
     let query = parse_query(&params)?;
     let rows = state.repo.list_outbox(&query).await?;
@@ -44,7 +42,7 @@ pub async fn list(
     Ok(axum::Json(OutboxPage { rows, next_after_id }))
 }
 
-fn parse_query(params: &HashMap<String, String>) -> Result<OutboxQuery, ApiError> {
+fn parse_query(params: &[(String, String)]) -> Result<OutboxQuery, ApiError> {
     let mut query = OutboxQuery { status: None, after_id: 0, limit: DEFAULT_LIMIT };
     for (key, value) in params {
         match key.as_str() {

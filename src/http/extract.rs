@@ -115,6 +115,25 @@ impl<S: Send + Sync> FromRequestParts<S> for RoomPath {
     }
 }
 
+/// A query string's parameters, each named once: a repeated one (`?limit=1&limit=300`)
+/// answers 400 naming it rather than letting one of the values win unseen.
+pub struct QueryParams(pub Vec<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Query(params) =
+            axum::extract::Query::<Vec<(String, String)>>::from_request_parts(parts, state).await?;
+        for (i, (key, _)) in params.iter().enumerate() {
+            if params[..i].iter().any(|(earlier, _)| earlier == key) {
+                return Err(ApiError::invalid(key, "given more than once"));
+            }
+        }
+        Ok(QueryParams(params))
+    }
+}
+
 /// A page size from a query string: an integer from 1 to `max`, or a 400 naming `limit`.
 pub fn page_limit(value: &str, max: u32) -> Result<u32, ApiError> {
     value

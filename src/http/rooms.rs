@@ -2,14 +2,12 @@
 //! types (a bad field answers 400 naming it), calls the operation both APIs share
 //! ([`crate::api::rooms`]; a snapshot, straight from the room service), and answers JSON.
 
-use std::collections::HashMap;
-
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::extract::{Json, RequestId, RoomCommand, RoomPath, page_limit};
+use super::extract::{Json, QueryParams, RequestId, RoomCommand, RoomPath, page_limit};
 use crate::api::rooms::{
     DEFAULT_MEMBERS_LIMIT, EventsPage, HeartbeatsAnswer, MAX_MEMBERS_LIMIT, MembersPage, events_page,
     members_page, run_command, run_heartbeat, run_heartbeats,
@@ -169,13 +167,13 @@ pub async fn get(
 pub async fn members(
     State(state): State<AppState>,
     RoomPath(room_id): RoomPath,
-    Query(params): Query<HashMap<String, String>>,
+    QueryParams(params): QueryParams,
 ) -> Result<axum::Json<MembersPage>, ApiError> {
     let (after, limit) = parse_members_query(&params)?;
     Ok(axum::Json(members_page(&state, &room_id, after.as_ref(), limit).await?))
 }
 
-fn parse_members_query(params: &HashMap<String, String>) -> Result<(Option<UserId>, usize), ApiError> {
+fn parse_members_query(params: &[(String, String)]) -> Result<(Option<UserId>, usize), ApiError> {
     let mut limit = DEFAULT_MEMBERS_LIMIT;
     let mut after = None;
     for (key, value) in params {
@@ -196,13 +194,13 @@ fn parse_members_query(params: &HashMap<String, String>) -> Result<(Option<UserI
 pub async fn events(
     State(state): State<AppState>,
     RoomPath(room_id): RoomPath,
-    Query(params): Query<HashMap<String, String>>,
+    QueryParams(params): QueryParams,
 ) -> Result<axum::Json<EventsPage>, ApiError> {
     let (after, limit) = parse_events_query(&params)?;
     Ok(axum::Json(events_page(&state, &room_id, after, limit).await?))
 }
 
-fn parse_events_query(params: &HashMap<String, String>) -> Result<(u64, u32), ApiError> {
+fn parse_events_query(params: &[(String, String)]) -> Result<(u64, u32), ApiError> {
     let mut limit = DEFAULT_EVENTS_LIMIT;
     let mut after = 0;
     for (key, value) in params {

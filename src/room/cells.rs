@@ -14,6 +14,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use super::decide::Queued;
 use super::lane::Lane;
 use super::last_seen::LastSeen;
+use super::recent::RecentKeys;
 use crate::domain::{Change, RoomState, RoomStatus};
 
 /// What a cell knows of its room.
@@ -60,6 +61,9 @@ pub(super) struct Cell {
     pub(super) lane: Arc<Lane>,
     /// Last time (service clock, ms) a request used the cell.
     last_used_ms: AtomicI64,
+    /// The identities of the room's last committed commands (a retry or a duplicate of one is
+    /// answered from the log before its batch is decided).
+    pub(super) recent: Mutex<RecentKeys>,
 }
 
 #[derive(Debug, Default)]
@@ -83,20 +87,28 @@ impl Cell {
     }
 
     /// Takes the next batch: up to `max` queued commands in order, skipping those whose caller
-    /// has gone away, and stopping before a command id already in the batch (it then runs
-    /// after, and is answered from the log). `None` when the queue is empty: the drain task
-    /// ends, and the next command starts a new one.
+    /// has gone away. An identical copy of a command already in the batch (the same caller,
+    /// `command_id` and body) joins that command's answer instead of running; the same
+    /// caller's `command_id` with another body stops the batch (it runs after, and is answered
+    /// 409 from the log). Another caller's equal `command_id` is another command. `None` when
+    /// the queue is empty: the drain task ends, and the next command starts a new one.
     pub(super) fn next_batch(&self, max: usize) -> Option<Vec<Queued>> {
         let mut queue = lock(&self.queue);
         let mut batch: Vec<Queued> = Vec::new();
         while batch.len() < max {
             let Some(front) = queue.items.front() else { break };
-            if batch.iter().any(|q| q.command_id == front.command_id) {
+            let same =
+                batch.iter().position(|q| q.command_id == front.command_id && q.caller == front.caller);
+            if let Some(index) = same
+                && batch[index].fingerprint != front.fingerprint
+            {
                 break;
             }
             let item = queue.items.pop_front().unwrap_or_else(|| unreachable!("front exists"));
-            if !item.reply.is_closed() {
-                batch.push(item);
+            match same {
+                Some(index) => batch[index].reply.take_copy(item.reply),
+                None if !item.reply.is_closed() => batch.push(item),
+                None => {}
             }
         }
         if batch.is_empty() && queue.items.is_empty() {
@@ -104,6 +116,21 @@ impl Cell {
             return None;
         }
         Some(batch)
+    }
+
+    /// Splits `items` into the ones committed lately (a retry or a duplicate: answered from the
+    /// log) and the rest, in order.
+    pub(super) fn split_recent(&self, items: Vec<Queued>) -> (Vec<Queued>, Vec<Queued>) {
+        let recent = lock(&self.recent);
+        items.into_iter().partition(|item| recent.contains(&item.key()))
+    }
+
+    /// Remembers the identities of `items`, just committed.
+    pub(super) fn remember_committed<'a>(&self, items: impl Iterator<Item = &'a Queued>) {
+        let mut recent = lock(&self.recent);
+        for item in items {
+            recent.insert(item.key());
+        }
     }
 
     /// After a drain task died (a panic): the commands still queued are answered "outcome

@@ -30,9 +30,50 @@ pub(super) struct Queued {
     pub(super) still: Option<Arc<StillHolds>>,
     /// The command's span when its trace is sampled (SPEC §13.4).
     pub(super) trace: Option<Traced>,
-    /// Where the answer goes; closed when the caller went away (the command is then skipped
-    /// if it has not been taken into a batch yet).
-    pub(super) reply: oneshot::Sender<Result<CommandResponse, RoomError>>,
+    /// Where the answer goes (and the answers of identical copies queued with it); closed
+    /// when every caller went away (the command is then skipped if it has not been taken into
+    /// a batch yet).
+    pub(super) reply: Reply,
+}
+
+/// Where a queued command's answer goes: its caller, and the callers of identical copies of it
+/// (the same caller, `command_id` and body) that were queued beside it. A copy never runs: it
+/// is answered what the command was, as a replay (SPEC §13.1: one caller's duplicate costs the
+/// batch nothing).
+#[derive(Debug)]
+pub(super) struct Reply {
+    first: oneshot::Sender<Result<CommandResponse, RoomError>>,
+    copies: Vec<oneshot::Sender<Result<CommandResponse, RoomError>>>,
+}
+
+impl Reply {
+    /// The answer of one caller.
+    pub(super) fn new(sender: oneshot::Sender<Result<CommandResponse, RoomError>>) -> Self {
+        Self { first: sender, copies: Vec::new() }
+    }
+
+    /// True when nobody waits for the answer any more.
+    pub(super) fn is_closed(&self) -> bool {
+        self.first.is_closed() && self.copies.iter().all(oneshot::Sender::is_closed)
+    }
+
+    /// `copy`, an identical command queued later, is answered with this one.
+    pub(super) fn take_copy(&mut self, copy: Reply) {
+        self.copies.push(copy.first);
+        self.copies.extend(copy.copies);
+    }
+
+    /// Answers the command and its copies (as replays).
+    pub(super) fn send(self, answer: Result<CommandResponse, RoomError>) {
+        for copy in self.copies {
+            let replayed = answer.clone().map(|mut response| {
+                response.replayed = true;
+                response
+            });
+            let _ = copy.send(replayed);
+        }
+        let _ = self.first.send(answer);
+    }
 }
 
 impl Queued {

@@ -34,6 +34,7 @@ mod outcome;
 mod pay;
 pub mod presence;
 mod reads;
+mod recent;
 mod replay;
 mod request;
 mod service;

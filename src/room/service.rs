@@ -11,7 +11,7 @@ use super::Clock;
 use super::cell_map::Cells;
 use super::cells::Cell;
 use super::commit::Commit;
-use super::decide::Queued;
+use super::decide::{Queued, Reply};
 use super::drain::Drain;
 use super::error::RoomError;
 use super::history::History;
@@ -161,6 +161,7 @@ impl RoomService {
         let caller = principal(caller, &command);
         let key = CommandKey::new(caller.clone(), command_id.as_str());
         let charge = self.inner.payments.charge(&room_id, &key, &fingerprint, &command);
+        let reply = Reply::new(reply);
         let item = Queued { command_id, caller, request_id, command, fingerprint, still, trace, reply };
         // A gift is paid for before it is queued; the answer decides whether the debit stays.
         let result = self.inner.payments.paid(charge, self.clone().queued(room_id, item, answer)).await;

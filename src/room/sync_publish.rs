@@ -98,7 +98,7 @@ impl SyncPublish {
             let committed = match answer {
                 Ok(committed) if !committed.envelopes.is_empty() => committed,
                 other => {
-                    let _ = item.reply.send(other.map(|c| c.response));
+                    item.reply.send(other.map(|c| c.response));
                     continue;
                 }
             };

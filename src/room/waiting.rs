@@ -3,10 +3,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::oneshot;
 use tracing::Span;
 
-use super::error::RoomError;
+use super::decide::Reply;
 use super::outcome::{CommandResponse, Delivery, EventReceipt};
 
 /// A command's answer while its events are published: answered once every event is settled
@@ -22,14 +21,14 @@ struct WaitingState {
     response: CommandResponse,
     receipts: Vec<EventReceipt>,
     settled: Vec<bool>,
-    reply: oneshot::Sender<Result<CommandResponse, RoomError>>,
+    reply: Reply,
 }
 
 impl Waiting {
     pub(super) fn new(
         response: CommandResponse,
         receipts: Vec<EventReceipt>,
-        reply: oneshot::Sender<Result<CommandResponse, RoomError>>,
+        reply: Reply,
         lane: Span,
     ) -> Arc<Self> {
         let settled = vec![false; receipts.len()];
@@ -60,7 +59,7 @@ impl WaitingState {
     fn answer(self) {
         let WaitingState { mut response, receipts, reply, .. } = self;
         response.events = receipts;
-        let _ = reply.send(Ok(response));
+        reply.send(Ok(response));
     }
 }
 

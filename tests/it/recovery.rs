@@ -166,6 +166,9 @@ async fn bad_queries_answer_400_naming_the_parameter_and_unknown_rooms_404_over_
         ("limit=301", "limit"),
         ("limit=ten", "limit"),
         ("after=3", "after"),
+        // A repeated parameter is refused, not settled by whichever value comes last.
+        ("after_version=1&after_version=2", "after_version"),
+        ("limit=1&limit=300", "limit"),
     ] {
         let (status, body) = app.get(&format!("/v1/rooms/h3/events?{query}")).await;
         assert_eq!(status, 400, "{query}: {body}");

@@ -244,3 +244,96 @@ async fn a_batch_the_database_refuses_over_one_commands_data_fails_that_command_
         assert_eq!((snapshot.version, snapshot.member_count), (7, 6), "{db}: every honest join, no other");
     }
 }
+
+/// SPEC §13.1, a batch shares no fate over duplicates: the same caller's command sent twice at
+/// once is collapsed inside its batch (one runs, the copy gets its answer as a replay), and a
+/// copy arriving in a later batch is answered from the log before that batch is decided, so
+/// the others' batch is written once, never refused over the command log's unique key.
+#[tokio::test]
+async fn duplicate_commands_cost_their_batch_no_extra_transaction() {
+    for db in backends().await {
+        let rooms = service(&db);
+        create(&rooms).await;
+        let gifts: Vec<(String, Command)> =
+            (0..8).map(|i| (format!("j{i}"), join(&format!("u{i}")))).collect();
+        run_all(&rooms, gifts).await;
+
+        // Inside one batch: three pairs of copies among honest commands.
+        let before = rooms.commit_stats();
+        let mut batch: Vec<(String, Command)> = Vec::new();
+        for i in 0..8 {
+            batch.push((format!("g{i}"), gift(&format!("u{i}"), 1)));
+            if i % 3 == 0 {
+                batch.push((format!("g{i}"), gift(&format!("u{i}"), 1)));
+            }
+        }
+        let answers = run_all(&rooms, batch.clone()).await;
+        let stats = rooms.commit_stats();
+        assert_eq!(stats.transactions - before.transactions, 1, "{db}: one transaction for the batch");
+        assert_eq!(stats.commands - before.commands, 8, "{db}: each command logged once");
+        let mut seen = std::collections::BTreeMap::new();
+        for ((id, _), answer) in batch.iter().zip(&answers) {
+            let answer = answer.as_ref().unwrap_or_else(|e| panic!("{db}: {id}: {e:?}"));
+            assert!(answer.applied, "{db}: {id}");
+            let ids: Vec<String> = answer.events.iter().map(|e| e.event_id.clone()).collect();
+            match seen.get(id) {
+                None => {
+                    assert!(!answer.replayed, "{db}: {id}: the first runs");
+                    seen.insert(id.clone(), (answer.room_version, ids));
+                }
+                Some((version, first)) => {
+                    assert!(answer.replayed, "{db}: {id}: the copy is a replay");
+                    assert_eq!(
+                        (answer.room_version, &ids),
+                        (*version, first),
+                        "{db}: {id}: the same outcome"
+                    );
+                }
+            }
+        }
+
+        // A copy of a committed command arriving in a later batch, beside new commands.
+        let before = rooms.commit_stats();
+        let later = vec![
+            ("g0".to_owned(), gift("u0", 1)),
+            ("n1".to_owned(), gift("u1", 2)),
+            ("g3".to_owned(), gift("u3", 1)),
+            ("n2".to_owned(), gift("u2", 2)),
+        ];
+        let answers = run_all(&rooms, later).await;
+        let stats = rooms.commit_stats();
+        assert_eq!(stats.transactions - before.transactions, 1, "{db}: the new commands in one transaction");
+        assert_eq!(stats.commands - before.commands, 2, "{db}");
+        assert!(answers[0].as_ref().unwrap().replayed && answers[2].as_ref().unwrap().replayed, "{db}");
+        assert!(!answers[1].as_ref().unwrap().replayed && !answers[3].as_ref().unwrap().replayed, "{db}");
+        let snapshot = rooms.snapshot(&super::room()).await.unwrap();
+        assert_eq!(snapshot.heat, 8 + 4, "{db}: every gift counted once");
+    }
+}
+
+/// SPEC §13.1 with a bound: a batch the database refuses over one command is bisected, so the
+/// culprit costs about 2·log2(n) transactions, not one per command of its batch.
+#[tokio::test]
+async fn a_batch_refused_over_one_command_is_bisected_not_run_one_by_one() {
+    let db = TestDb::mysql().await;
+    let rooms = service(&db);
+    create(&rooms).await;
+    db.execute(
+        "CREATE TRIGGER poison BEFORE INSERT ON room_command_log FOR EACH ROW \
+         IF NEW.command_id = 'poison' THEN \
+         SIGNAL SQLSTATE '22001' SET MESSAGE_TEXT = 'Data too long for column request_id'; END IF",
+    )
+    .await;
+    let max = rooms.max_commit_batch();
+    let mut batch: Vec<(String, Command)> =
+        (0..max - 1).map(|i| (format!("h{i}"), join(&format!("h{i}")))).collect();
+    batch.insert(max / 3, ("poison".to_owned(), join("mallory")));
+    let before = rooms.commit_stats();
+    let answers = run_all(&rooms, batch).await;
+    let stats = rooms.commit_stats();
+    assert_eq!(answers.iter().filter(|a| a.is_err()).count(), 1, "only the culprit fails");
+    assert_eq!(stats.commands - before.commands, max as u64 - 1, "every honest command committed");
+    let committed = stats.transactions - before.transactions;
+    let bound = 2 * (usize::BITS - max.leading_zeros()) as u64;
+    assert!(committed <= bound, "{committed} transactions for a batch of {max} (bound {bound})");
+}
