@@ -21,6 +21,7 @@
 pub mod edge;
 pub mod error;
 pub mod forward;
+pub mod read_limit;
 pub mod readiness;
 pub mod rooms;
 
@@ -83,6 +84,9 @@ pub struct AppState {
     pub node: NodeInfo,
     /// Who a public request is from (`auth.*`).
     pub auth: crate::auth::Auth,
+    /// Each reader's share of the events API (`rooms.history.reads_per_sec_per_client`);
+    /// `None`: no limit.
+    pub reads: Option<Arc<read_limit::ReadLimiter>>,
 }
 
 /// This node's id and public URL.

@@ -4,6 +4,8 @@
 //! members. The HTTP routes (`http::rooms`) and the gRPC methods (`grpc::rooms`) parse their
 //! requests and map the answers back; the logic is here.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::{ApiError, AppState};
@@ -152,32 +154,32 @@ pub struct EventsPage {
     /// False when the versions right after `after_version` are no longer kept: reload the
     /// room's state and follow on from its version.
     pub recovered: bool,
-    /// The envelopes, exactly as IM received them, in version order.
-    pub events: Vec<Box<serde_json::value::RawValue>>,
+    /// The envelopes, exactly as IM received them, in version order (written out as stored:
+    /// a page is never parsed again).
+    pub events: Vec<Arc<serde_json::value::RawValue>>,
     /// The last version in `events` (`after_version` when empty): the next page's `after_version`.
     pub next_after: u64,
 }
 
-/// A page of at most `limit` of the room's IM events after version `after`, for either API:
-/// served by any node from the database (see [`crate::room::RoomService::events`]).
+/// A page of at most `limit` of the room's IM events after version `after`, for either API,
+/// read by `caller` from `peer` (each reader's share first: `rooms.history.reads_per_sec_per_client`):
+/// served by any node from its history cache (see [`crate::room::RoomService::events`]).
 pub async fn events_page(
     state: &AppState,
+    (caller, peer): (&Caller, Option<std::net::IpAddr>),
     room_id: &RoomId,
     after: u64,
     limit: u32,
 ) -> Result<EventsPage, ApiError> {
+    if let Some(reads) = &state.reads {
+        reads.check(caller, peer)?;
+    }
     let page = state.rooms.events(room_id, after, limit).await?;
-    let events = page
-        .events
-        .into_iter()
-        .map(serde_json::value::RawValue::from_string)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| crate::room::RoomError::Corrupt(format!("a stored event envelope is not JSON: {e}")))?;
     Ok(EventsPage {
         room_id: room_id.clone(),
         room_version: page.room_version,
         recovered: page.recovered,
-        events,
+        events: page.events,
         next_after: page.next_after,
     })
 }

@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::admin::{RetentionOptions, run_retention};
 use crate::api::forward::Forwarder;
+use crate::api::read_limit::ReadLimiter;
 use crate::api::readiness::DbPing;
 use crate::api::{AppState, BATCH_HEARTBEAT_BYTES, Lifecycle, NodeInfo};
 use crate::cluster::{LeaseKeeper, Ownership};
@@ -228,6 +229,7 @@ impl Apis {
             metrics: Some(metrics),
             forwarder,
             auth: auth(&settings.auth).await?,
+            reads: ReadLimiter::new(settings.rooms.history.reads_per_sec_per_client).map(Arc::new),
             node: NodeInfo { node_id: settings.node_id.clone(), url },
         };
         let public = http::public_router(state.clone(), PublicOptions::from(http_settings));

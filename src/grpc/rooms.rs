@@ -4,6 +4,9 @@
 //! call for a room another node owns is forwarded to the owner's twin HTTP route
 //! (`grpc::forward`), as HTTP requests are.
 
+use std::net::SocketAddr;
+
+use axum::extract::ConnectInfo;
 use tonic::{Request, Response, Status};
 
 use super::edge::Authenticated;
@@ -210,7 +213,8 @@ impl pb::room_service_server::RoomService for GrpcRooms {
 
     async fn list_events(&self, request: Request<pb::ListEventsRequest>) -> Rpc<pb::ListEventsResponse> {
         // A read, served here from the database whoever owns the room: never forwarded.
-        self.caller(&request, true).await?;
+        let (caller, _) = self.caller(&request, true).await?;
+        let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip());
         let m = request.into_inner();
         let room = room_id(m.room_id)?;
         let limit = match m.limit {
@@ -221,13 +225,14 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         if i64::try_from(m.after_version).is_err() {
             return Err(invalid("after_version", "must be a room version: an integer from 0"));
         }
-        let page =
-            self.state.rooms.events(&room, m.after_version, limit).await.map_err(|e| from_api(e.into()))?;
+        let page = rooms::events_page(&self.state, (&caller, peer), &room, m.after_version, limit)
+            .await
+            .map_err(from_api)?;
         Ok(Response::new(pb::ListEventsResponse {
             room_id: room.as_str().to_owned(),
             room_version: page.room_version,
             recovered: page.recovered,
-            events: page.events,
+            events: page.events.iter().map(|e| e.get().to_owned()).collect(),
             next_after: page.next_after,
         }))
     }

@@ -134,6 +134,19 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     }
 }
 
+/// The address the request came from, when the listener recorded it (see
+/// `http::server`); `None` for a request handed to the router in-process.
+pub struct Peer(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
+        Ok(Peer(peer.map(|info| info.0.ip())))
+    }
+}
+
 /// A page size from a query string: an integer from 1 to `max`, or a 400 naming `limit`.
 pub fn page_limit(value: &str, max: u32) -> Result<u32, ApiError> {
     value

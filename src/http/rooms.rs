@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::extract::{Json, QueryParams, RequestId, RoomCommand, RoomPath, page_limit};
+use super::extract::{Json, Peer, QueryParams, RequestId, RoomCommand, RoomPath, page_limit};
 use crate::api::rooms::{
     DEFAULT_MEMBERS_LIMIT, EventsPage, HeartbeatsAnswer, MAX_MEMBERS_LIMIT, MembersPage, events_page,
     members_page, run_command, run_heartbeat, run_heartbeats,
@@ -193,11 +193,13 @@ fn parse_members_query(params: &[(String, String)]) -> Result<(Option<UserId>, u
 /// `?after_version=` (default 0: from the first) and `?limit=` (1–300, default 100).
 pub async fn events(
     State(state): State<AppState>,
+    caller: Caller,
+    Peer(peer): Peer,
     RoomPath(room_id): RoomPath,
     QueryParams(params): QueryParams,
 ) -> Result<axum::Json<EventsPage>, ApiError> {
     let (after, limit) = parse_events_query(&params)?;
-    Ok(axum::Json(events_page(&state, &room_id, after, limit).await?))
+    Ok(axum::Json(events_page(&state, (&caller, peer), &room_id, after, limit).await?))
 }
 
 fn parse_events_query(params: &[(String, String)]) -> Result<(u64, u32), ApiError> {

@@ -12,7 +12,9 @@ use super::backend::{Backend, Run};
 use super::outbox_types::{self, OutboxStatus};
 use super::repository::SqlRepository;
 use super::rows::{CommandRow, HistoryRow, VersionRow};
-use super::types::{CommandKey, CommitError, RoomCommit, StoreError, StoredCommand, StoredRoom};
+use super::types::{
+    CommandKey, CommitError, HistoryEvent, RoomCommit, StoreError, StoredCommand, StoredRoom,
+};
 use super::{flows, room_sql, sync_sql};
 
 /// The command path's storage; see the module docs.
@@ -66,16 +68,14 @@ pub trait CommandStore: Send + Sync {
     /// The current delivery status of these events (a replayed command answers with it).
     async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError>;
 
-    /// The room's IM events with `room_version` in `after+1..=up_to`, committed within `max_age`
-    /// (database clock), in version order, at most `limit`: `(room_version, envelope)`.
+    /// The room's IM events with `room_version` in `after+1..=up_to`, in version order, each
+    /// with its age (database clock): at most `up_to - after` rows, one index range.
     async fn room_events_after(
         &self,
         room_id: &str,
         after: u64,
         up_to: u64,
-        max_age: Duration,
-        limit: u32,
-    ) -> Result<Vec<(u64, String)>, StoreError>;
+    ) -> Result<Vec<HistoryEvent>, StoreError>;
 
     /// One transaction: the commands' log rows, outbox rows (`pending`, claimable after
     /// `claim_after`), member and gift rows, and the snapshot fenced on
@@ -158,15 +158,18 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
         room_id: &str,
         after: u64,
         up_to: u64,
-        max_age: Duration,
-        limit: u32,
-    ) -> Result<Vec<(u64, String)>, StoreError> {
+    ) -> Result<Vec<HistoryEvent>, StoreError> {
         let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let age = i64::try_from(max_age.as_millis()).unwrap_or(i64::MAX);
-        let mut q =
-            sync_sql::room_events_after::<DB>(room_id, clamp(after), clamp(up_to), age, i64::from(limit));
+        let mut q = sync_sql::room_events_after::<DB>(room_id, clamp(after), clamp(up_to));
         let rows = q.fetch_all::<HistoryRow>(&self.pool).await?;
-        Ok(rows.into_iter().map(|r| (r.room_version.max(0) as u64, r.envelope)).collect())
+        Ok(rows
+            .into_iter()
+            .map(|r| HistoryEvent {
+                room_version: r.room_version.max(0) as u64,
+                envelope: r.envelope,
+                age: Duration::from_millis(r.age_ms.max(0) as u64),
+            })
+            .collect())
     }
 
     async fn has_undelivered(&self, room_id: &str) -> Result<bool, StoreError> {

@@ -59,8 +59,8 @@ pub use outbox_types::{
 pub use queue::OutboxQueue;
 pub use repository::{MySqlRepository, SqlRepository, SqliteRepository};
 pub use types::{
-    CommandKey, CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, PoolStats, RoomCommit,
-    SnapshotWrite, StoreError, StoredCommand, StoredRoom,
+    CommandKey, CommitError, GiftTotalRow, HistoryEvent, LoggedCommand, MemberChanges, NewOutboxRow,
+    PoolStats, RoomCommit, SnapshotWrite, StoreError, StoredCommand, StoredRoom,
 };
 
 use crate::config::Backend;

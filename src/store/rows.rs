@@ -77,4 +77,5 @@ pub(super) struct VersionRow {
 pub(super) struct HistoryRow {
     pub(super) room_version: i64,
     pub(super) envelope: String,
+    pub(super) age_ms: i64,
 }

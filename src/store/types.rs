@@ -65,6 +65,17 @@ impl StoredCommand {
     }
 }
 
+/// One IM event of a room's history (the events API).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEvent {
+    /// Its room version.
+    pub room_version: u64,
+    /// The envelope, as IM received it.
+    pub envelope: String,
+    /// How long ago it was committed, on the database clock.
+    pub age: std::time::Duration,
+}
+
 /// One outbox row to insert with a command.
 #[derive(Debug, Clone)]
 pub struct NewOutboxRow {

@@ -54,6 +54,13 @@ declare_metrics! {
     /// malformed, bad_signature, expired, not_yet_valid, wrong_issuer, wrong_audience, wrong_app,
     /// unknown_kid, algorithm, claim, keys_unavailable, forbidden, rate_limited).
     AUTH_REFUSALS_TOTAL: Counter(Count) = "room_auth_refusals_total";
+    /// Database queries of the events API (the history's blocks and the rooms' versions it
+    /// reads, cached and coalesced on each node), by `kind` (block|version): what the readers
+    /// of every room together cost the database.
+    HISTORY_QUERIES_TOTAL: Counter(Count) = "room_history_queries_total";
+    /// Events API reads refused because their client (the user, or the address of an
+    /// anonymous one) read more than `rooms.history.reads_per_sec_per_client`.
+    HISTORY_READS_LIMITED_TOTAL: Counter(Count) = "room_history_reads_limited_total";
     /// Room requests forwarded to the node owning the room, by `result` (ok|error).
     COMMANDS_FORWARDED_TOTAL: Counter(Count) = "room_commands_forwarded_total";
     /// Shards whose lease this node holds (all 1024 without a cluster).
@@ -136,6 +143,8 @@ pub fn histograms() -> impl Iterator<Item = (&'static str, &'static [f64])> {
     })
 }
 
+/// Label key: what a query read (`block` | `version`).
+pub const LABEL_KIND: &str = "kind";
 /// Label key: who publishes (`sync` | `worker` | `webhook` | `audit`).
 pub const LABEL_PATH: &str = "path";
 /// Label key: an event consumer besides IM (`webhook` | `audit`).

@@ -97,10 +97,23 @@ pub(crate) struct RawHistory {
     pub max_events: i64,
     /// ... younger than this.
     pub max_age: RawDuration,
+    /// Bytes of history blocks each node keeps in memory for the events API.
+    pub cache_bytes: i64,
+    /// Database queries of the events API running at once on a node, at most.
+    pub max_db_reads: i64,
+    /// Events API reads a client (a user, or the address of an anonymous one) may make per
+    /// second; 0: no limit.
+    pub reads_per_sec_per_client: i64,
 }
 
 impl Default for RawHistory {
     fn default() -> Self {
-        Self { max_events: 1000, max_age: RawDuration::new("10m") }
+        Self {
+            max_events: 1000,
+            max_age: RawDuration::new("10m"),
+            cache_bytes: 64 << 20,
+            max_db_reads: 4,
+            reads_per_sec_per_client: 10,
+        }
     }
 }

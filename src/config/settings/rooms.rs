@@ -33,11 +33,24 @@ pub struct HistorySettings {
     pub max_events: u64,
     /// 1s..=[`MAX_HISTORY_AGE`].
     pub max_age: Duration,
+    /// Bytes of history blocks kept in memory on each node (1 MiB..=4 GiB).
+    pub cache_bytes: u64,
+    /// The events API's database queries running at once on a node (1..=64): the rest of the
+    /// pool is the writers'.
+    pub max_db_reads: u32,
+    /// Reads per second per client (0: no limit).
+    pub reads_per_sec_per_client: u32,
 }
 
 impl Default for HistorySettings {
     fn default() -> Self {
-        Self { max_events: 1000, max_age: Duration::from_secs(600) }
+        Self {
+            max_events: 1000,
+            max_age: Duration::from_secs(600),
+            cache_bytes: 64 << 20,
+            max_db_reads: 4,
+            reads_per_sec_per_client: 10,
+        }
     }
 }
 

@@ -39,7 +39,25 @@ fn history(p: &mut Problems, raw: &RawHistory) -> HistorySettings {
         p.add("rooms.history.max_age", "must be between 1s and 7d");
         max_age = fallback.max_age;
     }
-    HistorySettings { max_events, max_age }
+    let mut within = |key: &'static str, value: i64, range: std::ops::RangeInclusive<i64>, fallback: u64| {
+        if range.contains(&value) {
+            value as u64
+        } else {
+            p.add(key, format!("{value} is not between {} and {}", range.start(), range.end()));
+            fallback
+        }
+    };
+    let cache_bytes =
+        within("rooms.history.cache_bytes", raw.cache_bytes, (1 << 20)..=(4 << 30), fallback.cache_bytes);
+    let max_db_reads =
+        within("rooms.history.max_db_reads", raw.max_db_reads, 1..=64, fallback.max_db_reads.into()) as u32;
+    let reads_per_sec_per_client = within(
+        "rooms.history.reads_per_sec_per_client",
+        raw.reads_per_sec_per_client,
+        0..=100_000,
+        fallback.reads_per_sec_per_client.into(),
+    ) as u32;
+    HistorySettings { max_events, max_age, cache_bytes, max_db_reads, reads_per_sec_per_client }
 }
 
 /// `rooms.sync_publish_wait`: zero (never wait) up to [`MAX_SYNC_PUBLISH_WAIT`]; a negative

@@ -143,10 +143,11 @@ pub async fn serve(
                 .header_read_timeout(options.header_read_timeout)
                 .half_close(true);
             let connection = |stream: TcpStream, drain: CancellationToken| {
+                let router = with_peer(&router, stream.peer_addr().ok());
                 let mut stream = TimeoutStream::new(stream);
                 stream.set_read_timeout(Some(options.idle_timeout));
                 stream.set_write_timeout(Some(options.idle_timeout));
-                let service = TowerToHyperService::new(router.clone());
+                let service = TowerToHyperService::new(router);
                 let stream = TokioIo::new(Box::pin(stream));
                 let served = builder.serve_connection(stream, service);
                 logged(drained(served, drain.cancelled_owned(), |c| c.graceful_shutdown()), options.listener)
@@ -164,7 +165,7 @@ pub async fn serve(
                 .initial_connection_window_size(CONNECTION_WINDOW)
                 .max_header_list_size(MAX_HEADER_LIST_BYTES);
             let connection = |stream: TcpStream, drain: CancellationToken| {
-                let (service, calls) = activity::track(router.clone());
+                let (service, calls) = activity::track(with_peer(&router, stream.peer_addr().ok()));
                 let served =
                     builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
                 let listener = options.listener;
@@ -184,6 +185,29 @@ pub async fn serve(
             accept_loop(listener, &options, shutdown, drop, connection).await
         }
     }
+}
+
+/// `router` serving one connection from `peer`: every request carries the peer's
+/// address as axum's [`ConnectInfo`](axum::extract::ConnectInfo) (what a per-client limit
+/// counts an anonymous caller by; tonic hands request extensions on to its handlers).
+fn with_peer(
+    router: &Router,
+    peer: Option<std::net::SocketAddr>,
+) -> impl tower::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future: Send,
+> + Clone
++ Send
++ 'static {
+    use tower::ServiceExt;
+    router.clone().map_request(move |mut request: http::Request<hyper::body::Incoming>| {
+        if let Some(peer) = peer {
+            request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        }
+        request
+    })
 }
 
 /// Serves `connection` to its end; once `close` completes, asks it to finish

@@ -15,8 +15,8 @@ use room_service::domain::{Command, CommandId, RoomId};
 use room_service::publish::{BoxError, Message, Outcome, Publisher};
 use room_service::room::{CommandResponse, Delivery, RoomOptions, RoomService, system_clock};
 use room_service::store::{
-    CommandKey, CommandStore, CommitError, OutboxStatus, RoomCommit, SharedRepository, StoreError,
-    StoredCommand, StoredRoom,
+    CommandKey, CommandStore, CommitError, HistoryEvent, OutboxStatus, RoomCommit, SharedRepository,
+    StoreError, StoredCommand, StoredRoom,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -126,10 +126,8 @@ impl CommandStore for Watched {
         room_id: &str,
         after: u64,
         up_to: u64,
-        max_age: Duration,
-        limit: u32,
-    ) -> Result<Vec<(u64, String)>, StoreError> {
-        self.repo.room_events_after(room_id, after, up_to, max_age, limit).await
+    ) -> Result<Vec<HistoryEvent>, StoreError> {
+        self.repo.room_events_after(room_id, after, up_to).await
     }
     async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError> {
         self.repo.outbox_statuses(event_ids).await

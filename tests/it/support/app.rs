@@ -72,6 +72,7 @@ pub fn router_state(db: &super::TestDb) -> room_service::api::AppState {
         forwarder: None,
         node: Default::default(),
         auth: Default::default(),
+        reads: None,
     }
 }
 
