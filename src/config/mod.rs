@@ -36,11 +36,11 @@ pub use settings::{
     DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
     DEFAULT_STATS_INTERVAL, DatabaseSettings, GrpcSettings, HistorySettings, HttpSettings,
     IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, JwtSettings, LogFormat, LogSettings,
-    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS, MAX_IM_BATCH_EVENTS,
-    MAX_IN_FLIGHT, MAX_IN_FLIGHT_PER_ROOM, MAX_SYNC_PUBLISH_WAIT, MIN_CONSUMER_LEASE, MIN_LEASE,
-    OtlpSettings, OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings,
-    ServiceToken, Settings, TelemetrySettings, TencentImSettings, UserSigSettings, WalletSettings,
-    WebhookSettings,
+    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_FORCED_PER_SEC, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS,
+    MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_IN_FLIGHT_PER_ROOM, MAX_QUEUE_SPANS, MAX_SYNC_PUBLISH_WAIT,
+    MIN_CONSUMER_LEASE, MIN_LEASE, OtlpSettings, OutboxWorkerSettings, PresenceSettings, RedisSettings,
+    RetryStrategy, RoomsSettings, ServiceToken, Settings, TelemetrySettings, TencentImSettings,
+    UserSigSettings, WalletSettings, WebhookSettings,
 };
 
 use error::Origins;

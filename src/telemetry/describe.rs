@@ -73,7 +73,7 @@ pub fn describe_all() {
 }
 
 /// The counters without labels: exported at 0 from startup by [`init_unlabelled_counters`].
-pub const UNLABELLED_COUNTERS: [&str; 8] = [
+pub const UNLABELLED_COUNTERS: [&str; 11] = [
     OUTBOX_CLAIMED_TOTAL,
     OUTBOX_LEASE_LOST_TOTAL,
     OUTBOX_PURGED_ROWS_TOTAL,
@@ -82,18 +82,27 @@ pub const UNLABELLED_COUNTERS: [&str; 8] = [
     GRPC_CALLS_SHED_TOTAL,
     HTTP_REQUEST_TIMEOUTS_TOTAL,
     HTTP_PANICS_TOTAL,
+    TRACE_SPANS_EXPORTED_TOTAL,
+    TRACE_EXPORTS_FAILED_TOTAL,
+    TRACE_FORCED_REFUSED_TOTAL,
 ];
+
+/// The `reason`s of `room_trace_spans_dropped_total` (`telemetry::traces`'s queue).
+pub const TRACE_DROP_REASONS: [&str; 2] = ["queue_full", "export_failed"];
 
 /// Exports every counter of [`UNLABELLED_COUNTERS`] at 0 right away: a counter that first
 /// appears at 1 shows no `increase()` in Prometheus, so the first lost lease would never reach
 /// the `RoomOutboxLeaseLost` alert. Call once at startup, after installing the exporter.
 /// The forwarded-request counter starts at 0 for both results too (its first errors during a
-/// shard move would not show otherwise).
+/// shard move would not show otherwise), and the dropped spans for both reasons.
 pub fn init_unlabelled_counters() {
     for name in UNLABELLED_COUNTERS {
         metrics::counter!(name).increment(0);
     }
     for result in ["ok", "error"] {
         metrics::counter!(COMMANDS_FORWARDED_TOTAL, LABEL_RESULT => result).increment(0);
+    }
+    for reason in TRACE_DROP_REASONS {
+        metrics::counter!(TRACE_SPANS_DROPPED_TOTAL, LABEL_REASON => reason).increment(0);
     }
 }

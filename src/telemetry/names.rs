@@ -98,6 +98,19 @@ declare_metrics! {
     /// every connection being in use.
     DB_POOL_ACQUIRE_TIMEOUTS_TOTAL: Counter(Count) = "room_db_pool_acquire_timeouts_total";
 
+    // Traces (`telemetry.otlp.*`): exported at 0 whether or not traces are exported.
+    /// Spans the OTLP collector accepted.
+    TRACE_SPANS_EXPORTED_TOTAL: Counter(Count) = "room_trace_spans_exported_total";
+    /// Sampled spans never exported, by `reason`: queue_full (telemetry.otlp.max_queue_spans
+    /// spans were waiting for export), export_failed (in an export call that failed).
+    TRACE_SPANS_DROPPED_TOTAL: Counter(Count) = "room_trace_spans_dropped_total";
+    /// OTLP export calls that failed (the collector unreachable, refusing, or not answering
+    /// within telemetry.otlp.timeout), after the exporter's own retries.
+    TRACE_EXPORTS_FAILED_TOTAL: Counter(Count) = "room_trace_exports_failed_total";
+    /// Callers' sampled traceparents not kept because telemetry.otlp.forced_per_sec were kept
+    /// beyond the ratio already (the trace is continued, the ratio deciding).
+    TRACE_FORCED_REFUSED_TOTAL: Counter(Count) = "room_trace_forced_refused_total";
+
     // The `process_*` rows are exported by `metrics-process` (Linux, sampled every 5 s) and carry
     // its help texts; its own `describe` is not used, so that every name is described here.
     /// Total user and system CPU time spent in seconds
@@ -165,7 +178,8 @@ pub const LABEL_TRANSPORT: &str = "transport";
 pub const LABEL_METHOD: &str = "method";
 /// Label key: the matched HTTP route template (never the raw path, which holds ids).
 pub const LABEL_ROUTE: &str = "route";
-/// Label key: why a row was parked, or why publishing is paused (bounded set).
+/// Label key: why a row was parked, why publishing is paused, or why spans were dropped
+/// (bounded sets).
 pub const LABEL_REASON: &str = "reason";
 /// Label key: which HTTP listener (`public`, `admin`).
 pub const LABEL_LISTENER: &str = "listener";
@@ -188,7 +202,9 @@ pub const LATENCY_BUCKETS: &[f64] =
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::describe::{UNLABELLED_COUNTERS, describe_all, init_unlabelled_counters};
+    use crate::telemetry::describe::{
+        TRACE_DROP_REASONS, UNLABELLED_COUNTERS, describe_all, init_unlabelled_counters,
+    };
     use metrics::Unit;
     use metrics_util::debugging::DebuggingRecorder;
 
@@ -224,6 +240,7 @@ mod tests {
         let mut expected: Vec<_> =
             UNLABELLED_COUNTERS.iter().map(|name| ((*name).to_owned(), zero())).collect();
         expected.extend(["ok", "error"].map(|_| (COMMANDS_FORWARDED_TOTAL.to_owned(), zero())));
+        expected.extend(TRACE_DROP_REASONS.map(|_| (TRACE_SPANS_DROPPED_TOTAL.to_owned(), zero())));
         expected.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(counters, expected);
         assert!(expected.iter().any(|(name, _)| name == OUTBOX_LEASE_LOST_TOTAL));

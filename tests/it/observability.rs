@@ -6,7 +6,7 @@
 //!
 //! `promtool check rules` / `promtool test rules` run in `scripts/check-dashboards.sh`.
 
-mod exposition;
+pub(crate) mod exposition;
 mod promql;
 mod traffic;
 

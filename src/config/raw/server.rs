@@ -126,10 +126,20 @@ pub(crate) struct RawOtlp {
     pub sample_ratio: f64,
     /// Longest one export call may take.
     pub timeout: RawDuration,
+    /// Callers' sampled traces kept beyond the ratio per second at most; 0: the ratio alone.
+    pub forced_per_sec: i64,
+    /// Spans waiting for export at most; beyond it new ones are dropped (and counted).
+    pub max_queue_spans: i64,
 }
 
 impl Default for RawOtlp {
     fn default() -> Self {
-        Self { endpoint: String::new(), sample_ratio: 1.0, timeout: RawDuration::new("10s") }
+        Self {
+            endpoint: String::new(),
+            sample_ratio: 1.0,
+            timeout: RawDuration::new("10s"),
+            forced_per_sec: 20,
+            max_queue_spans: 32_768,
+        }
     }
 }

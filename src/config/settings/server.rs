@@ -44,6 +44,12 @@ pub struct GrpcSettings {
 /// Largest accepted `http.max_in_flight` and `http.max_connections`.
 pub const MAX_HTTP_LIMIT: usize = 1_000_000;
 
+/// Most callers' forced traces a node keeps per second (`telemetry.otlp.forced_per_sec`).
+pub const MAX_FORCED_PER_SEC: u32 = 100_000;
+
+/// Longest export queue (`telemetry.otlp.max_queue_spans`): a few hundred MiB of spans.
+pub const MAX_QUEUE_SPANS: usize = 1_048_576;
+
 /// The database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatabaseSettings {
@@ -134,10 +140,16 @@ pub struct TelemetrySettings {
 pub struct OtlpSettings {
     /// The collector's OTLP/gRPC endpoint, e.g. `http://127.0.0.1:4317`.
     pub endpoint: String,
-    /// The share of new traces kept (a caller's sampled `traceparent` is kept too).
+    /// The share of new traces kept (a caller's sampled `traceparent` too, within
+    /// `forced_per_sec`).
     pub sample_ratio: f64,
     /// Longest one export call may take.
     pub timeout: Duration,
+    /// Callers' sampled traces kept beyond the ratio per second at most (0: none).
+    pub forced_per_sec: u32,
+    /// Spans waiting for export at most (default 32,768, Quickwit's size: the SDK's 2,048
+    /// fills in a second of a busy node).
+    pub max_queue_spans: usize,
 }
 
 /// Redis.

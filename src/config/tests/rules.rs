@@ -63,10 +63,18 @@ fn the_otlp_endpoint_and_sample_ratio_are_checked() {
     refuses("telemetry: {otlp: {sample_ratio: 1.5}}\n", "telemetry.otlp.sample_ratio");
     refuses("telemetry: {otlp: {sample_ratio: -0.1}}\n", "telemetry.otlp.sample_ratio");
     refuses("telemetry: {otlp: {timeout: \"0s\"}}\n", "telemetry.otlp.timeout");
+    refuses("telemetry: {otlp: {forced_per_sec: -1}}\n", "telemetry.otlp.forced_per_sec");
+    refuses("telemetry: {otlp: {forced_per_sec: 100001}}\n", "telemetry.otlp.forced_per_sec");
+    refuses("telemetry: {otlp: {max_queue_spans: 0}}\n", "telemetry.otlp.max_queue_spans");
+    refuses("telemetry: {otlp: {max_queue_spans: 1048577}}\n", "telemetry.otlp.max_queue_spans");
     let s = ok("telemetry: {otlp: {endpoint: \"http://jaeger:4317/\", sample_ratio: 0.01}}\n");
     let otlp = s.telemetry.otlp.expect("exported");
     assert_eq!((otlp.endpoint.as_str(), otlp.sample_ratio), ("http://jaeger:4317", 0.01));
     assert_eq!(otlp.timeout, Duration::from_secs(10));
+    assert_eq!((otlp.forced_per_sec, otlp.max_queue_spans), (20, 32_768));
+    let s = ok("telemetry: {otlp: {endpoint: \"http://c:4317\", forced_per_sec: 0, max_queue_spans: 1}}\n");
+    let otlp = s.telemetry.otlp.expect("exported");
+    assert_eq!((otlp.forced_per_sec, otlp.max_queue_spans), (0, 1));
 }
 
 #[test]

@@ -19,10 +19,11 @@ use super::settings::{
     AuthSettings, Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings,
     DEFAULT_BATCH_SIZE, DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HistorySettings,
     HttpSettings, IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, LogFormat, LogSettings,
-    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS, MAX_HTTP_LIMIT,
-    MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_IN_FLIGHT_PER_ROOM, MAX_SYNC_PUBLISH_WAIT, OtlpSettings,
-    OutboxWorkerSettings, PresenceSettings, RedisSettings, RetryStrategy, RoomsSettings, Settings,
-    TelemetrySettings, TencentImSettings, WalletSettings, WebhookSettings,
+    MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_FORCED_PER_SEC, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS,
+    MAX_HTTP_LIMIT, MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_IN_FLIGHT_PER_ROOM, MAX_QUEUE_SPANS,
+    MAX_SYNC_PUBLISH_WAIT, OtlpSettings, OutboxWorkerSettings, PresenceSettings, RedisSettings,
+    RetryStrategy, RoomsSettings, Settings, TelemetrySettings, TencentImSettings, WalletSettings,
+    WebhookSettings,
 };
 use crate::secret::Secret;
 

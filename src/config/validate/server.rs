@@ -107,6 +107,26 @@ pub(super) fn telemetry(p: &mut Problems, raw: RawTelemetry) -> TelemetrySetting
         p.add("telemetry.otlp.sample_ratio", format!("{sample_ratio} is not between 0.0 and 1.0"));
     }
     let timeout = p.positive("telemetry.otlp.timeout", &raw.timeout, Duration::from_secs(10));
+    let forced_per_sec =
+        u32::try_from(raw.forced_per_sec).ok().filter(|n| *n <= MAX_FORCED_PER_SEC).unwrap_or_else(|| {
+            let value = raw.forced_per_sec;
+            p.add(
+                "telemetry.otlp.forced_per_sec",
+                format!("{value} is not between 0 and {MAX_FORCED_PER_SEC}"),
+            );
+            0
+        });
+    let max_queue_spans = usize::try_from(raw.max_queue_spans)
+        .ok()
+        .filter(|n| (1..=MAX_QUEUE_SPANS).contains(n))
+        .unwrap_or_else(|| {
+            let value = raw.max_queue_spans;
+            p.add(
+                "telemetry.otlp.max_queue_spans",
+                format!("{value} is not between 1 and {MAX_QUEUE_SPANS}"),
+            );
+            1
+        });
     if endpoint.is_empty() {
         return TelemetrySettings { otlp: None };
     }
@@ -121,7 +141,9 @@ pub(super) fn telemetry(p: &mut Problems, raw: RawTelemetry) -> TelemetrySetting
              (the OpenTelemetry Collector, a Jaeger or Tempo agent), which forwards over TLS",
         );
     }
-    TelemetrySettings { otlp: Some(OtlpSettings { endpoint, sample_ratio, timeout }) }
+    TelemetrySettings {
+        otlp: Some(OtlpSettings { endpoint, sample_ratio, timeout, forced_per_sec, max_queue_spans }),
+    }
 }
 
 pub(super) fn redis(p: &mut Problems, raw: RawRedis) -> Option<RedisSettings> {

@@ -40,6 +40,10 @@ pub(crate) struct Node {
     pub node_id: String,
     /// More `ROOM_SERVICE__*` variables, applied last (they override the defaults above).
     pub env: Vec<(String, String)>,
+    /// Where its log goes (stderr at `warn`, in `log.format`: `pretty` unless the env says
+    /// `json`); `None`: a file named after the node in `ROOM_SERVICE_TEST_NODE_LOG`'s directory
+    /// when that is set, else nowhere.
+    pub log: Option<std::path::PathBuf>,
 }
 
 impl Node {
@@ -53,6 +57,7 @@ impl Node {
             grpc_port: free_port(),
             node_id: "node".into(),
             env: Vec::new(),
+            log: None,
         }
     }
 
@@ -89,12 +94,15 @@ impl Node {
             .env("ROOM_SERVICE__IM_RATE_LIMIT__PER_GROUP_PER_SEC", "40")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(std::process::Stdio::null())
-            .stderr(match std::env::var_os("ROOM_SERVICE_TEST_NODE_LOG") {
-                Some(dir) => {
+            .stderr(match (&self.log, std::env::var_os("ROOM_SERVICE_TEST_NODE_LOG")) {
+                (Some(file), _) => {
+                    std::process::Stdio::from(std::fs::File::create(file).expect("the node's log"))
+                }
+                (None, Some(dir)) => {
                     std::fs::File::create(std::path::Path::new(&dir).join(format!("{}.log", self.node_id)))
                         .map_or_else(|_| std::process::Stdio::null(), std::process::Stdio::from)
                 }
-                None => std::process::Stdio::null(),
+                (None, None) => std::process::Stdio::null(),
             });
         // Its own process group, so stopping it ends the service under the wrapper too.
         Spawned::spawn(&mut command, "room-service")

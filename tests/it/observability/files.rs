@@ -129,6 +129,7 @@ fn the_alerts_hold_for_their_durations_with_a_severity_a_summary_and_a_descripti
             ("RoomServiceTargetsAbsent", Some("5m")),
             ("RoomDbPoolAcquireTimeouts", None),
             ("RoomClusterShardsUnowned", Some("2m")),
+            ("RoomTraceSpansDropped", Some("10m")),
         ]
     );
     let names: BTreeSet<_> = rules.iter().map(|r| r.alert.as_str()).collect();

@@ -2,6 +2,13 @@
 //! `tests/peer/otlp_receiver.py`, Python's grpcio serving the OTLP TraceService from the
 //! opentelemetry-proto package (`scripts/test.sh` installs both). The real binary exports to it;
 //! the tests read the spans it wrote down and check how they hang together.
+//!
+//! - [`export`]: spans lost to a collector that does not take them, counted and warned of;
+//! - [`caller`]: what a caller's trace context may ask (the forced-sampling budget, a header
+//!   sent twice).
+
+mod caller;
+mod export;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

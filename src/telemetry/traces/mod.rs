@@ -3,38 +3,34 @@
 //! from the outbox row to the worker's or a consumer's redelivery, by a span link.
 //!
 //! `tracing` spans are the only instrumentation; when `telemetry.otlp.endpoint` is set,
-//! [`super::init_logging_and_traces`] adds `tracing-opentelemetry`'s layer over an SDK provider
-//! whose batch processor (its own OS thread) exports by OTLP/gRPC. Without an endpoint nothing
-//! of this runs: [`on`] is
-//! false, the edges neither read nor answer `traceparent`, the command path makes none of its
-//! extra spans and no row stores a context.
+//! [`super::init_logging_and_traces`] adds `tracing-opentelemetry`'s layer over the SDK
+//! pipeline of `export`: the sampler (`sampler`), our bounded and counted export queue
+//! (`queue`) and the SDK's batch processor (its own OS thread) exporting by OTLP/gRPC.
+//! Without an endpoint nothing of this runs: [`on`] is false, the edges neither read nor
+//! answer `traceparent`, the command path makes none of its extra spans and no row stores a
+//! context.
 //!
-//! What a caller sends is hostile: a `traceparent` the W3C propagator does not parse starts a
-//! new trace, and a `tracestate` longer than [`MAX_TRACESTATE`] is dropped (it would ride on
-//! every exported span of the trace).
+//! What a caller sends is hostile: a `traceparent` the W3C propagator does not parse, or sent
+//! twice, starts a new trace; a `tracestate` longer than [`MAX_TRACESTATE`] or sent twice is
+//! dropped (it would ride on every exported span of the trace); a sampled `traceparent` is
+//! honoured beyond the ratio only within `telemetry.otlp.forced_per_sec` (`sampler`).
+
+mod export;
+mod queue;
+mod sampler;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
+use opentelemetry::Context;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{
-    Link, SpanContext, SpanId, SpanKind, TraceContextExt, TraceFlags, TraceId, TraceState,
-    TracerProvider as _,
-};
-use opentelemetry::{Context, KeyValue};
-use opentelemetry_otlp::WithExportConfig;
-use opentelemetry_sdk::Resource;
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, Sampler, SamplingDecision, SamplingResult, SdkTracerProvider,
-    ShouldSample,
-};
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::config::OtlpSettings;
+pub use export::{Exporter, exporter};
 
 /// The W3C header naming the trace and the caller's span.
 pub const TRACEPARENT: &str = "traceparent";
@@ -42,9 +38,6 @@ pub const TRACEPARENT: &str = "traceparent";
 pub const TRACESTATE: &str = "tracestate";
 /// The longest `tracestate` continued (W3C: 512 characters is what every vendor must carry).
 pub const MAX_TRACESTATE: usize = 512;
-/// Spans waiting for export at most; beyond it new ones are dropped, never queued without bound
-/// (Quickwit's size: the SDK's 2,048 fills in a second of a busy node).
-const QUEUE: usize = 32_768;
 /// Links of one span at most (a packed IM message, a worker's batch).
 pub const MAX_LINKS: usize = 32;
 
@@ -56,104 +49,14 @@ pub fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// The exporting half, kept by `main` to flush at stop.
-#[derive(Debug)]
-pub struct Exporter {
-    provider: SdkTracerProvider,
-}
-
-impl Exporter {
-    /// Exports what is queued and stops the processor's thread (at most `timeout`).
-    pub async fn shutdown(self, timeout: Duration) {
-        let provider = self.provider;
-        let stopped = tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(timeout)).await;
-        if let Ok(Err(error)) = stopped {
-            tracing::warn!(%error, "Traces not all exported at stop");
-        }
-    }
-}
-
-/// The OTLP pipeline of `settings`: an SDK provider (resource `service.name` `room-service`,
-/// `service.instance.id` the node id, `service.version`) over a batch processor and the tonic
-/// exporter. Must run inside the Tokio runtime (the exporter's channel is made here).
-pub fn exporter(
-    settings: &OtlpSettings,
-    node_id: &str,
-) -> Result<(Exporter, opentelemetry_sdk::trace::Tracer), String> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_tonic()
-        .with_endpoint(&settings.endpoint)
-        .with_timeout(settings.timeout)
-        .build()
-        .map_err(|e| format!("telemetry.otlp.endpoint: cannot make the OTLP exporter: {e}"))?;
-    let batch = BatchConfigBuilder::default()
-        .with_max_queue_size(QUEUE)
-        .with_max_export_batch_size(1024)
-        .with_scheduled_delay(Duration::from_secs(1))
-        .build();
-    let processor = BatchSpanProcessor::builder(exporter).with_batch_config(batch).build();
-    let resource = Resource::builder()
-        .with_service_name("room-service")
-        .with_attributes([
-            KeyValue::new("service.instance.id", node_id.to_owned()),
-            KeyValue::new("service.version", crate::build::VERSION),
-        ])
-        .build();
-    let provider = SdkTracerProvider::builder()
-        .with_span_processor(processor)
-        .with_sampler(KeptOrRatio::new(settings.sample_ratio))
-        .with_resource(resource)
-        .build();
-    let tracer = provider.tracer("room-service");
+/// Marks traces as exported ([`exporter`] made the pipeline).
+fn turn_on() {
     ON.store(true, Ordering::Relaxed);
-    Ok((Exporter { provider }, tracer))
-}
-
-/// The sampler: a span follows its parent (the caller's sampled `traceparent` included); a new
-/// trace is kept when a span it links to was (a redelivery of a kept command), else by the
-/// ratio on its trace id — the same answer on every node. A command path's publish with
-/// neither (its command's trace was not kept) is no trace of its own.
-#[derive(Clone, Debug)]
-struct KeptOrRatio {
-    parent_based: Sampler,
-}
-
-impl KeptOrRatio {
-    fn new(ratio: f64) -> Self {
-        Self { parent_based: Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))) }
-    }
-}
-
-impl ShouldSample for KeptOrRatio {
-    fn should_sample(
-        &self,
-        parent: Option<&Context>,
-        trace_id: TraceId,
-        name: &str,
-        kind: &SpanKind,
-        attributes: &[KeyValue],
-        links: &[Link],
-    ) -> SamplingResult {
-        let has_parent = parent.is_some_and(|cx| cx.has_active_span() && cx.span().span_context().is_valid());
-        let decided = |decision| SamplingResult {
-            decision,
-            attributes: Vec::new(),
-            trace_state: TraceState::default(),
-        };
-        if !has_parent && links.iter().any(|link| link.span_context.is_sampled()) {
-            return decided(SamplingDecision::RecordAndSample);
-        }
-        let sync_publish =
-            || attributes.iter().any(|kv| kv.key.as_str() == "path" && kv.value.as_str() == "sync");
-        if !has_parent && links.is_empty() && name == "publish" && sync_publish() {
-            return decided(SamplingDecision::Drop);
-        }
-        self.parent_based.should_sample(parent, trace_id, name, kind, attributes, links)
-    }
 }
 
 /// Continues the caller's trace on `span` (an edge's): its `traceparent` and a `tracestate` of
-/// at most [`MAX_TRACESTATE`] bytes; then records the span's `trace_id` and `span_id` fields
+/// at most [`MAX_TRACESTATE`] bytes, each sent once (a header sent twice is not read: two
+/// `traceparent`s start a new trace); then records the span's `trace_id` and `span_id` fields
 /// (declared `Empty` by the edge) so its log lines carry them. Does nothing when [`on`] is false.
 pub fn continue_trace(span: &Span, headers: &HeaderMap) {
     if !on() {
@@ -162,7 +65,7 @@ pub fn continue_trace(span: &Span, headers: &HeaderMap) {
     if headers.contains_key(TRACEPARENT) {
         let parent = TraceContextPropagator::new().extract(&Incoming(headers));
         if parent.span().span_context().is_valid() {
-            let _ = span.set_parent(parent);
+            let _ = span.set_parent(parent.with_value(sampler::FromCaller));
         }
     }
     record_ids(span);
@@ -278,8 +181,14 @@ impl Traced {
 struct Incoming<'a>(&'a HeaderMap);
 
 impl Extractor for Incoming<'_> {
+    /// The header's one value: `None` for a header sent twice (which one would be the
+    /// caller's?), or a `tracestate` over [`MAX_TRACESTATE`].
     fn get(&self, key: &str) -> Option<&str> {
-        let value = self.0.get(key)?.to_str().ok()?;
+        let mut values = self.0.get_all(key).iter();
+        let value = values.next()?.to_str().ok()?;
+        if values.next().is_some() {
+            return None;
+        }
         (key != TRACESTATE || value.len() <= MAX_TRACESTATE).then_some(value)
     }
 
@@ -342,31 +251,17 @@ mod tests {
     }
 
     #[test]
-    fn a_new_trace_linked_to_a_kept_span_is_kept_whatever_the_ratio() {
-        let never = KeptOrRatio::new(0.0);
-        let kept = parse_traceparent(PARENT).unwrap();
-        let dropped = parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
-        let id = TraceId::from_hex("0af7651916cd43dd8448eb211c80319c").unwrap();
-        let decide = |links: Vec<Link>| {
-            never.should_sample(None, id, "publish", &SpanKind::Internal, &[], &links).decision
-        };
-        assert_eq!(decide(vec![Link::with_context(kept)]), SamplingDecision::RecordAndSample);
-        assert_eq!(decide(vec![Link::with_context(dropped)]), SamplingDecision::Drop);
-        assert_eq!(decide(Vec::new()), SamplingDecision::Drop);
-        let always = KeptOrRatio::new(1.0);
-        let decision = always.should_sample(None, id, "http", &SpanKind::Server, &[], &[]).decision;
-        assert_eq!(decision, SamplingDecision::RecordAndSample);
-    }
-
-    #[test]
-    fn a_command_paths_publish_outside_a_kept_trace_is_not_a_trace_of_its_own() {
-        let always = KeptOrRatio::new(1.0);
-        let id = TraceId::from_hex("0af7651916cd43dd8448eb211c80319c").unwrap();
-        let decide = |path: &'static str| {
-            let attributes = [KeyValue::new("path", path)];
-            always.should_sample(None, id, "publish", &SpanKind::Internal, &attributes, &[]).decision
-        };
-        assert_eq!(decide("sync"), SamplingDecision::Drop);
-        assert_eq!(decide("worker"), SamplingDecision::RecordAndSample, "a sample of the worker's own work");
+    fn a_header_sent_twice_is_not_read() {
+        let mut headers = HeaderMap::new();
+        headers.append(TRACEPARENT, HeaderValue::from_static(PARENT));
+        headers.append(TRACESTATE, HeaderValue::from_static("vendor=value"));
+        assert_eq!(Incoming(&headers).get(TRACEPARENT), Some(PARENT));
+        let other = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01";
+        headers.append(TRACEPARENT, HeaderValue::from_static(other));
+        headers.append(TRACESTATE, HeaderValue::from_static("vendor=other"));
+        assert_eq!(Incoming(&headers).get(TRACEPARENT), None, "neither of two traceparents");
+        assert_eq!(Incoming(&headers).get(TRACESTATE), None, "neither of two tracestates");
+        let parent = TraceContextPropagator::new().extract(&Incoming(&headers));
+        assert!(!parent.span().span_context().is_valid(), "no parent: a new trace");
     }
 }
