@@ -197,9 +197,10 @@ pub async fn events(
     Peer(peer): Peer,
     RoomPath(room_id): RoomPath,
     QueryParams(params): QueryParams,
-) -> Result<axum::Json<EventsPage>, ApiError> {
+) -> Result<Response, ApiError> {
     let (after, limit) = parse_events_query(&params)?;
-    Ok(axum::Json(events_page(&state, (&caller, peer), &room_id, after, limit).await?))
+    let page: EventsPage = events_page(&state, (&caller, peer), &room_id, after, limit).await?;
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], page.to_json()).into_response())
 }
 
 fn parse_events_query(params: &[(String, String)]) -> Result<(u64, u32), ApiError> {

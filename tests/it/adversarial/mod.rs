@@ -6,5 +6,6 @@
 mod grpc_flood;
 mod money;
 mod packs;
+mod readers;
 mod request_ids;
 mod unknown_rooms;
