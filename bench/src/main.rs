@@ -19,7 +19,8 @@
 //! B11 presence: heartbeats/s and p99 alone and under a gift storm, gifts/s alone and under a
 //! heartbeat storm, the batch route vs the single one, and a crowd of 100,000 members kept
 //! present while exactly the silent ones are evicted · B12 token verification: a token's first
-//! `authenticate` vs the same token's next one (HS256, RS256, UserSig) · B13 events API ·
+//! `authenticate` vs the same token's next one (HS256, RS256, UserSig) · B13 events API (and
+//! `b13h`: 16 hostile readers, a reconnect herd, old ranges, with IM on) ·
 //! B14 traces: B1's load against the real binary with traces off, exported at ratio 1.0 and at
 //! 0.01, and off again: commands/s, CPU and spans per command.
 
@@ -38,6 +39,7 @@ mod consumers_lag;
 mod drain;
 mod fill;
 mod history;
+mod history_herd;
 mod hot;
 mod hot_load;
 mod latency;
@@ -281,7 +283,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 14] = [
+    let benches: [(&str, &str, Bench); 15] = [
         ("b1", "command path", |a| Box::pin(on_fresh_db(a, "b1", command::run))),
         ("b2", "worker drain", |a| Box::pin(on_fresh_db(a, "b2", drain::run))),
         ("b3", "claim scaling", |a| Box::pin(on_fresh_db(a, "b3", claim::run))),
@@ -295,6 +297,7 @@ async fn main() -> anyhow::Result<()> {
         ("b11", "presence", |a| Box::pin(on_fresh_db(a, "b11", presence::run))),
         ("b12", "token verification", |a| Box::pin(verify::run(a))),
         ("b13", "events API", |a| Box::pin(on_fresh_db(a, "b13", history::run))),
+        ("b13h", "events API, hostile readers", |a| Box::pin(on_fresh_db(a, "b13h", history_herd::run))),
         ("b14", "traces", |a| Box::pin(on_fresh_db(a, "b14", traces::run))),
     ];
     for (id, what, bench) in benches {

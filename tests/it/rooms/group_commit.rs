@@ -334,6 +334,6 @@ async fn a_batch_refused_over_one_command_is_bisected_not_run_one_by_one() {
     assert_eq!(answers.iter().filter(|a| a.is_err()).count(), 1, "only the culprit fails");
     assert_eq!(stats.commands - before.commands, max as u64 - 1, "every honest command committed");
     let committed = stats.transactions - before.transactions;
-    let bound = 2 * (usize::BITS - max.leading_zeros()) as u64;
+    let bound = 2 * u64::from(usize::BITS - max.leading_zeros());
     assert!(committed <= bound, "{committed} transactions for a batch of {max} (bound {bound})");
 }
