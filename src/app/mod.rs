@@ -181,7 +181,7 @@ struct Listeners {
 impl Listeners {
     async fn bind(settings: &Settings) -> anyhow::Result<Self> {
         let bind = |key: &'static str, addr: SocketAddr| async move {
-            TcpListener::bind(addr).await.with_context(|| format!("binding {key} {addr}"))
+            listen(addr).with_context(|| format!("binding {key} {addr}"))
         };
         let public = bind("http.listen", settings.http.listen).await?;
         let admin = bind("http.admin_listen", settings.http.admin_listen).await?;
@@ -189,6 +189,20 @@ impl Listeners {
         let (addr, admin_addr, grpc_addr) = (public.local_addr()?, admin.local_addr()?, grpc.local_addr()?);
         Ok(Self { public, admin, grpc, addr, admin_addr, grpc_addr })
     }
+}
+
+/// Connections a listener's kernel queue holds before they are accepted (the kernel caps it at
+/// `net.core.somaxconn`): a reconnect herd's connections wait there for the accept loop instead
+/// of being dropped and retried a second later (tokio's `TcpListener::bind` queues 1,024).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `addr` with [`LISTEN_BACKLOG`] (and `SO_REUSEADDR`, as `TcpListener::bind`).
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket =
+        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Phase 4: the public, admin and gRPC APIs over one state, and the lifecycle they report.
