@@ -29,8 +29,8 @@ use crate::grpc::{self, GrpcOptions};
 use crate::http::server::ServeOptions;
 use crate::http::{self, PublicOptions};
 use crate::outbox::sampler;
-use crate::publish::Publisher;
 use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
+use crate::publish::{Publisher, Quarantine};
 use crate::redis_conn::RedisConn;
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
@@ -135,6 +135,8 @@ struct Core {
     publisher: Publisher,
     /// The command path wakes the outbox worker with it when it leaves events pending.
     worker_wake: Arc<Notify>,
+    /// The senders whose events go alone (SPEC §13.1), shared by the lanes and the worker.
+    quarantine: Arc<Quarantine>,
 }
 
 impl Core {
@@ -148,6 +150,7 @@ impl Core {
     ) -> anyhow::Result<Self> {
         let ownership = keeper.as_ref().map_or(Ownership::Single, LeaseKeeper::ownership);
         let worker_wake = Arc::new(Notify::new());
+        let quarantine = Arc::new(Quarantine::default());
         let room_options = RoomOptions {
             publish_timeout: settings.outbox_worker.publish_timeout,
             sync_publish_wait: settings.rooms.sync_publish_wait,
@@ -162,9 +165,10 @@ impl Core {
             wallet: wallet(&settings.wallet)?,
             history: settings.rooms.history,
             in_flight_per_room: settings.im_batch.in_flight_per_room,
+            quarantine: quarantine.clone(),
         };
         let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
-        Ok(Self { repo, keeper, ownership, rooms, publisher, worker_wake })
+        Ok(Self { repo, keeper, ownership, rooms, publisher, worker_wake, quarantine })
     }
 }
 
@@ -289,8 +293,7 @@ impl Workers {
         }
         let interval = settings.outbox_worker.stats_interval;
         tracker.spawn(sampler::run_backlog_sampler(repo.clone(), interval, cancel.clone()));
-        let wake = core.worker_wake.clone();
-        spawn_outbox_worker(settings, repo, wake, &core.publisher, core.ownership.clone(), &tracker, &cancel);
+        spawn_outbox_worker(settings, core, &tracker, &cancel);
         spawn_consumers(settings, repo, &tracker, &cancel)?;
         // Retention runs where the outbox worker runs (one purging instance at a time on MySQL),
         // and keeps every event an enabled consumer has not passed, and every event the rooms'

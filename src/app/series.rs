@@ -12,7 +12,7 @@ use crate::publish::Path;
 use crate::room::Transport;
 
 /// Registers the zero series of everything `settings` runs: the publish paths (the synchronous
-/// push always; the worker and each consumer when enabled), the worker's parked rows, the
+/// push always; the worker and each consumer when enabled), the parked rows, the
 /// commands of each transport (the presence worker's `internal` ones when it runs), the
 /// public API's routes and the authentication refusals of every reason.
 pub(super) fn register_zero_series(settings: &Settings) {
@@ -25,9 +25,9 @@ pub(super) fn register_zero_series(settings: &Settings) {
     let paths: Vec<Path> = enabled.into_iter().filter_map(|(path, on)| on.then_some(path)).collect();
     let event_types = EventType::ALL.map(EventType::as_str);
     crate::publish::metrics::register_zero(&paths, &event_types);
-    if settings.outbox_worker.enabled {
-        crate::outbox::register_zero_series();
-    }
+    // Rows are parked by the worker, and by the lanes when IM refuses an event alone for its
+    // content.
+    crate::outbox::register_zero_series();
     let transports: Vec<Transport> = Transport::ALL
         .into_iter()
         .filter(|t| *t != Transport::Internal || settings.presence.enabled)

@@ -1,11 +1,9 @@
 //! What runs beside the listeners: joining the cluster, the outbox worker, the other
 //! consumers, the metrics upkeep, and the signals that stop it all.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -16,7 +14,6 @@ use crate::consumer::batch::Batcher;
 use crate::consumer::webhook::WebhookSink;
 use crate::consumer::{self, Consumer, ConsumerName, ConsumerOptions};
 use crate::outbox::OutboxWorker;
-use crate::publish::Publisher;
 use crate::redis_conn::RedisConn;
 use crate::store::SharedRepository;
 use crate::telemetry;
@@ -40,12 +37,11 @@ pub(super) async fn join_cluster(
     Ok(keeper)
 }
 
+/// Starts the outbox worker (when enabled) over `core`'s store and publish stack, woken by its
+/// command path and sharing its quarantine.
 pub(super) fn spawn_outbox_worker(
     settings: &Settings,
-    repo: &SharedRepository,
-    wake: Arc<Notify>,
-    publisher: &Publisher,
-    ownership: Ownership,
+    core: &super::Core,
     tracker: &TaskTracker,
     cancel: &CancellationToken,
 ) {
@@ -54,15 +50,17 @@ pub(super) fn spawn_outbox_worker(
         return;
     }
     let options = settings.outbox_worker.clone();
-    let mut worker = OutboxWorker::new(repo.clone(), publisher.clone(), settings.node_id.clone(), options)
+    let (repo, publisher) = (core.repo.clone(), core.publisher.clone());
+    let mut worker = OutboxWorker::new(repo, publisher, settings.node_id.clone(), options)
         .with_per_room_rate(settings.im_rate_limit.per_group_per_sec)
         .with_pack_limits(super::pack_limits(settings))
         .with_in_flight_per_room(settings.im_batch.in_flight_per_room)
-        .with_waker(wake);
+        .with_quarantine(core.quarantine.clone())
+        .with_waker(core.worker_wake.clone());
     if settings.cluster.enabled {
         // A shard's rows are relayed by its owner; a dead owner's shards move within a TTL,
         // so a row still unclaimed after two TTLs has lost its owner some other way.
-        worker = worker.with_ownership(ownership, settings.cluster.lease_ttl * 2);
+        worker = worker.with_ownership(core.ownership.clone(), settings.cluster.lease_ttl * 2);
     }
     let cancel = cancel.clone();
     tracker.spawn(async move { worker.run_outbox_worker(cancel).await });

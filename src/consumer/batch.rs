@@ -121,6 +121,7 @@ mod tests {
             event_type: "RoomUserJoined",
             priority: Priority::Normal,
             body: Arc::from("{}"),
+            sender: None,
             trace: None,
         };
         Message::new("r".into(), Path::Webhook, vec![event])

@@ -121,6 +121,7 @@ mod tests {
                 event_type: "RoomGiftSent",
                 priority: Priority::High,
                 body: Arc::from(format!(r#"{{"event_id":"{id}"}}"#)),
+                sender: None,
                 trace: None,
             };
             Message::new("r".into(), Path::Webhook, vec![event])

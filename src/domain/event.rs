@@ -3,6 +3,7 @@
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::command::CommandContext;
 
@@ -66,6 +67,19 @@ impl EventType {
     pub fn is_high_priority(self) -> bool {
         matches!(self, EventType::RoomGiftSent | EventType::RoomClosed)
     }
+
+    /// The payload field naming the user whose action the event tells (a gift's sender, the
+    /// member who joined or left); `None` for the events no member acts in.
+    pub fn actor_field(self) -> Option<&'static str> {
+        match self {
+            EventType::RoomGiftSent => Some("sender_id"),
+            EventType::RoomUserJoined | EventType::RoomUserLeft => Some("user_id"),
+            EventType::RoomCreated
+            | EventType::RoomHeatChanged
+            | EventType::RoomRankChanged
+            | EventType::RoomClosed => None,
+        }
+    }
 }
 
 impl FromStr for EventType {
@@ -99,9 +113,10 @@ pub struct EventEnvelope {
     pub room_id: String,
     /// Room version after the command.
     pub room_version: u64,
-    /// The command that produced it.
+    /// The command that produced it, as [`envelope_id`] of the caller's `command_id`: never the
+    /// caller's own text, which IM's content check would read (the command log keeps it).
     pub command_id: String,
-    /// Tracing id of the request.
+    /// The request that carried the command, as [`envelope_id`] of its `x-request-id`.
     pub request_id: String,
     /// When the command was applied (ms since the epoch).
     pub occurred_at_ms: i64,
@@ -117,11 +132,16 @@ impl EventEnvelope {
             event_type: event.event_type,
             room_id: ctx.room_id.to_string(),
             room_version,
-            command_id: ctx.command_id.to_string(),
-            request_id: ctx.request_id.clone(),
+            command_id: envelope_id(ctx.command_id.as_str()),
+            request_id: envelope_id(&ctx.request_id),
             occurred_at_ms: ctx.now_ms,
             payload: event.payload,
         }
+    }
+
+    /// The user whose action the event tells ([`EventType::actor_field`]), if any.
+    pub fn actor(&self) -> Option<&str> {
+        self.payload.get(self.event_type.actor_field()?)?.as_str()
     }
 
     /// The envelope as JSON, as it is stored and published.
@@ -133,27 +153,48 @@ impl EventEnvelope {
     }
 }
 
+/// Hex digits of [`envelope_id`]: 128 bits of the digest.
+pub const ENVELOPE_ID_HEX: usize = 32;
+
+/// What an envelope carries for a caller-chosen id (`command_id`, `x-request-id`): the first
+/// [`ENVELOPE_ID_HEX`] lowercase hex digits of SHA-256 over its bytes. The caller can match
+/// its own events by hashing its id; IM's content check never reads what a caller wrote there,
+/// so no id can get an event refused (SPEC §13.1), and the envelope's size no longer depends on
+/// the ids' length.
+pub fn envelope_id(caller_id: &str) -> String {
+    use std::fmt::Write;
+    let digest = Sha256::digest(caller_id.as_bytes());
+    digest.iter().take(ENVELOPE_ID_HEX / 2).fold(String::with_capacity(ENVELOPE_ID_HEX), |mut hex, b| {
+        let _ = write!(hex, "{b:02x}");
+        hex
+    })
+}
+
 /// The most content bytes (envelope JSON + event type name) one event that reaches IM can
 /// take, whatever the edge let through: every id at its limit in its worst JSON escaping
 /// (`"` and `\` take two bytes), every number at its widest. `im_batch.max_bytes` may not be
 /// set below it, so no command that passed the edge makes an event IM cannot take (the test
 /// below derives the bound from the id limits).
-pub const LARGEST_IM_EVENT_BYTES: usize = 1536;
+pub const LARGEST_IM_EVENT_BYTES: usize = 1024;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Every IM event at its largest: the ids of [`crate::domain::ids`] at their limits and
-    /// worst escaping, numbers at their widest.
+    /// worst escaping, numbers at their widest, the envelope built as the service builds it.
     #[test]
     fn no_im_event_outgrows_largest_im_event_bytes() {
         let name = "x".repeat(64);
         let printable = "\"".repeat(128);
-        assert!(crate::domain::RoomId::parse(name.clone()).is_ok());
+        let ctx = CommandContext {
+            room_id: crate::domain::RoomId::parse(name.clone()).expect("a room id at its limit"),
+            command_id: crate::domain::CommandId::parse(printable.clone())
+                .expect("a command id at its limit"),
+            request_id: crate::domain::RequestId::parse(printable.clone()).expect("a request id").to_string(),
+            now_ms: i64::MIN,
+        };
         assert!(crate::domain::UserId::parse(name.clone()).is_ok());
-        assert!(crate::domain::CommandId::parse(printable.clone()).is_ok());
-        assert!(crate::domain::RequestId::parse(printable.clone()).is_ok());
         let payloads = [
             (
                 EventType::RoomUserJoined,
@@ -173,16 +214,8 @@ mod tests {
         let mut largest = 0;
         for (event_type, payload) in payloads {
             assert!(event_type.reaches_im());
-            let envelope = EventEnvelope {
-                event_id: uuid_like(),
-                event_type,
-                room_id: name.clone(),
-                room_version: u64::MAX,
-                command_id: printable.clone(),
-                request_id: printable.clone(),
-                occurred_at_ms: i64::MIN,
-                payload,
-            };
+            let envelope = EventEnvelope::new(Event { event_type, payload }, &ctx, u64::MAX, uuid_like());
+            assert!(!envelope.to_json().contains(&printable), "a caller's id reached the envelope");
             let bytes = envelope.to_json().len() + event_type.as_str().len();
             largest = largest.max(bytes);
         }
@@ -191,6 +224,41 @@ mod tests {
         assert!(largest * 2 > LARGEST_IM_EVENT_BYTES, "{largest}");
         let im_events = EventType::ALL.iter().filter(|t| t.reaches_im()).count();
         assert_eq!(im_events, 4, "a new IM event type needs its worst case above");
+    }
+
+    #[test]
+    fn envelope_ids_are_digests_a_caller_can_recompute() {
+        let id = envelope_id("gift forbidden-word");
+        assert_eq!(id.len(), ENVELOPE_ID_HEX);
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()), "{id}");
+        assert!(!id.contains("forbidden"));
+        // SHA-256("abc") = ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
+        assert_eq!(envelope_id("abc"), "ba7816bf8f01cfea414140de5dae2223");
+    }
+
+    #[test]
+    fn the_actor_is_the_sender_or_the_member() {
+        let ctx = CommandContext {
+            room_id: crate::domain::RoomId::parse("r1".to_owned()).unwrap(),
+            command_id: crate::domain::CommandId::parse("c1".to_owned()).unwrap(),
+            request_id: "q1".into(),
+            now_ms: 1,
+        };
+        let envelope =
+            |event_type, payload| EventEnvelope::new(Event { event_type, payload }, &ctx, 2, uuid_like());
+        let gift = envelope(
+            EventType::RoomGiftSent,
+            serde_json::json!({"sender_id": "bob", "receiver_id": "alice"}),
+        );
+        assert_eq!(gift.actor(), Some("bob"));
+        let joined = envelope(EventType::RoomUserJoined, serde_json::json!({"user_id": "carol"}));
+        assert_eq!(joined.actor(), Some("carol"));
+        let left = envelope(EventType::RoomUserLeft, serde_json::json!({"user_id": "dave"}));
+        assert_eq!(left.actor(), Some("dave"));
+        let closed = envelope(EventType::RoomClosed, serde_json::json!({"members_removed": 3}));
+        assert_eq!(closed.actor(), None);
+        assert_eq!(gift.command_id, envelope_id("c1"));
+        assert_eq!(gift.request_id, envelope_id("q1"));
     }
 
     fn uuid_like() -> String {

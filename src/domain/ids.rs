@@ -114,8 +114,9 @@ id_type!(
 );
 
 id_type!(
-    /// A request's tracing id (`x-request-id`), stored in the command log and carried by every
-    /// event of the command: 1–128 printable ASCII characters, the same rule on every transport.
+    /// A request's tracing id (`x-request-id`), stored in the command log (every event of the
+    /// command carries its digest, [`crate::domain::envelope_id`]): 1–128 printable ASCII
+    /// characters, the same rule on every transport.
     RequestId, 128, is_printable_ascii, "may contain only printable ASCII characters"
 );
 

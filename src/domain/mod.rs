@@ -16,7 +16,7 @@ mod state;
 pub use apply::{Applied, Change, MAX_GIFT_COUNT, MAX_UNIT_VALUE, apply};
 pub use command::{Command, CommandContext, LeaveReason};
 pub use error::DomainError;
-pub use event::{Event, EventEnvelope, EventType, LARGEST_IM_EVENT_BYTES};
+pub use event::{ENVELOPE_ID_HEX, Event, EventEnvelope, EventType, LARGEST_IM_EVENT_BYTES, envelope_id};
 pub use ids::{CommandId, GiftId, IdError, RESERVED_COMMAND_PREFIX, RequestId, RoomId, UserId};
 pub use state::{
     GIFT_RANK_SIZE, Member, MemberView, RankEntry, RoomSnapshot, RoomState, RoomStatus, SenderTotal,

@@ -39,7 +39,7 @@ use crate::cluster::Ownership;
 use crate::config::OutboxWorkerSettings;
 use crate::domain::EventEnvelope;
 use crate::publish::pack::PackLimits;
-use crate::publish::{Event, Priority, Publisher};
+use crate::publish::{Event, Priority, Publisher, Quarantine};
 use crate::store::{ClaimScope, OutboxQueue, OutboxRow, StoreError};
 use crate::telemetry::traces;
 
@@ -84,6 +84,8 @@ pub struct OutboxWorker {
     pack: PackLimits,
     /// Messages of one room in flight at once (`im_batch.in_flight_per_room`; 1: room order).
     in_flight_per_room: usize,
+    /// The senders whose events go alone, shared with the room lanes.
+    quarantine: Arc<Quarantine>,
     wake: Arc<Notify>,
     /// In a cluster: claim the rows of the shards this node owns, and others' only once
     /// orphaned this long (their owner is gone).
@@ -136,6 +138,7 @@ impl OutboxWorker {
             per_room_rate,
             pack,
             in_flight_per_room: 1,
+            quarantine: Arc::default(),
             wake,
             scope: None,
         }
@@ -152,6 +155,14 @@ impl OutboxWorker {
     /// ([`PackLimits::SINGLE`]: one event a message).
     pub fn with_pack_limits(mut self, limits: PackLimits) -> Self {
         self.pack = limits;
+        self
+    }
+
+    /// Shares `quarantine` (the senders whose events go alone, SPEC §13.1) with the room lanes:
+    /// a sender IM refused on one path is sent alone on both. Without it the worker keeps its
+    /// own.
+    pub fn with_quarantine(mut self, quarantine: Arc<Quarantine>) -> Self {
+        self.quarantine = quarantine;
         self
     }
 
@@ -264,6 +275,7 @@ impl Event {
             event_type: envelope.event_type.as_str(),
             priority,
             body,
+            sender: envelope.actor().map(Arc::from),
             trace: None,
         }
     }

@@ -16,7 +16,9 @@ pub mod filter;
 pub mod log_sink;
 pub mod metrics;
 pub mod pack;
+pub mod quarantine;
 pub mod rate_limit;
+pub mod split;
 pub mod stack;
 pub mod trace;
 pub mod turn;
@@ -27,6 +29,7 @@ pub(crate) mod test_support;
 
 pub use classify::classify;
 pub use error::ErrorClass;
+pub use quarantine::Quarantine;
 pub use turn::Turn;
 
 use std::sync::Arc;
@@ -68,6 +71,10 @@ pub struct Event {
     pub priority: Priority,
     /// The envelope as JSON, sent unchanged.
     pub body: Arc<str>,
+    /// Whose content it carries, when a member acts in it (a gift's sender, the member who
+    /// joined or left): an opaque key the packers use to send a [quarantined](quarantine)
+    /// sender's events alone.
+    pub sender: Option<Arc<str>>,
     /// The span it traces to, when its trace is sampled (SPEC §13.4): on the command path its
     /// command's `lane` span, the parent of the call's span; from an outbox row the command's
     /// span, which the redelivery's span links to.

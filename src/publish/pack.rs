@@ -1,6 +1,7 @@
 //! How many events one message may carry (`im_batch.*`, SPEC §12.1), and the rule both
 //! publishers (the room lanes and the outbox worker) use to pack a room's ready events: the
-//! longest prefix, in order, within `max_events` and `max_bytes` of content.
+//! longest prefix, in order, within `max_events` and `max_bytes` of content, an event that goes
+//! alone (its sender is in [quarantine](super::quarantine)) in a message of its own.
 
 /// Default `im_batch.max_events`.
 pub const DEFAULT_MAX_EVENTS: usize = 32;
@@ -40,14 +41,24 @@ impl PackLimits {
     /// message: at least one (an event too large on its own is the leaf's to refuse), then as
     /// many as fit both limits.
     pub fn take(&self, sizes: impl IntoIterator<Item = usize>) -> usize {
+        self.take_apart(sizes.into_iter().map(|size| (size, false)))
+    }
+
+    /// [`Self::take`] over `ready` (each event's content bytes, and whether it goes alone): an
+    /// event that goes alone is the whole message at the front and ends the message before it
+    /// anywhere else.
+    pub fn take_apart(&self, ready: impl IntoIterator<Item = (usize, bool)>) -> usize {
         let mut count = 0;
         let mut bytes = 0usize;
-        for size in sizes {
-            if count > 0 && (count >= self.max_events || bytes + size > self.max_bytes) {
+        for (size, alone) in ready {
+            if count > 0 && (alone || count >= self.max_events || bytes + size > self.max_bytes) {
                 break;
             }
             count += 1;
             bytes += size;
+            if alone {
+                break;
+            }
         }
         count
     }
@@ -71,6 +82,15 @@ mod tests {
         let limits = PackLimits { max_events: 3, max_bytes: 100 };
         assert_eq!(limits.take([500, 10]), 1, "alone, for the leaf to refuse");
         assert_eq!(limits.take([10, 500]), 1, "never packed behind another");
+    }
+
+    #[test]
+    fn an_event_that_goes_alone_is_a_message_of_its_own() {
+        let limits = PackLimits { max_events: 8, max_bytes: 100 };
+        assert_eq!(limits.take_apart([(10, false), (10, true), (10, false)]), 1, "ends the pack before it");
+        assert_eq!(limits.take_apart([(10, true), (10, false)]), 1, "alone at the front");
+        assert_eq!(limits.take_apart([(10, false), (10, false), (10, true)]), 2);
+        assert_eq!(limits.take_apart([(10, false), (10, false)]), 2);
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub(crate) fn message(event_type: &'static str, path: Path) -> Message {
         event_type,
         priority: Priority::Normal,
         body: Arc::from(SECRET_BODY),
+        sender: None,
         trace: None,
     };
     Message::new("room-1".to_owned(), path, vec![event])

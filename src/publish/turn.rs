@@ -112,7 +112,14 @@ mod tests {
     use crate::publish::Priority;
 
     fn event(id: &str, event_type: &'static str) -> Event {
-        Event { event_id: id.into(), event_type, priority: Priority::Normal, body: "{}".into(), trace: None }
+        Event {
+            event_id: id.into(),
+            event_type,
+            priority: Priority::Normal,
+            body: "{}".into(),
+            sender: None,
+            trace: None,
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -172,6 +172,39 @@ impl Handoff {
         self.marker.submit(event_ids);
     }
 
+    /// Parks the lane's event `event_id`, which IM refused alone for its content: `failed`
+    /// with `reason` and `error`, fenced on its row's claim guard (no worker holds it). False
+    /// when it could not (the guard passed, the database failed): the worker takes it then.
+    pub(super) async fn park(&self, event_id: &str, reason: &str, error: &str) -> bool {
+        match self.repo.park_pending(event_id, reason, error).await {
+            Ok(parked) => parked,
+            Err(store_error) => {
+                tracing::warn!(event_id, error = %store_error, "Could not park a refused event; the outbox worker takes it");
+                false
+            }
+        }
+    }
+
+    /// Guards the lane's fresh rows of `event_ids` again, as long as at their commit, fenced on
+    /// their current guard: the time by which a send of theirs must start, as for events just
+    /// committed (`publish_timeout` from before the write). `None` when any of them is no
+    /// longer the lane's (or the database failed): the worker takes them then.
+    pub(super) async fn extend_guard(
+        &self,
+        event_ids: &[String],
+        publish_timeout: Duration,
+    ) -> Option<Instant> {
+        let asked = Instant::now();
+        match self.repo.extend_guard(event_ids, self.lane_claim_after).await {
+            Ok(extended) if extended == event_ids.len() as u64 => Some(asked + publish_timeout),
+            Ok(_) => None,
+            Err(error) => {
+                tracing::warn!(events = event_ids.len(), %error, "Could not extend the lane's claim guard; the outbox worker takes the events");
+                None
+            }
+        }
+    }
+
     /// Gives `event_ids` (the room is on the worker's route already) to the worker: claimable
     /// at once, after the marks of the earlier ones are written (so the worker sees those
     /// delivered), and the worker woken.

@@ -8,6 +8,7 @@ use tokio::sync::Notify;
 use crate::cluster::Ownership;
 use crate::config::HistorySettings;
 use crate::domain::RoomState;
+use crate::publish::Quarantine;
 use crate::publish::pack::PackLimits;
 use crate::wallet::Wallet;
 
@@ -50,11 +51,14 @@ pub struct RoomOptions {
     /// Messages of one room its lane keeps in flight at once (`im_batch.in_flight_per_room`;
     /// 1: strict room order at IM).
     pub in_flight_per_room: usize,
+    /// The senders whose events the lanes send alone (SPEC §13.1); the app shares it with the
+    /// outbox worker.
+    pub quarantine: Arc<Quarantine>,
 }
 
 impl RoomOptions {
     /// Options with the default batch size, answer wait, packs and history, no room id limit,
-    /// no worker to wake and no wallet.
+    /// no worker to wake, no wallet and a quarantine of its own.
     pub fn new(publish_timeout: Duration) -> Self {
         Self {
             publish_timeout,
@@ -67,6 +71,7 @@ impl RoomOptions {
             wallet: None,
             history: HistorySettings::default(),
             in_flight_per_room: 1,
+            quarantine: Arc::default(),
         }
     }
 }

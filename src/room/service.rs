@@ -65,6 +65,7 @@ impl RoomService {
             sync_publish_wait: options.sync_publish_wait,
             in_flight_per_room: options.in_flight_per_room,
             pack: options.pack,
+            quarantine: options.quarantine.clone(),
         };
         let publish = SyncPublish::new(publisher, repo.clone(), settings, options.worker_wake.clone());
         let inner = Steps {

@@ -21,12 +21,12 @@ use super::lane::{Lane, LaneEvent, Lanes};
 use super::outcome::{Delivery, EventReceipt};
 use super::waiting::Waiting;
 use crate::publish::pack::PackLimits;
-use crate::publish::{Event, Message, Outcome, Path, Publisher};
+use crate::publish::{Event, Message, Outcome, Path, Publisher, Quarantine};
 use crate::store::SharedCommandStore;
 use crate::telemetry::traces;
 
 /// How the publish step sends.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct PublishSettings {
     /// Bounds one send of a lane, its wait for a rate-limit permit included; an event not
     /// sent within it after its commit goes to the worker.
@@ -37,6 +37,8 @@ pub(super) struct PublishSettings {
     pub(super) pack: PackLimits,
     /// Messages of one room in flight at once.
     pub(super) in_flight_per_room: usize,
+    /// The senders whose events go alone, shared with the outbox worker.
+    pub(super) quarantine: Arc<Quarantine>,
 }
 
 /// The publish step: committed events through the shared stack in room order (the lanes),
@@ -58,7 +60,8 @@ impl SyncPublish {
         settings: PublishSettings,
         worker_wake: Option<Arc<Notify>>,
     ) -> Self {
-        let PublishSettings { publish_timeout, sync_publish_wait, pack, in_flight_per_room } = settings;
+        let PublishSettings { publish_timeout, sync_publish_wait, pack, in_flight_per_room, quarantine } =
+            settings;
         let handoff = Arc::new(Handoff::new(repo, publish_timeout, worker_wake));
         let lanes = Lanes {
             publisher: publisher.clone(),
@@ -67,6 +70,7 @@ impl SyncPublish {
             in_flight: in_flight_per_room.max(1),
             publish_timeout,
             sync_publish_wait,
+            quarantine,
         };
         Self { publisher, lanes: Arc::new(lanes), handoff, publish_timeout }
     }

@@ -1,7 +1,8 @@
 //! [`CommandStore`]: what the command path stores — rooms (snapshot, members, gift totals) and
 //! the command log, written together with the commands' outbox rows in one transaction — and
-//! reads and marks of those rows (delivered when it published them itself, released to the
-//! worker when it gave up, their status on replay); and its one SQL implementation, for
+//! reads and marks of those rows (delivered when it published them itself, parked when IM
+//! refused one alone for its content, released to the worker when it gave up, their status on
+//! replay); and its one SQL implementation, for
 //! [`SqlRepository`] over any [`Backend`].
 
 use std::time::Duration;
@@ -60,6 +61,18 @@ pub trait CommandStore: Send + Sync {
     /// Makes fresh `pending` rows the command path gave up publishing claimable at once, for
     /// the outbox worker. Returns how many rows changed.
     async fn release_pending(&self, event_ids: &[String]) -> Result<u64, StoreError>;
+
+    /// Parks the fresh `pending` row of `event_id` the command path still guards (its claim
+    /// guard not passed: no worker holds it or can claim it meanwhile): `failed` with `reason`
+    /// and `error` (shortened to what `last_error` holds), one attempt spent, as the worker
+    /// parks a row. True when it was parked; false when the row is no longer the command
+    /// path's (then the worker decides).
+    async fn park_pending(&self, event_id: &str, reason: &str, error: &str) -> Result<bool, StoreError>;
+
+    /// Guards the fresh `pending` rows of `event_ids` the command path still guards for `guard`
+    /// from now (database clock), fenced as [`CommandStore::park_pending`]. Returns how many
+    /// rows changed: fewer than asked means some are no longer the command path's.
+    async fn extend_guard(&self, event_ids: &[String], guard: Duration) -> Result<u64, StoreError>;
 
     /// True when a row of `room_id` is not delivered yet (pending, retryable or delivering;
     /// parked rows do not count).
@@ -150,6 +163,19 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
             return Ok(0);
         }
         let mut q = sync_sql::release_pending::<DB>(event_ids);
+        Ok(q.execute(&self.pool).await?)
+    }
+
+    async fn park_pending(&self, event_id: &str, reason: &str, error: &str) -> Result<bool, StoreError> {
+        let mut q = sync_sql::park_pending::<DB>(event_id, reason, &super::short_error(error));
+        Ok(q.execute(&self.pool).await? == 1)
+    }
+
+    async fn extend_guard(&self, event_ids: &[String], guard: Duration) -> Result<u64, StoreError> {
+        if event_ids.is_empty() {
+            return Ok(0);
+        }
+        let mut q = sync_sql::extend_guard::<DB>(event_ids, guard);
         Ok(q.execute(&self.pool).await?)
     }
 

@@ -1,12 +1,15 @@
 //! The command path's statements on the outbox rows it committed
-//! ([`CommandStore`](super::CommandStore)): the delivered mark of what it published, the
-//! release to the worker of what it gave up on, the room-order check before a lane takes its
-//! room back, and
-//! the statuses a replay answers with; built once for both backends over a [`Dialect`].
+//! ([`CommandStore`](super::CommandStore)): the delivered mark of what it published, the park
+//! of an event IM refused alone for its content (and the longer guard its split may need), the
+//! release to the worker of what it gave up
+//! on, the room-order check before a lane takes its room back, and the statuses a replay
+//! answers with; built once for both backends over a [`Dialect`].
+
+use std::time::Duration;
 
 use sqlx::QueryBuilder;
 
-use super::sql::{Dialect, push_strs};
+use super::sql::{Dialect, millis, push_strs};
 
 /// Best-effort mark of synchronously published events.
 pub(super) fn mark_delivered<DB: Dialect>(event_ids: &[String]) -> QueryBuilder<DB> {
@@ -30,6 +33,40 @@ pub(super) fn release_pending<DB: Dialect>(event_ids: &[String]) -> QueryBuilder
     let mut q = QueryBuilder::new(format!(
         "UPDATE room_outbox SET lock_until_ms = 0, updated_at_ms = {now} \
          WHERE status = 'pending' AND lock_until_ms > {now} AND event_id IN "
+    ));
+    push_strs(&mut q, event_ids);
+    q
+}
+
+/// One fresh row the synchronous path still guards, parked: IM refused its event alone for
+/// its content. The guard (`pending`, claim-after time still to come, on the database clock)
+/// is the fence: a row the worker may claim (or holds) is left to the worker, which parks it
+/// the same way.
+pub(super) fn park_pending<DB: Dialect>(event_id: &str, reason: &str, error: &str) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(
+        "UPDATE room_outbox SET status = 'failed', retry_count = retry_count + 1, last_error = ",
+    );
+    DB::bind_str(&mut q, error);
+    q.push(", park_reason = ");
+    DB::bind_str(&mut q, reason);
+    q.push(format!(
+        ", lock_until_ms = NULL, updated_at_ms = {now} WHERE status = 'pending' AND lock_until_ms > {now} \
+         AND event_id = "
+    ));
+    DB::bind_str(&mut q, event_id);
+    q
+}
+
+/// Fresh rows the synchronous path still guards, guarded `guard` longer from now: a lane
+/// splitting a refused message needs longer than their first guard. The same fence as
+/// [`park_pending`]: a row whose guard has passed is left as it is.
+pub(super) fn extend_guard<DB: Dialect>(event_ids: &[String], guard: Duration) -> QueryBuilder<DB> {
+    let now = DB::NOW_MS;
+    let mut q = QueryBuilder::new(format!("UPDATE room_outbox SET lock_until_ms = {now} + "));
+    DB::bind_i64(&mut q, millis(guard));
+    q.push(format!(
+        ", updated_at_ms = {now} WHERE status = 'pending' AND lock_until_ms > {now} AND event_id IN "
     ));
     push_strs(&mut q, event_ids);
     q

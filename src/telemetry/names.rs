@@ -23,6 +23,12 @@ declare_metrics! {
     IM_CALLS_TOTAL: Counter(Count) = "room_im_calls_total";
     /// Events carried by one IM call, by `path`.
     IM_EVENTS_PER_CALL: Histogram(Count) = "room_im_events_per_call";
+    /// Senders put in quarantine (or kept there) because IM refused one of their events alone
+    /// for its content, by `path` where the refusal was seen (sync|worker).
+    IM_SENDER_QUARANTINES_TOTAL: Counter(Count) = "room_im_sender_quarantines_total";
+    /// Events sent alone, in an IM call of their own, because their sender is in quarantine,
+    /// by `path` (sync|worker).
+    IM_QUARANTINED_EVENTS_TOTAL: Counter(Count) = "room_im_quarantined_events_total";
     /// Age of the oldest undelivered event of the most lagging room (0: nothing undelivered):
     /// rooms deliver in order, so it is the head of the room furthest behind.
     OUTBOX_HOT_ROOM_LAG_SECONDS: Gauge(Seconds) = "room_outbox_hot_room_lag_seconds";

@@ -61,6 +61,7 @@ fn message(event_id: &str) -> Message {
         event_type: "RoomGiftSent",
         priority: Priority::High,
         body: Arc::from(envelope.to_string()),
+        sender: None,
         trace: None,
     };
     Message::new("r1".into(), Path::Sync, vec![event])

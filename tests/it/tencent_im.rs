@@ -44,6 +44,7 @@ fn message(event_id: &str, body: &str) -> Message {
         event_type: "RoomGiftSent",
         priority: Priority::High,
         body: body.into(),
+        sender: None,
         trace: None,
     };
     Message::new("room-1".into(), Path::Sync, vec![event])

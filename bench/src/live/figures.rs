@@ -61,9 +61,8 @@ pub(crate) struct Im {
     pub(crate) stats: FakeStats,
 }
 
-/// The figures of the load tagged `tag`.
-pub(crate) fn im(tag: &str, load: &Load, samples: &[Sample], records: &[RecordedMessage]) -> Im {
-    let prefix = format!("{tag}-");
+/// The figures of `load` (its gifts found in IM by their envelopes' `command_id`).
+pub(crate) fn im(load: &Load, samples: &[Sample], records: &[RecordedMessage]) -> Im {
     // Record `i` was counted by the first poll whose `accepted` exceeds `i`.
     let polled = |i: usize| {
         let k = samples.partition_point(|s| s.stats.accepted <= i as u64);
@@ -75,7 +74,8 @@ pub(crate) fn im(tag: &str, load: &Load, samples: &[Sample], records: &[Recorded
     let mut newest: HashMap<&str, u64> = HashMap::new();
     for (i, record) in records.iter().enumerate() {
         let Ok(envelope) = serde_json::from_str::<Envelope>(&record.data) else { continue };
-        if envelope.event_type != "RoomGiftSent" || !envelope.command_id.starts_with(&prefix) {
+        // The load's gifts: its answers are keyed by what their envelopes carry.
+        if envelope.event_type != "RoomGiftSent" || !load.answers.contains_key(&envelope.command_id) {
             continue;
         }
         calls.insert((record.group.as_str(), record.msg_seq), record.elements);

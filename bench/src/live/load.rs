@@ -139,7 +139,8 @@ pub(crate) struct Load {
     pub(crate) ended_ms: i64,
     /// Answer times (HTTP round trips) of the gifts answered 200.
     pub(crate) http: Samples,
-    /// By command id, the gifts answered 200.
+    /// By the digest of its command id (what its envelope carries:
+    /// `room_service::domain::envelope_id`), the gifts answered 200.
     pub(crate) answers: HashMap<String, Answered>,
 }
 
@@ -196,7 +197,8 @@ pub(crate) async fn run(
                 match api.gift(&room, &id, &sender, 1 + k % 5).await {
                     Ok(delivered) => {
                         load.http.push(t.elapsed());
-                        load.answers.insert(id, Answered { at_ms: unix_ms(), delivered });
+                        let key = room_service::domain::envelope_id(&id);
+                        load.answers.insert(key, Answered { at_ms: unix_ms(), delivered });
                         load.gifts += 1;
                     }
                     Err(error) => {

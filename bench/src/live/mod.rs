@@ -208,7 +208,7 @@ async fn run_scenario(ctx: &Ctx<'_>, scenario: Scenario) -> anyhow::Result<Outco
         (Some(fake), Some(sampler)) => {
             let samples = sampler.finish().await?;
             let records = fake.records().await?;
-            Some(figures::im(tag, &load, &samples, &records))
+            Some(figures::im(&load, &samples, &records))
         }
         _ => None,
     };

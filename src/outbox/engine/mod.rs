@@ -31,9 +31,9 @@ mod marks;
 
 use super::policy::{Failure, on_failure};
 use super::{BatchReport, OutboxWorker, WORKER_NAME};
-use crate::publish::classify::is_content_refusal;
 use crate::publish::pack::{self, PackLimits};
-use crate::publish::{BoxError, Event, Message, Path};
+use crate::publish::split::{self, Fate, Resend, SharedError};
+use crate::publish::{BoxError, Event, Message, Path, Quarantine};
 use crate::store::{Mark, OutboxRow, StoreError};
 use crate::telemetry::names;
 
@@ -44,6 +44,16 @@ pub(super) const MARK_INTERVAL: Duration = Duration::from_millis(250);
 pub(super) struct Held {
     worker_id: String,
     row: OutboxRow,
+    /// Whose content its event carries ([`Event::sender`]), read when it was claimed.
+    sender: Option<std::sync::Arc<str>>,
+}
+
+impl Held {
+    /// `row` of the claim `worker_id`.
+    fn new(worker_id: String, row: OutboxRow) -> Self {
+        let sender = super::decode(&row).ok().and_then(|event| event.sender);
+        Self { worker_id, row, sender }
+    }
 }
 
 /// A finished publish task: each row it published, in order, and what came of it.
@@ -143,7 +153,7 @@ impl Engine {
                 continue;
             }
             let Some(queue) = self.queues.get_mut(&room) else { continue };
-            let pack = next_pack(queue, self.worker.pack);
+            let pack = next_pack(queue, self.worker.pack, &self.worker.quarantine);
             if queue.is_empty() {
                 // Forget drained rooms: the map holds only rooms with rows waiting.
                 self.queues.remove(&room);
@@ -297,11 +307,21 @@ impl OutboxWorker {
             && !packed.is_empty()
         {
             let (slots, events): (Vec<usize>, Vec<Event>) = packed.into_iter().unzip();
-            let outcomes = self.publish_split(room, events).await;
-            for (slot, outcome) in slots.into_iter().zip(outcomes) {
-                results[slot] = Some(match outcome {
-                    None => Ok(()),
-                    Some(error) => Err(Outcome::Failed(Box::new(error))),
+            let fates = match self.publish(room, events.clone()).await {
+                Ok(()) => vec![Fate::Delivered; events.len()],
+                Err(Outcome::Failed(error)) => {
+                    let resend = WorkerResend { worker: self, room };
+                    split::after_refusal(&resend, &self.quarantine, Path::Worker, events, error).await
+                }
+                Err(Outcome::Undecodable(error)) => {
+                    vec![Fate::Failed(SharedError::new(error.into())); events.len()]
+                }
+            };
+            for (slot, fate) in slots.into_iter().zip(fates) {
+                results[slot] = Some(match fate {
+                    Fate::Delivered => Ok(()),
+                    // Parked by its mark (a permanent refusal), like any other.
+                    Fate::RefusedAlone(error) | Fate::Failed(error) => Err(Outcome::Failed(Box::new(error))),
                 });
             }
         }
@@ -309,39 +329,6 @@ impl OutboxWorker {
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Outcome::Failed("not published".into()))))
             .collect()
-    }
-
-    /// Publishes `events` (one room's, in order) as one message, each event's failure if any.
-    /// A message IM refuses for its content (SPEC §13.1) that holds more than one event is split
-    /// in halves, published in order — the second half only once the first went through or
-    /// was refused for its own content — so the pack shares no fate: only an event refused
-    /// alone fails for it (and is parked), its neighbours are delivered. Any other failure is
-    /// every event's (and what follows it waits behind it).
-    fn publish_split<'a>(
-        &'a self,
-        room: &'a str,
-        mut events: Vec<Event>,
-    ) -> BoxFuture<'a, Vec<Option<SharedError>>> {
-        Box::pin(async move {
-            let n = events.len();
-            let error = match self.publish(room, events.clone()).await {
-                Ok(()) => return vec![None; n],
-                Err(Outcome::Failed(error)) => error,
-                Err(Outcome::Undecodable(error)) => error.into(),
-            };
-            let shared = SharedError(std::sync::Arc::new(error));
-            if n < 2 || !is_content_refusal(&shared) {
-                return vec![Some(shared); n];
-            }
-            let second = events.split_off(n / 2);
-            let mut outcomes = self.publish_split(room, events).await;
-            let blocking = outcomes.iter().flatten().find(|e| !is_content_refusal(*e)).cloned();
-            match blocking {
-                Some(error) => outcomes.extend(vec![Some(error); second.len()]),
-                None => outcomes.extend(self.publish_split(room, second).await),
-            }
-            outcomes
-        })
     }
 
     async fn publish(&self, room: &str, events: Vec<Event>) -> Result<(), Outcome> {
@@ -353,16 +340,45 @@ impl OutboxWorker {
     }
 }
 
+/// The worker's side of a refused message's split ([`split::after_refusal`]): the parts go
+/// through the stack like any message of the worker; an event refused alone is parked by its
+/// mark (its room's later rows may go on meanwhile).
+struct WorkerResend<'a> {
+    worker: &'a OutboxWorker,
+    room: &'a str,
+}
+
+impl Resend for WorkerResend<'_> {
+    fn send(&self, events: Vec<Event>) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async move {
+            match self.worker.publish(self.room, events).await {
+                Ok(()) => Ok(()),
+                Err(Outcome::Failed(error)) => Err(error),
+                Err(Outcome::Undecodable(error)) => Err(error.into()),
+            }
+        })
+    }
+
+    fn refused_alone<'a>(&'a self, _: &'a Event, _: &'a SharedError) -> BoxFuture<'a, bool> {
+        Box::pin(std::future::ready(true))
+    }
+}
+
 /// Takes the next pack off a room's queue: the rows from its head, in order, whose events reach
-/// IM up to the pack limits, and every row between them whose event type the filter answers
-/// without a call (never counted against the limits: it never reaches IM).
-fn next_pack(queue: &mut VecDeque<Held>, limits: PackLimits) -> Vec<Held> {
+/// IM up to the pack limits — a quarantined sender's event alone ([`Quarantine::take`]) — and
+/// every row between them whose event type the filter answers without a call (never counted
+/// against the limits: it never reaches IM).
+fn next_pack(queue: &mut VecDeque<Held>, limits: PackLimits, quarantine: &Quarantine) -> Vec<Held> {
     let mut pack = Vec::new();
-    let sizes = queue
+    let ready = queue
         .iter()
         .filter(|h| reaches_im(&h.row.event_type))
-        .map(|h| pack::content_bytes(&h.row.envelope, &h.row.event_type));
-    let mut im_left = limits.take(sizes).max(1);
+        .map(|h| (pack::content_bytes(&h.row.envelope, &h.row.event_type), h.sender.as_deref()));
+    let take = quarantine.take(limits, ready);
+    if take.alone {
+        Quarantine::sent_alone(Path::Worker);
+    }
+    let mut im_left = take.events.max(1);
     while let Some(front) = queue.front() {
         let im = reaches_im(&front.row.event_type);
         if im && im_left == 0 {
@@ -377,23 +393,6 @@ fn next_pack(queue: &mut VecDeque<Held>, limits: PackLimits) -> Vec<Held> {
 /// Whether a stored event type reaches IM (an unknown one is tried, and parked by the leaf).
 fn reaches_im(event_type: &str) -> bool {
     event_type.parse::<crate::domain::EventType>().map_or(true, crate::domain::EventType::reaches_im)
-}
-
-/// A pack's failure as seen by each of its rows: it displays as the failure and has it as its
-/// source, so each row's mark classifies it and records its reason as if it were its own.
-#[derive(Debug, Clone)]
-struct SharedError(std::sync::Arc<BoxError>);
-
-impl std::fmt::Display for SharedError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::error::Error for SharedError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(self.0.as_ref().as_ref())
-    }
 }
 
 /// Runs the engine for one claim until every row of it is published and marked (the
@@ -435,3 +434,6 @@ pub(super) async fn run_once(
 fn event_type_label(name: &str) -> &'static str {
     name.parse::<crate::domain::EventType>().map_or("unknown", |t| t.as_str())
 }
+
+#[cfg(test)]
+mod tests;

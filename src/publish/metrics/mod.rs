@@ -33,15 +33,17 @@ pub use self::future::ResponseFuture;
 pub use self::layer::MetricsLayer;
 use crate::publish::{BoxError, ErrorClass, Message, Outcome, Path};
 use crate::telemetry::names::{
-    IM_CALLS_TOTAL, IM_EVENTS_PER_CALL, LABEL_CLASS, LABEL_EVENT_TYPE, LABEL_PATH, LABEL_RESULT,
-    PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS, PUBLISH_SUCCESS_TOTAL,
+    IM_CALLS_TOTAL, IM_EVENTS_PER_CALL, IM_QUARANTINED_EVENTS_TOTAL, IM_SENDER_QUARANTINES_TOTAL,
+    LABEL_CLASS, LABEL_EVENT_TYPE, LABEL_PATH, LABEL_RESULT, PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS,
+    PUBLISH_SUCCESS_TOTAL,
 };
 
 /// Exports every series this layer records for `paths` and `event_types` at 0 (histograms
 /// empty), before the first publish: a panel then shows 0, not "No data", and an alert on
 /// `rate()` or `increase()` sees a series that did not move rather than none. On the IM paths
 /// the IM call series too, for every result a call can have (delivered, or the class of its
-/// failure; a throttled message never calls).
+/// failure; a throttled message never calls), and the quarantine's counters
+/// ([`crate::publish::quarantine`]).
 pub fn register_zero(paths: &[Path], event_types: &[&'static str]) {
     for &path in paths {
         let path_label = path.as_str();
@@ -62,6 +64,8 @@ pub fn register_zero(paths: &[Path], event_types: &[&'static str]) {
                 counter!(IM_CALLS_TOTAL, LABEL_PATH => path_label, LABEL_RESULT => result).increment(0);
             }
             let _ = histogram!(IM_EVENTS_PER_CALL, LABEL_PATH => path_label);
+            counter!(IM_QUARANTINED_EVENTS_TOTAL, LABEL_PATH => path_label).increment(0);
+            counter!(IM_SENDER_QUARANTINES_TOTAL, LABEL_PATH => path_label).increment(0);
         }
     }
 }

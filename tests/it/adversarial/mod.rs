@@ -3,6 +3,7 @@
 //! MariaDB and SQLite, with the fake IM and the fake wallet — asserting the promise to the
 //! other callers, not the mechanism.
 
+mod content_sender;
 mod grpc_flood;
 mod money;
 mod packs;

@@ -1,6 +1,6 @@
 //! A pack shares no fate over content (SPEC §13.1): one member's gift carries a word IM's
-//! moderation refuses (80001 for the whole message, as Tencent answers) while 29 other gifts of
-//! the same room are packed with it. The review saw all 20 events of 20 users parked for one
+//! moderation refuses (in its `gift_id`: 80001 for the whole message, as Tencent answers) while
+//! 29 other gifts of the same room are packed with it. The review saw all 20 events of 20 users parked for one
 //! refusal. Promised: exactly the offending event is parked; every other gift reaches IM, in
 //! room order; on MariaDB and SQLite.
 
@@ -36,9 +36,9 @@ async fn content_im_refuses_inside_a_pack_parks_only_the_offending_event() {
             assert_eq!(app.post("/v1/rooms/r1/join", join).await.0, 200, "{db}");
         }
         let gifts = (0..GIFTS).map(|i| {
-            let command_id = if i == GIFTS / 2 { format!("gift {WORD}") } else { format!("gift-{i}") };
-            let body = json!({"command_id": command_id, "sender_id": format!("u{i}"), "receiver_id": "alice",
-                              "gift_id": "rose", "count": 1, "unit_value": 1});
+            let gift_id = if i == GIFTS / 2 { format!("rose-{WORD}") } else { "rose".to_owned() };
+            let body = json!({"command_id": format!("gift-{i}"), "sender_id": format!("u{i}"), "receiver_id": "alice",
+                              "gift_id": gift_id, "count": 1, "unit_value": 1});
             app.post("/v1/rooms/r1/gifts", body)
         });
         for (status, body) in join_all(gifts).await {

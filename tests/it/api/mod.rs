@@ -143,7 +143,7 @@ async fn closed_room_refuses_commands() {
 }
 
 #[tokio::test]
-async fn request_id_is_echoed_and_stored_in_the_envelope() {
+async fn request_id_is_echoed_and_its_digest_stored_in_the_envelope() {
     let db = TestDb::sqlite().await;
     let app = TestApp::start(settings(db.url(), None, &[])).await;
     create_room(&app, "r1").await;
@@ -159,8 +159,11 @@ async fn request_id_is_echoed_and_stored_in_the_envelope() {
     let body: Value = response.json().await.unwrap();
     let row = db.outbox_row(body["events"][0]["event_id"].as_str().unwrap()).await;
     let envelope: Value = serde_json::from_str(&row.envelope).unwrap();
-    assert_eq!(envelope["request_id"], "trace-123");
-    assert_eq!(envelope["command_id"], "j1");
+    // Digests of the caller's ids (SPEC §13.1: nothing a caller wrote reaches IM's content
+    // check); the caller matches its event by hashing its own ids.
+    assert_eq!(envelope["request_id"], room_service::domain::envelope_id("trace-123"));
+    assert_eq!(envelope["command_id"], room_service::domain::envelope_id("j1"));
+    assert_eq!(envelope["command_id"].as_str().map(str::len), Some(32));
     assert_eq!(envelope["room_version"], 2);
     app.stop().await;
 }

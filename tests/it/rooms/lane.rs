@@ -118,6 +118,12 @@ impl CommandStore for Watched {
     async fn release_pending(&self, event_ids: &[String]) -> Result<u64, StoreError> {
         self.repo.release_pending(event_ids).await
     }
+    async fn park_pending(&self, event_id: &str, reason: &str, error: &str) -> Result<bool, StoreError> {
+        self.repo.park_pending(event_id, reason, error).await
+    }
+    async fn extend_guard(&self, event_ids: &[String], guard: Duration) -> Result<u64, StoreError> {
+        self.repo.extend_guard(event_ids, guard).await
+    }
     async fn has_undelivered(&self, room_id: &str) -> Result<bool, StoreError> {
         self.repo.has_undelivered(room_id).await
     }

@@ -323,3 +323,36 @@ async fn rows_a_lane_releases_are_its_own_nodes_at_once_and_another_nodes_only_o
         assert!(rows.len() == 2 && rows.iter().all(|r| r.room_id == theirs), "{db}: {rows:?}");
     }
 }
+
+#[tokio::test]
+async fn a_lane_parks_and_guards_again_only_rows_still_under_its_guard() {
+    for db in backends().await {
+        let mut fresh = commit("r1", "c1", 0, 3);
+        fresh.claim_after = LONG;
+        db.repo.commit_room(&fresh).await.unwrap();
+        let events = event_ids(&fresh);
+        // A refused event parked, as the worker parks one.
+        let parked =
+            db.repo.park_pending(&events[0], "permanent", "permanent: IM error 80001").await.unwrap();
+        assert!(parked, "{db}");
+        let row = db.outbox_row(&events[0]).await;
+        assert_eq!((row.status.as_str(), row.park_reason.as_deref()), ("failed", Some("permanent")), "{db}");
+        assert_eq!((row.retry_count, row.lock_until_ms), (1, None), "{db}");
+        assert_eq!(row.last_error.as_deref(), Some("permanent: IM error 80001"), "{db}");
+        assert!(!db.repo.park_pending(&events[0], "permanent", "again").await.unwrap(), "{db}: parked once");
+        // A longer guard for the others, not for the parked one.
+        let before = db.now_ms().await;
+        assert_eq!(db.repo.extend_guard(&events[1..], LONG * 2).await.unwrap(), 2, "{db}");
+        let guarded = db.outbox_row(&events[1]).await.lock_until_ms.unwrap_or(0);
+        assert!(guarded >= before + 2 * 60_000 - 1, "{db}: guarded until {guarded}, now {before}");
+        assert_eq!(db.repo.extend_guard(&events[..1], LONG).await.unwrap(), 0, "{db}");
+        // A row the worker may claim (its guard released) or holds is left to the worker.
+        assert_eq!(db.repo.release_pending(&events[1..2]).await.unwrap(), 1, "{db}");
+        assert!(!db.repo.park_pending(&events[1], "permanent", "late").await.unwrap(), "{db}: guard passed");
+        assert_eq!(db.repo.extend_guard(&events[1..], LONG).await.unwrap(), 1, "{db}: only the guarded one");
+        let claimed = claim_ids(&db, &claim("w1", 10, LONG)).await;
+        assert_eq!(claimed, vec![db.outbox_row(&events[1]).await.id], "{db}");
+        assert!(!db.repo.park_pending(&events[1], "permanent", "held").await.unwrap(), "{db}: the worker's");
+        assert_eq!(db.outbox_row(&events[1]).await.status, "delivering", "{db}");
+    }
+}

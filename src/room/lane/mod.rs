@@ -17,8 +17,14 @@
 //! never longer than `rooms.sync_publish_wait`. Events queued behind a pack in flight answer
 //! `pending` at once; the lane sends them moments later.
 //!
+//! A message IM refuses for its content is split by the lane itself ([`refused`]), in order,
+//! and an event refused alone is parked at once: the room stays on its lane, and its other
+//! events pay a few calls, not the worker's hand-off. The refused event's sender goes into
+//! [quarantine](crate::publish::quarantine): the packing here sends its later events alone.
+//!
 //! The lane gives the room to the outbox worker ([`super::handoff`]) when it cannot keep its
-//! promises: a send failed (the worker retries by policy), or the oldest queued event has
+//! promises: a send failed otherwise (the worker retries by policy), a split could not finish
+//! within the rows' claim guard or could not park its culprit, or the oldest queued event has
 //! waited `publish_timeout` (the room is offered more than IM takes, or the app-wide quota is
 //! behind).
 
@@ -36,8 +42,12 @@ use tower::ServiceExt;
 use super::handoff::{Handoff, RoomRoute, Route};
 use super::outcome::Delivery;
 use super::waiting::Waiting;
+use crate::publish::classify::is_content_refusal;
 use crate::publish::pack::PackLimits;
-use crate::publish::{self, Event, Message, Path, Publisher, Turn};
+use crate::publish::split::Fate;
+use crate::publish::{self, Event, Message, Path, Publisher, Quarantine, Turn};
+
+mod refused;
 
 /// One IM event waiting in a lane.
 pub(super) struct LaneEvent {
@@ -100,6 +110,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// takes now.
 struct Behind;
 
+/// What came of a message's send, for its events (those of its pack, in order).
+enum Sent {
+    /// IM took them all.
+    Delivered,
+    /// IM refused the message for its content, and the lane split it: each event's fate.
+    Split(Vec<Fate>),
+    /// Not sent, or failed otherwise: the room goes to the worker.
+    Failed,
+}
+
 impl std::fmt::Debug for Lane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = self.lock();
@@ -159,15 +179,23 @@ impl Lane {
     }
 
     /// Takes the next message off the front of the queue (answering what stays behind it
-    /// `pending`): its pack and events. `None` when nothing is queued; [`Behind`] when the
-    /// front has waited past its start-by time.
-    fn next_pack(&self, limits: PackLimits) -> Option<Result<(Pack, Vec<Event>), Behind>> {
+    /// `pending`): its pack and events, a quarantined sender's event alone. `None` when nothing
+    /// is queued; [`Behind`] when the front has waited past its start-by time.
+    fn next_pack(
+        &self,
+        limits: PackLimits,
+        quarantine: &Quarantine,
+    ) -> Option<Result<(Pack, Vec<Event>), Behind>> {
         let mut state = self.lock();
         let front = state.queue.front()?;
         if front.start_by < Instant::now() {
             return Some(Err(Behind));
         }
-        let count = limits.take(state.queue.iter().map(|e| e.event.content_bytes()));
+        let take = quarantine.take(limits, state.queue.iter().map(|e| ready(&e.event)));
+        if take.alone {
+            Quarantine::sent_alone(Path::Sync);
+        }
+        let count = take.events;
         let pack: Vec<LaneEvent> = state.queue.drain(..count).collect();
         for behind in &state.queue {
             behind.settle(Delivery::Pending);
@@ -205,12 +233,13 @@ impl Lane {
     }
 
     /// Appends to `events` (the message of `pack`) the queue's front events as far as `limits`
-    /// let them in, moving them into `pack`.
-    fn top_up(&self, pack: &Pack, events: &mut Vec<Event>, limits: PackLimits) {
+    /// let them in (none to a quarantined sender's message, and none from one), moving them
+    /// into `pack`.
+    fn top_up(&self, pack: &Pack, events: &mut Vec<Event>, limits: PackLimits, quarantine: &Quarantine) {
         let mut guard = self.lock();
         let state = &mut *guard;
-        let sizes = events.iter().map(Event::content_bytes);
-        let fits = limits.take(sizes.chain(state.queue.iter().map(|e| e.event.content_bytes())));
+        let so_far = events.iter().map(ready);
+        let fits = quarantine.take(limits, so_far.chain(state.queue.iter().map(|e| ready(&e.event)))).events;
         let more = fits.saturating_sub(events.len()).min(state.queue.len());
         let mut pack = pack.events();
         for added in state.queue.drain(..more) {
@@ -223,6 +252,11 @@ impl Lane {
     fn take_queue(&self) -> Vec<LaneEvent> {
         self.lock().queue.drain(..).collect()
     }
+}
+
+/// What the packing reads of a ready event: its content bytes and its sender.
+fn ready(event: &Event) -> (usize, Option<&str>) {
+    (event.content_bytes(), event.sender.as_deref())
 }
 
 /// What every room's lane task sends with: the shared stack, the pack limits, the time
@@ -238,6 +272,8 @@ pub(super) struct Lanes {
     pub(super) publish_timeout: Duration,
     /// Longest a command's answer waits for its events' first send.
     pub(super) sync_publish_wait: Duration,
+    /// The senders whose events go alone, shared with the outbox worker.
+    pub(super) quarantine: Arc<Quarantine>,
 }
 
 impl Lanes {
@@ -261,7 +297,7 @@ impl Lanes {
                     self.give_up(&lane, Vec::new()).await;
                     break;
                 }
-                match lane.next_pack(self.pack) {
+                match lane.next_pack(self.pack, &self.quarantine) {
                     None => break,
                     Some(Err(Behind)) => {
                         tracing::info!(room_id = %lane.room(), "Room lane behind; the outbox worker takes the room");
@@ -284,18 +320,38 @@ impl Lanes {
         }
     }
 
-    /// A message's send ended: its events marked delivered, or the room given to the worker.
-    async fn finish(&self, lane: &Lane, pack: &Pack, sent: Result<(), ()>) {
+    /// A message's send ended: its events marked delivered (those refused alone for their
+    /// content parked already), or the room given to the worker with every event from the
+    /// first one not delivered on.
+    async fn finish(&self, lane: &Lane, pack: &Pack, sent: Sent) {
         lane.sent(pack);
         let events = std::mem::take(&mut *pack.events());
-        match sent {
-            Ok(()) => {
-                self.handoff.delivered(events.iter().map(|e| e.event.event_id.clone()).collect());
-                for event in &events {
+        let fates = match sent {
+            Sent::Delivered => vec![Fate::Delivered; events.len()],
+            Sent::Split(fates) => fates,
+            Sent::Failed => return self.give_up(lane, events).await,
+        };
+        let mut delivered = Vec::with_capacity(events.len());
+        let mut unsent = Vec::new();
+        let mut failure = None;
+        for (event, fate) in events.into_iter().zip(fates) {
+            match fate {
+                Fate::Delivered => {
                     event.settle(Delivery::Delivered);
+                    delivered.push(event.event.event_id.clone());
+                }
+                Fate::RefusedAlone(_) => event.settle(Delivery::Pending),
+                Fate::Failed(error) => {
+                    failure.get_or_insert(error);
+                    unsent.push(event);
                 }
             }
-            Err(()) => self.give_up(lane, events).await,
+        }
+        self.handoff.delivered(delivered);
+        if let (Some(error), Some(first)) = (failure, unsent.first()) {
+            let class = publish::classify(&error);
+            tracing::warn!(room_id = %lane.room(), event_id = %first.event.event_id, events = unsent.len(), class = class.as_str(), %error, "Room lane could not finish splitting a refused message; the outbox worker takes the room");
+            self.give_up(lane, unsent).await;
         }
     }
 
@@ -305,7 +361,7 @@ impl Lanes {
     /// still under the shard lease epoch the send began with; once it passes, the lane may open
     /// its next message.
     fn turn(&self, lane: &Arc<Lane>, pack: &Pack, notice: Arc<Notify>) -> Turn {
-        let (limits, epoch) = (self.pack, lane.route.epoch());
+        let (limits, epoch, quarantine) = (self.pack, lane.route.epoch(), Arc::clone(&self.quarantine));
         let (refill_lane, refill_pack) = (Arc::clone(lane), Arc::clone(pack));
         let (passed_lane, passed_pack) = (Arc::clone(lane), Arc::clone(pack));
         Turn::new(
@@ -313,7 +369,7 @@ impl Lanes {
             Instant::now() + self.publish_timeout,
             move |events| {
                 if refill_lane.route.epoch() == epoch {
-                    refill_lane.top_up(&refill_pack, events, limits);
+                    refill_lane.top_up(&refill_pack, events, limits, &quarantine);
                 }
             },
             move || passed_lane.passed(&passed_pack),
@@ -322,9 +378,12 @@ impl Lanes {
 
     /// Sends one message (`events`, of `pack`) through the shared stack. Its commands are
     /// answered `pending` as soon as the stack must wait for a permit or `sync_publish_wait`
-    /// has passed; the send itself (permit wait included) is bounded by `publish_timeout`.
-    async fn send(&self, lane: &Arc<Lane>, pack: Pack, events: Vec<Event>) -> (Pack, Result<(), ()>) {
-        let Some(first_id) = events.first().map(|e| e.event_id.clone()) else { return (pack, Ok(())) };
+    /// has passed; the send itself (permit wait included) is bounded by `publish_timeout`. A
+    /// refusal of its content splits it ([`Self::split`]).
+    async fn send(&self, lane: &Arc<Lane>, pack: Pack, events: Vec<Event>) -> (Pack, Sent) {
+        let Some(first_id) = events.first().map(|e| e.event_id.clone()) else {
+            return (pack, Sent::Delivered);
+        };
         let room = lane.room();
         let notice = Arc::new(Notify::new());
         let mut message = Message::new(room.clone(), Path::Sync, events);
@@ -349,15 +408,19 @@ impl Lanes {
         };
         let events = pack.events().len();
         let sent = match result {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(_)) => Sent::Delivered,
+            Ok(Err(error)) if is_content_refusal(error.as_ref()) => {
+                tracing::info!(room_id = %room, event_id = %first_id, events, %error, "Room lane message refused for its content; splitting it");
+                self.split(&pack, &room, error).await
+            }
             Ok(Err(error)) => {
                 let class = publish::classify(error.as_ref());
                 tracing::warn!(room_id = %room, event_id = %first_id, events, class = class.as_str(), %error, "Room lane publish failed; the outbox worker takes the room");
-                Err(())
+                Sent::Failed
             }
             Err(_elapsed) => {
                 tracing::warn!(room_id = %room, event_id = %first_id, events, "Room lane publish not done within publish_timeout; the outbox worker takes the room");
-                Err(())
+                Sent::Failed
             }
         };
         (pack, sent)
@@ -374,3 +437,6 @@ impl Lanes {
         self.handoff.give_to_worker(events.iter().map(|e| e.event.event_id.clone()).collect()).await;
     }
 }
+
+#[cfg(test)]
+mod tests;
