@@ -5,6 +5,7 @@ use tokio::sync::oneshot;
 
 use super::*;
 use crate::publish::Priority;
+use crate::room::decide::Reply;
 use crate::room::outcome::CommandResponse;
 
 fn event(id: &str, sender: &str) -> LaneEvent {
@@ -21,7 +22,7 @@ fn event(id: &str, sender: &str) -> LaneEvent {
             trace: None,
         },
         start_by: Instant::now() + Duration::from_secs(10),
-        waiting: Waiting::new(response, Vec::new(), reply, tracing::Span::none()),
+        waiting: Waiting::new(response, Vec::new(), Reply::new(reply), tracing::Span::none()),
         index: 0,
     }
 }
