@@ -1,6 +1,7 @@
-//! B13, hostile readers of the events API (issue #45): the real service as a black box with IM
-//! on at Tencent's limits (the fake IM as a child process: 200 calls/s, 40 per group, 20 ms a
-//! call), `--live-clients` clients sending gifts into one hot room, closed loop, for
+//! B13, hostile readers of the events API (issue #45): the real service as a black box (IM off,
+//! as in B13: with IM on at Tencent's limits a hot room's backlog grows through the run and its
+//! gifts/s fall from phase to phase whatever reads, which hides what the readers cost),
+//! `--live-clients` clients sending gifts into one hot room, closed loop, for
 //! `--live-seconds`:
 //!
 //! 1. alone (before and after the readers: the baseline is their mean);
@@ -25,7 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::Args;
 use crate::live::load::{self, Api, Pace, Target, member};
-use crate::live::process::{self, TENCENT_LIMITS};
+use crate::live::process;
 use crate::report::Line;
 use crate::support::{BenchDb, Samples, ms};
 
@@ -39,9 +40,8 @@ const DEEP: u64 = 21_500;
 /// Runs the hostile part of B13 on `db`.
 pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let herd = if args.smoke { 50 } else { HERD };
-    let im = process::start_fake(Duration::from_millis(20), TENCENT_LIMITS).await?;
     let more = [("HTTP__MAX_CONNECTIONS", "4096".to_owned()), ("HTTP__MAX_IN_FLIGHT", "4096".to_owned())];
-    let service = process::start_service(&db.url(), Some(&im.base), 1, &more).await?;
+    let service = process::start_service(&db.url(), None, 1, &more).await?;
     let api = Api { http: reqwest::Client::new(), base: service.base.clone() };
     let target: Target = Arc::new(|c, _| ("hot".to_owned(), member(c)));
     load::setup(&api, args.live_clients, 1, &target).await?;
@@ -93,8 +93,7 @@ pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let mut herd_latency = Samples::default();
     answers.iter().filter(|(status, _)| *status == 200).for_each(|(_, took)| herd_latency.push(*took));
     let herd_ok = herd_latency.len();
-    let (old, old_ratio) = old_ranges(args, db, &im.base).await?;
-    im.proc.stop().await;
+    let (old, old_ratio) = old_ranges(args, db).await?;
     let herd_ratio = with_herd / alone;
     let herd_p99 = herd_latency.pct(99.0);
     let old_median = old.pct(50.0);
@@ -158,11 +157,11 @@ pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
 /// A room of [`DEEP`] events left idle past `max_age`, read from old versions one read at a
 /// time (4 readers) while gifts go into another room: the reads' times, and the gifts' rate
 /// beside them ÷ alone.
-async fn old_ranges(args: &Args, db: &BenchDb, im: &str) -> anyhow::Result<(Samples, f64)> {
+async fn old_ranges(args: &Args, db: &BenchDb) -> anyhow::Result<(Samples, f64)> {
     let deep = if args.smoke { 400 } else { DEEP };
     let more =
         [("ROOMS__HISTORY__MAX_EVENTS", "100000".to_owned()), ("ROOMS__HISTORY__MAX_AGE", "2s".to_owned())];
-    let service = process::start_service(&db.url(), Some(im), 1, &more).await?;
+    let service = process::start_service(&db.url(), None, 1, &more).await?;
     let api = Api { http: reqwest::Client::new(), base: service.base.clone() };
     let (deep_room, other): (Target, Target) =
         (Arc::new(|c, _| ("deep".to_owned(), member(c))), Arc::new(|c, _| ("other".to_owned(), member(c))));
