@@ -50,7 +50,7 @@ pub const VERSION_TTL: Duration = Duration::from_millis(100);
 /// One page of a room's event history.
 #[derive(Debug, Clone)]
 pub struct EventPage {
-    /// The room's version now (as of at most [`VERSION_TTL`] ago, and never below
+    /// The room's version now (as of at most 100 ms ago: `VERSION_TTL`; never below
     /// `next_after`).
     pub room_version: u64,
     /// False when the versions right after the asked one are no longer kept: the client
