@@ -73,7 +73,7 @@ pub fn describe_all() {
 }
 
 /// The counters without labels: exported at 0 from startup by [`init_unlabelled_counters`].
-pub const UNLABELLED_COUNTERS: [&str; 11] = [
+pub const UNLABELLED_COUNTERS: [&str; 12] = [
     OUTBOX_CLAIMED_TOTAL,
     OUTBOX_LEASE_LOST_TOTAL,
     OUTBOX_PURGED_ROWS_TOTAL,
@@ -85,6 +85,7 @@ pub const UNLABELLED_COUNTERS: [&str; 11] = [
     TRACE_SPANS_EXPORTED_TOTAL,
     TRACE_EXPORTS_FAILED_TOTAL,
     TRACE_FORCED_REFUSED_TOTAL,
+    HISTORY_READS_LIMITED_TOTAL,
 ];
 
 /// The `reason`s of `room_trace_spans_dropped_total` (`telemetry::traces`'s queue).
@@ -94,7 +95,8 @@ pub const TRACE_DROP_REASONS: [&str; 2] = ["queue_full", "export_failed"];
 /// appears at 1 shows no `increase()` in Prometheus, so the first lost lease would never reach
 /// the `RoomOutboxLeaseLost` alert. Call once at startup, after installing the exporter.
 /// The forwarded-request counter starts at 0 for both results too (its first errors during a
-/// shard move would not show otherwise), and the dropped spans for both reasons.
+/// shard move would not show otherwise), the dropped spans for both reasons, and the events
+/// API's queries of both kinds.
 pub fn init_unlabelled_counters() {
     for name in UNLABELLED_COUNTERS {
         metrics::counter!(name).increment(0);
@@ -104,5 +106,8 @@ pub fn init_unlabelled_counters() {
     }
     for reason in TRACE_DROP_REASONS {
         metrics::counter!(TRACE_SPANS_DROPPED_TOTAL, LABEL_REASON => reason).increment(0);
+    }
+    for kind in ["block", "version"] {
+        metrics::counter!(HISTORY_QUERIES_TOTAL, LABEL_KIND => kind).increment(0);
     }
 }
