@@ -247,6 +247,7 @@ mod tests {
             UNLABELLED_COUNTERS.iter().map(|name| ((*name).to_owned(), zero())).collect();
         expected.extend(["ok", "error"].map(|_| (COMMANDS_FORWARDED_TOTAL.to_owned(), zero())));
         expected.extend(TRACE_DROP_REASONS.map(|_| (TRACE_SPANS_DROPPED_TOTAL.to_owned(), zero())));
+        expected.extend(["block", "version"].map(|_| (HISTORY_QUERIES_TOTAL.to_owned(), zero())));
         expected.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(counters, expected);
         assert!(expected.iter().any(|(name, _)| name == OUTBOX_LEASE_LOST_TOTAL));
