@@ -65,6 +65,18 @@ fn address(block: u8, n: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, block, (n / 250) as u8, (n % 250) as u8 + 2))
 }
 
+/// A fresh database, the fake IM and the service over them, with `room` open and 700 IM events
+/// in its history; the service's base URL and the room's version.
+async fn hot_room(room: &str) -> (TestDb, FakeIm, Node, Spawned, String, u64) {
+    let db = TestDb::mysql().await;
+    let im = tencent_im().await;
+    let (node, child) = service(&db, &im, &[]).await;
+    let (http, base) = (reqwest::Client::new(), base(&node));
+    open_room(&http, &base, room).await;
+    let newest = warm(&http, &base, room).await;
+    (db, im, node, child, base, newest)
+}
+
 /// Creates `room` with its senders.
 async fn open_room(http: &reqwest::Client, base: &str, room: &str) {
     let create = json!({"command_id": "create", "room_id": room, "owner_id": "alice", "title": "t"});
@@ -213,12 +225,7 @@ async fn history_queries(node: &Node) -> f64 {
 
 #[tokio::test]
 async fn sixteen_hostile_readers_get_their_share_and_cost_the_database_a_bounded_number_of_queries() {
-    let db = TestDb::mysql().await;
-    let im = tencent_im().await;
-    let (node, _child) = service(&db, &im, &[]).await;
-    let (http, base) = (reqwest::Client::new(), base(&node));
-    open_room(&http, &base, "hot").await;
-    let newest = warm(&http, &base, "hot").await;
+    let (_db, _im, node, _child, base, newest) = hot_room("hot").await;
     // A refusal says when to come back.
     let url = format!("{base}/v1/rooms/hot/events?after_version=1&limit=1");
     let reader = reqwest::Client::builder().local_address(address(4, 0)).build().expect("client");
@@ -288,12 +295,7 @@ async fn one_shot(port: u16, from: IpAddr, path: String) -> (u16, Duration) {
 
 #[tokio::test]
 async fn a_reconnect_herd_of_two_thousand_reads_is_answered_from_a_bounded_number_of_queries() {
-    let db = TestDb::mysql().await;
-    let im = tencent_im().await;
-    let (node, _child) = service(&db, &im, &[]).await;
-    let (http, base) = (reqwest::Client::new(), base(&node));
-    open_room(&http, &base, "herd").await;
-    let newest = warm(&http, &base, "herd").await;
+    let (_db, _im, node, _child, base, newest) = hot_room("herd").await;
     let alone = gifts(&base, "herd", "alone", PHASE).await;
     let queries = history_queries(&node).await;
     // A second into the phase, 2,000 viewers reconnect at once and catch up from where IM
