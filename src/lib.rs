@@ -20,6 +20,7 @@ pub mod build;
 pub mod cluster;
 pub mod config;
 pub mod consumer;
+pub mod delivery;
 pub mod domain;
 pub mod error_text;
 pub mod grpc;

@@ -88,7 +88,7 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!(source = ?settings.source, node_id = %settings.node_id, "Configuration loaded");
             // One Redis handle per node (connected lazily: Redis may be down now).
             let redis = RedisConn::from_settings(settings.redis.as_ref()).context("redis.url")?;
-            let publisher = app::publisher(&settings, redis.as_ref())?;
+            let publisher = app::publisher(&settings)?;
             let served = app::serve(settings, publisher, redis).await;
             // Last, after the stop sequence: the spans of the last commands are exported too.
             if let Some(traces) = traces {

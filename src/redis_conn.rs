@@ -1,5 +1,5 @@
 //! The one Redis connection of a node, shared by the shard directory ([`crate::cluster`]) and
-//! the cluster-wide IM quota ([`crate::publish::rate_limit`]). Redis is never the source of
+//! the cluster-wide IM quota ([`crate::delivery::permits`]). Redis is never the source of
 //! truth: every caller has a fallback, so every call is short-bounded and a node starts and
 //! keeps serving while Redis is down (the connection is made lazily and remade on demand).
 

@@ -52,7 +52,8 @@ pub async fn run(args: &Args, db: &BenchDb) -> anyhow::Result<Vec<Line>> {
     let before = session_status(repo.pool(), &counters).await?;
     let shared: SharedRepository = Arc::new(repo.clone());
     let worker = OutboxWorker::new(shared, publisher, "bench", options.clone())
-        .with_per_room_rate(settings.im_rate_limit.per_group_per_sec);
+        .with_per_room_rate(settings.im_rate_limit.per_group_per_sec)
+        .with_permits(room_service::app::permits(&settings, None));
     let cancel = CancellationToken::new();
     let (cpu_before, fake_cpu_before) = (CpuTimes::now(), fake.cpu());
     let started = Instant::now();

@@ -1,12 +1,12 @@
 //! B5, stack overhead (its one home): the
-//! per-event cost of Trace → Metrics → EventFilter → RateLimit → Timeout (main.rs's stack)
-//! around a no-op leaf, minus the cost of calling that leaf directly, both through a cloned,
-//! type-erased `Publisher` with `oneshot` exactly as the command path calls it.
+//! per-event cost of the delivery core's permit step, then Trace → Metrics → EventFilter →
+//! Timeout (main.rs's stack) around a no-op leaf, minus the cost of calling that leaf directly,
+//! both through a cloned, type-erased `Publisher` with `oneshot` exactly as a lane calls it.
 //!
-//! The rate limiter is measured taking a permit on every call (path `sync`, limits far above
-//! the call rate: 10⁹/s app-wide and per group): with the default 190/s all but the first few
-//! calls of a tight loop would be refused at once, which is the cheaper branch and not the one
-//! a delivered event takes.
+//! The rate limiter is measured giving a permit on every call (limits far above the call
+//! rate: 10⁹/s app-wide and per group): with the default 190/s all but the first few calls of
+//! a tight loop would be refused at once, which is the cheaper branch and not the one a
+//! delivered event takes.
 //!
 //! Production conditions: the Prometheus recorder is installed and a JSON subscriber at
 //! `info` (writing to a sink) is the default for the measuring thread, so spans and metrics
@@ -18,7 +18,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use room_service::app::im_stack;
-use room_service::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
+use room_service::delivery::Outlet;
+use room_service::delivery::permits::{RateLimitOptions, RateLimits};
 use room_service::publish::stack::into_publisher;
 use room_service::publish::{BoxError, Event, Message, Outcome, Path, Priority, Publisher};
 use tower::{Service, ServiceExt};
@@ -59,11 +60,15 @@ fn message() -> Message {
     Message::new("room-1".into(), Path::Sync, vec![event])
 }
 
-/// Mean time per `publisher.clone().oneshot(message)` over `n` calls.
-async fn per_call(publisher: &Publisher, n: u32) -> anyhow::Result<Duration> {
+/// Mean time per `publisher.clone().oneshot(message)` over `n` calls, each after a permit of
+/// `permits` when given (as a lane takes it: one asked for now, then the message built).
+async fn per_call(publisher: &Publisher, permits: Option<&Outlet>, n: u32) -> anyhow::Result<Duration> {
     let msg = message();
     let started = Instant::now();
     for _ in 0..n {
+        if let Some(outlet) = permits {
+            anyhow::ensure!(outlet.permits.now("room-1").await, "a permit every call");
+        }
         std::hint::black_box(publisher.clone().oneshot(msg.clone()).await.map_err(|e| anyhow::anyhow!(e))?);
     }
     Ok(started.elapsed() / n)
@@ -89,26 +94,25 @@ async fn measure(n: u32) -> anyhow::Result<Vec<Line>> {
         .with_writer(std::io::sink)
         .finish();
     let _default = tracing::subscriber::set_default(subscriber);
-    let limiter = RateLimitLayer::new(RateLimitOptions {
+    let limits = RateLimitOptions {
         global_per_sec: NOT_BINDING,
         per_group_per_sec: NOT_BINDING,
         worker_share: 0.8,
         pause: Duration::from_secs(1),
-    });
-    let full = im_stack(NoopLeaf, Some(limiter), Duration::from_secs(3));
-    // The same stack without the rate limiter (the stack before delivery policy v2).
-    let unlimited = im_stack(NoopLeaf, None, Duration::from_secs(3));
+    };
+    let stack = im_stack(NoopLeaf, Duration::from_secs(3));
+    let outlet = Outlet::new(stack.clone(), RateLimits::shared(&limits, None));
     let leaf = into_publisher(NoopLeaf);
     // Warm up all three, then take the best of three rounds each (less noise from the other
     // builds sharing these cores).
-    for publisher in [&full, &unlimited, &leaf] {
-        per_call(publisher, n / 10).await?;
+    for (publisher, permits) in [(&stack, Some(&outlet)), (&stack, None), (&leaf, None)] {
+        per_call(publisher, permits, n / 10).await?;
     }
     let (mut best_full, mut best_unlimited, mut best_leaf) = (Duration::MAX, Duration::MAX, Duration::MAX);
     for _ in 0..3 {
-        best_full = best_full.min(per_call(&full, n).await?);
-        best_unlimited = best_unlimited.min(per_call(&unlimited, n).await?);
-        best_leaf = best_leaf.min(per_call(&leaf, n).await?);
+        best_full = best_full.min(per_call(&stack, Some(&outlet), n).await?);
+        best_unlimited = best_unlimited.min(per_call(&stack, None, n).await?);
+        best_leaf = best_leaf.min(per_call(&leaf, None, n).await?);
     }
     let overhead = best_full.saturating_sub(best_leaf);
     let us = |d: Duration| format!("{:.2} µs", d.as_secs_f64() * 1e6);

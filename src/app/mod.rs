@@ -25,12 +25,13 @@ use crate::api::readiness::DbPing;
 use crate::api::{AppState, BATCH_HEARTBEAT_BYTES, Lifecycle, NodeInfo};
 use crate::cluster::{LeaseKeeper, Ownership};
 use crate::config::Settings;
+use crate::delivery::{Quarantine, SharedPermits};
 use crate::grpc::{self, GrpcOptions};
 use crate::http::server::ServeOptions;
 use crate::http::{self, PublicOptions};
 use crate::outbox::sampler;
+use crate::publish::Publisher;
 use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
-use crate::publish::{Publisher, Quarantine};
 use crate::redis_conn::RedisConn;
 use crate::room::{RoomOptions, RoomService, presence, system_clock};
 use crate::store::{self, SharedRepository};
@@ -42,7 +43,7 @@ mod wiring;
 
 pub use tasks::shutdown_signal;
 use tasks::{join_cluster, run_metrics_upkeep, spawn_consumers, spawn_outbox_worker};
-pub use wiring::{auth, im_leaf, im_stack, pack_limits, publisher, rate_limit, rate_limit_layer, wallet};
+pub use wiring::{auth, im_leaf, im_stack, pack_limits, permits, publisher, rate_limit, wallet};
 
 /// Extra time granted to workers beyond one publish timeout when stopping.
 const WORKER_STOP_MARGIN: Duration = Duration::from_secs(5);
@@ -105,11 +106,12 @@ pub async fn start_with_redis(
     let repo = open_database(&settings).await?;
     let metrics = telemetry::install_metrics();
     series::register_zero_series(&settings);
+    let permits = permits(&settings, redis.as_ref());
     let keeper = match settings.cluster.enabled {
         true => Some(join_cluster(&settings, &repo, redis).await?),
         false => None,
     };
-    let core = Core::build(&settings, repo, publisher, keeper)?;
+    let core = Core::build(&settings, repo, publisher, permits, keeper)?;
     let listeners = Listeners::bind(&settings).await?;
     let apis = Apis::build(&settings, &core, &listeners, metrics.clone()).await?;
     let workers = Workers::spawn(&settings, &core, metrics)?;
@@ -137,15 +139,18 @@ struct Core {
     worker_wake: Arc<Notify>,
     /// The senders whose events go alone (SPEC §13.1), shared by the lanes and the worker.
     quarantine: Arc<Quarantine>,
+    /// Tencent's rate limits, shared by the lanes and the worker.
+    permits: SharedPermits,
 }
 
 impl Core {
-    /// The room service over `repo`, publishing through `publisher`, serving the rooms
-    /// `keeper`'s leases give this node (every room without a cluster).
+    /// The room service over `repo`, publishing through `publisher` with `permits`, serving
+    /// the rooms `keeper`'s leases give this node (every room without a cluster).
     fn build(
         settings: &Settings,
         repo: SharedRepository,
         publisher: Publisher,
+        permits: SharedPermits,
         keeper: Option<LeaseKeeper>,
     ) -> anyhow::Result<Self> {
         let ownership = keeper.as_ref().map_or(Ownership::Single, LeaseKeeper::ownership);
@@ -166,9 +171,10 @@ impl Core {
             history: settings.rooms.history,
             in_flight_per_room: settings.im_batch.in_flight_per_room,
             quarantine: quarantine.clone(),
+            permits: permits.clone(),
         };
         let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
-        Ok(Self { repo, keeper, ownership, rooms, publisher, worker_wake, quarantine })
+        Ok(Self { repo, keeper, ownership, rooms, publisher, worker_wake, quarantine, permits })
     }
 }
 

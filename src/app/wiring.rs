@@ -1,6 +1,6 @@
-//! The publish stack `main.rs` serves with and the parts it is composed from (the leaf, the rate
-//! limiter), the wallet and the public API's authenticator, each built from its validated
-//! settings.
+//! The publish stack `main.rs` serves with and the parts it is composed from (the leaf), the
+//! delivery core's rate-limit permits, the wallet and the public API's authenticator, each
+//! built from its validated settings.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,34 +11,35 @@ use tower::util::Either;
 
 use crate::auth::Auth;
 use crate::config::{AuthMode, AuthSettings, Settings, WalletSettings};
+use crate::delivery::SharedPermits;
+use crate::delivery::pack::PackLimits;
+use crate::delivery::permits::{ClusterQuota, RateLimitOptions, RateLimits, Unlimited};
 use crate::domain::EventType;
 use crate::publish::filter::EventFilterLayer;
 use crate::publish::log_sink::LogSink;
-use crate::publish::pack::PackLimits;
-use crate::publish::rate_limit::{ClusterQuota, RateLimitLayer, RateLimitOptions};
 use crate::publish::stack::{PublishLayers, into_publisher};
 use crate::publish::tencent::TencentImService;
 use crate::publish::{BoxError, Message, Outcome, Publisher};
 use crate::redis_conn::RedisConn;
 use crate::wallet::{HttpWallet, HttpWalletOptions, Wallet};
 
-/// The rate-limit layer of the publish stack: Tencent's limits apply to the IM client only, so
-/// there is none when IM is disabled (the log sink takes any rate). With `redis` (the node's
-/// handle, when `redis.url` is set) the app-wide limit is shared by the cluster; without it
-/// each node takes `global_per_sec / cluster.expected_nodes` (all of it on a single node).
-pub fn rate_limit_layer(settings: &Settings, redis: Option<&RedisConn>) -> Option<RateLimitLayer> {
-    settings.tencent_im.as_ref().map(|im| {
-        let (app, nodes) = (im.sdk_app_id, settings.cluster.expected_nodes);
-        let mut options = rate_limit(settings);
-        if redis.is_none() {
-            options.global_per_sec = (options.global_per_sec / nodes.max(1)).max(1);
-        }
-        let quota = redis.map(|redis| ClusterQuota::new(redis.clone(), app, nodes));
-        RateLimitLayer::new(options).with_cluster_quota(quota)
-    })
+/// The rate-limit permits the lanes and the worker take before each IM message: Tencent's
+/// limits apply to the IM client only, so there are none when IM is disabled (the log sink
+/// takes any rate). With `redis` (the node's handle, when `redis.url` is set) the app-wide
+/// limit is shared by the cluster; without it each node takes `global_per_sec /
+/// cluster.expected_nodes` (all of it on a single node).
+pub fn permits(settings: &Settings, redis: Option<&RedisConn>) -> SharedPermits {
+    let Some(im) = settings.tencent_im.as_ref() else { return Arc::new(Unlimited) };
+    let (app, nodes) = (im.sdk_app_id, settings.cluster.expected_nodes);
+    let mut options = rate_limit(settings);
+    if redis.is_none() {
+        options.global_per_sec = (options.global_per_sec / nodes.max(1)).max(1);
+    }
+    let quota = redis.map(|redis| ClusterQuota::new(redis.clone(), app, nodes));
+    RateLimits::shared(&options, quota.as_ref())
 }
 
-/// The rate limits of the publish stack for `settings` (`im_rate_limit.*`, and the pause after
+/// The rate limits of the permits for `settings` (`im_rate_limit.*`, and the pause after
 /// a rate-limited answer).
 pub fn rate_limit(settings: &Settings) -> RateLimitOptions {
     let limits = &settings.im_rate_limit;
@@ -76,25 +77,25 @@ pub fn wallet(settings: &WalletSettings) -> anyhow::Result<Option<Arc<dyn Wallet
 }
 
 /// The publish stack of the command path and the outbox worker for `settings` (the one
-/// `main.rs` serves with): the IM leaf ([`im_leaf`]) in [`im_stack`], with Tencent's rate limits
-/// ([`rate_limit_layer`]; the app-wide one the cluster's with `redis`).
-pub fn publisher(settings: &Settings, redis: Option<&RedisConn>) -> anyhow::Result<Publisher> {
+/// `main.rs` serves with): the IM leaf ([`im_leaf`]) in [`im_stack`]. Tencent's rate limits are
+/// the delivery core's ([`permits`]), taken before a message is built.
+pub fn publisher(settings: &Settings) -> anyhow::Result<Publisher> {
     let leaf = im_leaf(settings)?;
-    Ok(im_stack(leaf, rate_limit_layer(settings, redis), settings.outbox_worker.publish_timeout))
+    Ok(im_stack(leaf, settings.outbox_worker.publish_timeout))
 }
 
 /// The IM publish stack around `leaf` ([`PublishLayers`], the filter skipping the event types
-/// that do not reach IM, from the domain), with `rate_limit` (none: no limiter, as with the log
-/// sink) and calls bounded by `publish_timeout`: [`publisher`]'s, and the one tests and
-/// benchmarks build around their own leaves.
-pub fn im_stack<L>(leaf: L, rate_limit: Option<RateLimitLayer>, publish_timeout: Duration) -> Publisher
+/// that do not reach IM, from the domain), calls bounded by `publish_timeout`: [`publisher`]'s,
+/// and the one tests and benchmarks build around their own leaves.
+pub fn im_stack<L>(leaf: L, publish_timeout: Duration) -> Publisher
 where
     L: tower::Service<Message, Response = Outcome> + Clone + Send + Sync + 'static,
     L::Error: Into<BoxError> + 'static,
     L::Future: Send + 'static,
 {
     let skip = EventFilterLayer::skip(EventType::im_skipped());
-    into_publisher(PublishLayers { skip, rate_limit, timeout: publish_timeout }.layer(leaf))
+    let no_limit: Option<tower::layer::util::Identity> = None;
+    into_publisher(PublishLayers { skip, rate_limit: no_limit, timeout: publish_timeout }.layer(leaf))
 }
 
 /// The authenticator of the public API (`auth.*`): reads the JWT key file, fetches the JWKS

@@ -37,7 +37,8 @@ pub(super) fn decode(name: ConsumerName, events: &[EventRow]) -> Vec<Message> {
     events
         .iter()
         .filter_map(|e| {
-            match crate::outbox::decode_traced(&e.event_id, &e.envelope, e.trace_context.as_deref()) {
+            match crate::delivery::codec::decode_traced(&e.event_id, &e.envelope, e.trace_context.as_deref())
+            {
                 Ok(event) => Some(Message::new(e.room_id.clone(), name.path(), vec![event])),
                 Err(error) => {
                     tracing::error!(

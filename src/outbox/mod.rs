@@ -9,7 +9,8 @@
 //! ```text
 //! claim_outbox by room: each room's oldest undelivered rows, from its head or right behind
 //!   the rows this worker holds (worker_id unique per claim; lease renewed while it holds rows)
-//!   └▶ room queues ─▶ publisher.oneshot per pack of a room's rows, each room in order, rooms in parallel
+//!   └▶ room queues ─▶ the delivery core per pack of a room's rows (permit, message, stack),
+//!      each room in order, rooms in parallel
 //!   └▶ policy by error class ─▶ delivered | retryable (backoff) | failed (parked) | deferred
 //!   └▶ finish_claimed every 250 ms (fenced on worker_id); the next claim overlaps the tail
 //! ```
@@ -25,7 +26,6 @@
 
 mod engine;
 mod options;
-mod policy;
 mod run;
 pub mod sampler;
 
@@ -37,11 +37,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Ownership;
 use crate::config::OutboxWorkerSettings;
-use crate::domain::EventEnvelope;
-use crate::publish::pack::PackLimits;
-use crate::publish::{Event, Priority, Publisher, Quarantine};
-use crate::store::{ClaimScope, OutboxQueue, OutboxRow, StoreError};
-use crate::telemetry::traces;
+use crate::delivery::pack::PackLimits;
+use crate::delivery::permits::Unlimited;
+use crate::delivery::{Outlet, Quarantine, SharedPermits};
+use crate::publish::Publisher;
+use crate::store::{ClaimScope, OutboxQueue, StoreError};
 
 /// Exports the worker's counters of a known label set at 0 before its first event:
 /// `room_outbox_parked_total` for every event type and every reason a row is parked with (the
@@ -50,7 +50,7 @@ use crate::telemetry::traces;
 pub fn register_zero_series() {
     use crate::telemetry::names::{LABEL_EVENT_TYPE, LABEL_REASON, OUTBOX_PARKED_TOTAL};
     for event_type in crate::domain::EventType::ALL {
-        for reason in policy::PARK_REASONS {
+        for reason in crate::delivery::action::PARK_REASONS {
             metrics::counter!(OUTBOX_PARKED_TOTAL, LABEL_EVENT_TYPE => event_type.as_str(), LABEL_REASON => reason)
                 .increment(0);
         }
@@ -73,7 +73,8 @@ const MAX_NODE_ID_IN_WORKER_ID: usize = 96;
 pub struct OutboxWorker {
     /// The worker sees the store as the outbox queue only.
     repo: Arc<dyn OutboxQueue>,
-    publisher: Publisher,
+    /// The permits and the shared stack.
+    outlet: Outlet,
     node_id: String,
     options: OutboxWorkerSettings,
     /// Messages per second one room may get (`im_rate_limit.per_group_per_sec`): the worker
@@ -132,7 +133,7 @@ impl OutboxWorker {
         let pack = PackLimits::default();
         Self {
             repo,
-            publisher,
+            outlet: Outlet::new(publisher, Arc::new(Unlimited)),
             node_id,
             options,
             per_room_rate,
@@ -163,6 +164,13 @@ impl OutboxWorker {
     /// own.
     pub fn with_quarantine(mut self, quarantine: Arc<Quarantine>) -> Self {
         self.quarantine = quarantine;
+        self
+    }
+
+    /// Takes its permits from `permits` (Tencent's limits, shared with the room lanes); without
+    /// it the worker publishes unlimited.
+    pub fn with_permits(mut self, permits: SharedPermits) -> Self {
+        self.outlet.permits = permits;
         self
     }
 
@@ -232,52 +240,6 @@ impl OutboxWorker {
             None => &self.node_id,
         };
         format!("{node}-{:016x}", rand::random::<u64>())
-    }
-}
-
-/// Decodes a row's envelope into the event to publish. The body is the stored JSON,
-/// unchanged, so every retry sends the same bytes the synchronous path sent. The event traces
-/// to the command's span the row keeps, if any.
-pub(crate) fn decode(row: &OutboxRow) -> Result<Event, String> {
-    decode_traced(&row.event_id, &row.envelope, row.trace_context.as_deref())
-}
-
-/// [`decode_envelope`], tracing to the stored `traceparent` when traces are exported.
-pub(crate) fn decode_traced(event_id: &str, envelope: &str, trace: Option<&str>) -> Result<Event, String> {
-    let mut event = decode_envelope(event_id, envelope)?;
-    if traces::on() {
-        event.trace = trace.and_then(traces::parse_traceparent);
-    }
-    Ok(event)
-}
-
-/// Decodes a stored envelope (of the event `event_id`) into the event to publish.
-pub(crate) fn decode_envelope(event_id: &str, envelope: &str) -> Result<Event, String> {
-    let decoded: EventEnvelope =
-        serde_json::from_str(envelope).map_err(|e| format!("undecodable envelope: {e}"))?;
-    if decoded.event_id != event_id {
-        return Err("undecodable envelope: its event_id differs from the row's".into());
-    }
-    Ok(Event::from_envelope(&decoded, Arc::from(envelope)))
-}
-
-/// The one way an event envelope becomes a publishable [`Event`], on the synchronous path
-/// (from the envelope just committed) and the worker's and consumers' (from the stored row,
-/// through `decode_envelope`). It lives here, in the outbox that relays envelopes, rather than
-/// in [`crate::publish`], which knows no domain types, or [`crate::domain`], which knows no
-/// publishing.
-impl Event {
-    /// The event of `envelope`, whose JSON is `body` (sent unchanged).
-    pub fn from_envelope(envelope: &EventEnvelope, body: Arc<str>) -> Self {
-        let priority = if envelope.event_type.is_high_priority() { Priority::High } else { Priority::Normal };
-        Self {
-            event_id: envelope.event_id.clone(),
-            event_type: envelope.event_type.as_str(),
-            priority,
-            body,
-            sender: envelope.actor().map(Arc::from),
-            trace: None,
-        }
     }
 }
 

@@ -7,6 +7,7 @@ use tower::service_fn;
 
 use super::*;
 use crate::config::OutboxWorkerSettings;
+use crate::delivery::codec::decode;
 use crate::publish::{BoxError, Message, Outcome, Priority};
 use crate::store::{OutboxRow, SqliteRepository};
 
@@ -94,7 +95,8 @@ async fn new_takes_the_validated_settings_as_they_are() {
     // (`non_positive_outbox_values_become_defaults`, `the_empty_outbox_section_is_the_default`).
     let worker = worker("node-a").await;
     let settings = OutboxWorkerSettings { batch_size: 7, ..OutboxWorkerSettings::default() };
-    let worker = OutboxWorker::new(worker.repo.clone(), worker.publisher.clone(), "n", settings.clone());
+    let worker =
+        OutboxWorker::new(worker.repo.clone(), worker.outlet.publisher.clone(), "n", settings.clone());
     assert_eq!(worker.options(), &settings);
     assert_eq!(worker.node_id(), "n");
 }

@@ -107,7 +107,7 @@ impl Classify for Throttled {
     }
 }
 
-/// A message's permit came after its turn's `call_by`: the sink was not called and the events
+/// A lane message's permit would come after the latest time it may be sent: it is not built, and the events
 /// are left pending for the outbox worker (class `throttled`: never reached the receiver).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(

@@ -1,27 +1,24 @@
-//! Publishing: one `tower::Service` stack that takes a [`Message`] (an event envelope already
-//! serialised) and answers an [`Outcome`]. The synchronous command path and the outbox worker
-//! both call the very same stack, built once at startup (`main.rs`, through `app::publisher`),
-//! its layers in the order [`stack::PublishLayers`] writes down:
+//! Publishing: one plain `tower::Service` stack that takes a [`Message`] (event envelopes
+//! already serialised, complete when built) and answers an [`Outcome`]. A room's lane and the
+//! outbox worker both call the very same stack through the delivery core
+//! ([`crate::delivery`], which takes each message's rate-limit permit before building it),
+//! built once at startup (`main.rs`, through `app::publisher`), its layers in the order
+//! [`stack::PublishLayers`] writes down:
 //!
 //! ```text
-//! TraceLayer → MetricsLayer → EventFilterLayer → RateLimitLayer → TimeoutLayer → TencentImService | LogSink
+//! TraceLayer → MetricsLayer → EventFilterLayer → TimeoutLayer → TencentImService | LogSink
 //! ```
 //!
 //! This module knows nothing of rooms, storage or HTTP, so another sink (the webhook and audit
-//! consumers) reuses the layers around a different leaf.
+//! consumers) reuses the layers around a different leaf (with `tower`'s rate limit).
 
 pub mod classify;
 pub mod error;
 pub mod filter;
 pub mod log_sink;
 pub mod metrics;
-pub mod pack;
-pub mod quarantine;
-pub mod rate_limit;
-pub mod split;
 pub mod stack;
 pub mod trace;
-pub mod turn;
 
 pub mod tencent;
 #[cfg(test)]
@@ -29,8 +26,6 @@ pub(crate) mod test_support;
 
 pub use classify::classify;
 pub use error::ErrorClass;
-pub use quarantine::Quarantine;
-pub use turn::Turn;
 
 use std::sync::Arc;
 
@@ -55,9 +50,6 @@ pub struct Message {
     pub path: Path,
     /// The events, in order; never empty when built with [`Message::new`].
     pub events: Vec<Event>,
-    /// How it waits for its rate-limit permit: a room lane's message has a turn; without one,
-    /// a `sync` message finds a permit now or fails at once.
-    pub turn: Option<Turn>,
 }
 
 /// One event of a [`Message`].
@@ -72,8 +64,8 @@ pub struct Event {
     /// The envelope as JSON, sent unchanged.
     pub body: Arc<str>,
     /// Whose content it carries, when a member acts in it (a gift's sender, the member who
-    /// joined or left): an opaque key the packers use to send a [quarantined](quarantine)
-    /// sender's events alone.
+    /// joined or left): an opaque key the packer uses to send a
+    /// [quarantined](crate::delivery::quarantine) sender's events alone.
     pub sender: Option<Arc<str>>,
     /// The span it traces to, when its trace is sampled (SPEC §13.4): on the command path its
     /// command's `lane` span, the parent of the call's span; from an outbox row the command's
@@ -82,16 +74,17 @@ pub struct Event {
 }
 
 impl Event {
-    /// Bytes this event adds to a message's content ([`pack::content_bytes`]).
+    /// Bytes this event adds to a message's content
+    /// ([`content_bytes`](crate::delivery::pack::content_bytes)).
     pub fn content_bytes(&self) -> usize {
-        pack::content_bytes(&self.body, self.event_type)
+        crate::delivery::pack::content_bytes(&self.body, self.event_type)
     }
 }
 
 impl Message {
     /// A message of `events` (one or more, of `group`, in order) published by `path`.
     pub fn new(group: String, path: Path, events: Vec<Event>) -> Self {
-        Self { group, path, events, turn: None }
+        Self { group, path, events }
     }
 
     /// The first event; every message built by [`Message::new`] has one.

@@ -4,7 +4,7 @@
 //! assembled stack into a [`Publisher`].
 //!
 //! ```text
-//! TraceLayer → MetricsLayer → EventFilterLayer → rate limit → TimeoutLayer → leaf
+//! TraceLayer → MetricsLayer → EventFilterLayer → [rate limit] → TimeoutLayer → leaf
 //! ```
 //!
 //! The stacks differ only in what the layers are configured with (see [`PublishLayers`]). The
@@ -28,10 +28,9 @@ use super::{BoxError, Message, Outcome, Publisher};
 /// 3. [`EventFilterLayer`] (`skip`): the event types this sink does not take are answered
 ///    `Skipped` at once, so they never take a rate-limit permit nor reach the timeout (for IM:
 ///    RoomCreated, RoomHeatChanged, RoomRankChanged, from the domain).
-/// 4. `rate_limit`: waits for a permit outside the timeout below, so a wait is never counted as
-///    a slow call. For IM, Tencent's limits for the command path and the worker together, one
-///    permit per message however many events it carries (the app-wide one the cluster's with
-///    Redis); none with the log sink. For a consumer, `tower`'s events per second.
+/// 4. `rate_limit`: a consumer's events per second (`tower`'s), waited for outside the timeout
+///    below. None in the IM stack: Tencent's limits are the delivery core's permits
+///    ([`crate::delivery::permits`]), taken before a message is built.
 /// 5. `timeout`: bounds one call of the leaf; the error is classified as a timeout above.
 #[derive(Clone, Debug)]
 pub struct PublishLayers<R> {

@@ -12,6 +12,7 @@ use super::error::RoomError;
 use super::options::CommitStats;
 use super::outcome::{LoggedEvent, LoggedOutcome};
 use crate::cluster::shard_of;
+use crate::delivery::codec;
 use crate::domain::{Change, RoomId, RoomSnapshot, RoomState, SenderTotal, UserId};
 use crate::store::{
     CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, RoomCommit, SharedCommandStore,
@@ -179,7 +180,7 @@ fn room_commit(
             event_id: e.event_id.clone(),
             event_type: e.event_type.as_str(),
             envelope: json.to_string(),
-            room_version: e.event_type.reaches_im().then_some(e.room_version),
+            room_version: codec::reaches_im(e.event_type.as_str()).then_some(e.room_version),
             trace_context: item.trace.as_ref().map(Traced::traceparent),
         }));
     }

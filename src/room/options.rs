@@ -7,9 +7,10 @@ use tokio::sync::Notify;
 
 use crate::cluster::Ownership;
 use crate::config::HistorySettings;
+use crate::delivery::pack::PackLimits;
+use crate::delivery::permits::Unlimited;
+use crate::delivery::{Quarantine, SharedPermits};
 use crate::domain::RoomState;
-use crate::publish::Quarantine;
-use crate::publish::pack::PackLimits;
 use crate::wallet::Wallet;
 
 /// A condition on the room, checked at the command's turn right before it applies.
@@ -54,11 +55,14 @@ pub struct RoomOptions {
     /// The senders whose events the lanes send alone (SPEC §13.1); the app shares it with the
     /// outbox worker.
     pub quarantine: Arc<Quarantine>,
+    /// Where the lanes take their rate-limit permits (Tencent's limits with IM on); the app
+    /// shares them with the outbox worker.
+    pub permits: SharedPermits,
 }
 
 impl RoomOptions {
     /// Options with the default batch size, answer wait, packs and history, no room id limit,
-    /// no worker to wake, no wallet and a quarantine of its own.
+    /// no worker to wake, no wallet, a quarantine of its own and no rate limit.
     pub fn new(publish_timeout: Duration) -> Self {
         Self {
             publish_timeout,
@@ -72,6 +76,7 @@ impl RoomOptions {
             history: HistorySettings::default(),
             in_flight_per_room: 1,
             quarantine: Arc::default(),
+            permits: Arc::new(Unlimited),
         }
     }
 }

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use super::decide::Committed;
 use super::error::RoomError;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
-use crate::domain::{DomainError, EventType, RoomSnapshot};
+use crate::delivery::codec;
+use crate::domain::{DomainError, RoomSnapshot};
 use crate::store::{CommandKey, OutboxStatus, SharedCommandStore, StoredCommand};
 
 /// Answers repeated command ids from the command log.
@@ -62,9 +63,7 @@ impl Replay {
             .into_iter()
             .map(|e| {
                 let delivery = match statuses.get(&e.event_id) {
-                    Some(OutboxStatus::Delivered) | None
-                        if e.event_type.parse::<EventType>().is_ok_and(|t| !t.reaches_im()) =>
-                    {
+                    Some(OutboxStatus::Delivered) | None if !codec::reaches_im(&e.event_type) => {
                         Delivery::Skipped
                     }
                     // Only delivered rows are ever deleted (retention), so a missing one was.

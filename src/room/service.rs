@@ -66,6 +66,7 @@ impl RoomService {
             in_flight_per_room: options.in_flight_per_room,
             pack: options.pack,
             quarantine: options.quarantine.clone(),
+            permits: options.permits.clone(),
         };
         let publish = SyncPublish::new(publisher, repo.clone(), settings, options.worker_wake.clone());
         let inner = Steps {

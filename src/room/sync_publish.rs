@@ -13,15 +13,15 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
-use tower::ServiceExt;
 
 use super::decide::{Answer, Committed};
 use super::handoff::{Handoff, Route};
 use super::lane::{Lane, LaneEvent, Lanes};
 use super::outcome::{Delivery, EventReceipt};
 use super::waiting::Waiting;
-use crate::publish::pack::PackLimits;
-use crate::publish::{Event, Message, Outcome, Path, Publisher, Quarantine};
+use crate::delivery::pack::{self, PackLimits};
+use crate::delivery::{Outlet, Quarantine, SharedPermits};
+use crate::publish::{Event, Message, Outcome, Path, Publisher};
 use crate::store::SharedCommandStore;
 use crate::telemetry::traces;
 
@@ -39,12 +39,14 @@ pub(super) struct PublishSettings {
     pub(super) in_flight_per_room: usize,
     /// The senders whose events go alone, shared with the outbox worker.
     pub(super) quarantine: Arc<Quarantine>,
+    /// Where the lanes take their permits, shared with the outbox worker.
+    pub(super) permits: SharedPermits,
 }
 
 /// The publish step: committed events through the shared stack in room order (the lanes),
 /// the hand-off to the worker.
 pub(super) struct SyncPublish {
-    publisher: Publisher,
+    outlet: Outlet,
     lanes: Arc<Lanes>,
     handoff: Arc<Handoff>,
     publish_timeout: Duration,
@@ -60,11 +62,18 @@ impl SyncPublish {
         settings: PublishSettings,
         worker_wake: Option<Arc<Notify>>,
     ) -> Self {
-        let PublishSettings { publish_timeout, sync_publish_wait, pack, in_flight_per_room, quarantine } =
-            settings;
+        let PublishSettings {
+            publish_timeout,
+            sync_publish_wait,
+            pack,
+            in_flight_per_room,
+            quarantine,
+            permits,
+        } = settings;
+        let outlet = Outlet::new(publisher, permits);
         let handoff = Arc::new(Handoff::new(repo, publish_timeout, worker_wake));
         let lanes = Lanes {
-            publisher: publisher.clone(),
+            outlet: outlet.clone(),
             handoff: Arc::clone(&handoff),
             pack,
             in_flight: in_flight_per_room.max(1),
@@ -72,7 +81,7 @@ impl SyncPublish {
             sync_publish_wait,
             quarantine,
         };
-        Self { publisher, lanes: Arc::new(lanes), handoff, publish_timeout }
+        Self { outlet, lanes: Arc::new(lanes), handoff, publish_timeout }
     }
 
     /// The hand-off between the lanes and the worker (the route of a commit, its claim guard,
@@ -127,7 +136,7 @@ impl SyncPublish {
                 let mut event = Event::from_envelope(&envelope, json);
                 event.trace.clone_from(&trace);
                 let waiting = Arc::clone(&waiting);
-                if envelope.event_type.reaches_im() {
+                if pack::reaches_im(&event) {
                     to_lane.push(LaneEvent { event, start_by, waiting, index });
                 } else {
                     skipped.push((event, waiting, index));
@@ -154,7 +163,7 @@ impl SyncPublish {
         for (event, waiting, index) in skipped {
             let id = event.event_id.clone();
             let message = Message::new(room.to_owned(), Path::Sync, vec![event]);
-            let delivery = match self.publisher.clone().oneshot(message).await {
+            let delivery = match self.outlet.call(message).await {
                 Ok(Outcome::Skipped) => Delivery::Skipped,
                 Ok(Outcome::Delivered) => Delivery::Delivered,
                 // Stays pending: the worker publishes it after its guard.

@@ -211,9 +211,9 @@ pub struct ProbeOptions {
 }
 
 /// The publish stack exactly as `main.rs` composes it — Trace → Metrics → EventFilter →
-/// RateLimit (`app::rate_limit_layer`: with IM enabled only; the cluster's quota with Redis) → Timeout → leaf
-/// (Tencent, or the log sink when IM is disabled) — with `probe` recording each acceptance
-/// just above the leaf when given.
+/// Timeout → leaf (Tencent, or the log sink when IM is disabled) — with `probe` recording each
+/// acceptance just above the leaf when given. Tencent's rate limits are the delivery core's,
+/// which `app::start` builds from the settings.
 pub fn publisher(settings: &Settings, probe: Option<Acceptances>) -> anyhow::Result<Publisher> {
     publisher_with(settings, ProbeOptions { seen: probe, fail_sync_prefix: None })
 }
@@ -221,11 +221,8 @@ pub fn publisher(settings: &Settings, probe: Option<Acceptances>) -> anyhow::Res
 /// [`publisher`] with every [`ProbeOptions`].
 pub fn publisher_with(settings: &Settings, probe: ProbeOptions) -> anyhow::Result<Publisher> {
     let leaf = room_service::app::im_leaf(settings)?;
-    let redis = room_service::redis_conn::RedisConn::from_settings(settings.redis.as_ref())?;
     Ok(im_stack(
         Probe { inner: leaf, seen: probe.seen, fail_sync_prefix: probe.fail_sync_prefix },
-        // Like main.rs: none when IM is disabled (the log sink takes any rate).
-        room_service::app::rate_limit_layer(settings, redis.as_ref()),
         settings.outbox_worker.publish_timeout,
     ))
 }

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::fault::Fault;
 use super::server::DropConnection;
 use super::state::{Admission, Candidate, Element, FakeState};
-use room_service::publish::pack::TENCENT_MAX_CONTENT_BYTES;
+use room_service::delivery::pack::TENCENT_MAX_CONTENT_BYTES;
 use room_service::publish::tencent::usersig::{self, UserSigError};
 use room_service::publish::tencent::wire::{Answer, CloudCustomData, MAX_BODY_BYTES};
 

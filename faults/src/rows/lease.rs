@@ -151,7 +151,7 @@ pub async fn frozen_worker(ctx: &Ctx<'_>) -> anyhow::Result<RowResult> {
 /// Rows the services can have in flight: `outbox_worker.max_in_flight` packs (the default) of
 /// at most `im_batch.max_events` rows each (the default).
 const MAX_IN_FLIGHT_ROWS: usize =
-    room_service::config::DEFAULT_MAX_IN_FLIGHT * room_service::publish::pack::DEFAULT_MAX_EVENTS;
+    room_service::config::DEFAULT_MAX_IN_FLIGHT * room_service::delivery::pack::DEFAULT_MAX_EVENTS;
 
 /// `(sends, rows)` pairs, fewest sends first.
 fn sorted(by: HashMap<u32, usize>) -> Vec<(u32, usize)> {

@@ -24,16 +24,17 @@ use rand::Rng;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 
 mod claim;
 mod marks;
 
-use super::policy::{Failure, on_failure};
 use super::{BatchReport, OutboxWorker, WORKER_NAME};
-use crate::publish::pack::{self, PackLimits};
-use crate::publish::split::{self, Fate, Resend, SharedError};
-use crate::publish::{BoxError, Event, Message, Path, Quarantine};
+use crate::delivery::action::{self, Action, Failure, on_failure};
+use crate::delivery::codec::decode;
+use crate::delivery::pack::{self, Ready};
+use crate::delivery::split::{self, Fate, Resend, SharedError};
+use crate::delivery::window::Window;
+use crate::publish::{BoxError, Event, Message, Path};
 use crate::store::{Mark, OutboxRow, StoreError};
 use crate::telemetry::names;
 
@@ -51,8 +52,22 @@ pub(super) struct Held {
 impl Held {
     /// `row` of the claim `worker_id`.
     fn new(worker_id: String, row: OutboxRow) -> Self {
-        let sender = super::decode(&row).ok().and_then(|event| event.sender);
+        let sender = decode(&row).ok().and_then(|event| event.sender);
         Self { worker_id, row, sender }
+    }
+}
+
+impl Ready for Held {
+    fn event_type(&self) -> &str {
+        &self.row.event_type
+    }
+
+    fn content_bytes(&self) -> usize {
+        pack::content_bytes(&self.row.envelope, &self.row.event_type)
+    }
+
+    fn sender(&self) -> Option<&str> {
+        self.sender.as_deref()
     }
 }
 
@@ -83,8 +98,8 @@ pub(super) struct Engine {
     /// Rooms with queued rows and fewer than `in_flight_per_room` messages in flight, in
     /// arrival order (a room may be listed twice; a pop re-checks).
     ready: VecDeque<String>,
-    /// Messages in flight, by room.
-    busy: HashMap<String, usize>,
+    /// Each room's messages in flight (rooms with none are not listed).
+    busy: HashMap<String, Window>,
     tasks: JoinSet<Done>,
     marks: Vec<(Held, Mark)>,
     paused_until: Option<Instant>,
@@ -153,12 +168,13 @@ impl Engine {
                 continue;
             }
             let Some(queue) = self.queues.get_mut(&room) else { continue };
-            let pack = next_pack(queue, self.worker.pack, &self.worker.quarantine);
+            let count = pack::next_pack(self.worker.pack, &self.worker.quarantine, Path::Worker, &*queue);
+            let pack: Vec<Held> = queue.drain(..count).collect();
             if queue.is_empty() {
                 // Forget drained rooms: the map holds only rooms with rows waiting.
                 self.queues.remove(&room);
             }
-            *self.busy.entry(room.clone()).or_default() += 1;
+            self.busy.entry(room.clone()).or_default().open();
             if self.has_room_for_another(&room) && self.queues.contains_key(&room) {
                 // Pipelined: the room's next message may start beside this one.
                 self.ready.push_back(room);
@@ -199,9 +215,9 @@ impl Engine {
         };
         let Some(room) = results.first().map(|(held, _)| held.row.room_id.clone()) else { return };
         let was_full = !self.has_room_for_another(&room);
-        if let Some(count) = self.busy.get_mut(&room) {
-            *count -= 1;
-            if *count == 0 {
+        if let Some(window) = self.busy.get_mut(&room) {
+            window.close();
+            if window.is_empty() {
                 self.busy.remove(&room);
             }
         }
@@ -217,7 +233,7 @@ impl Engine {
                         &error,
                         "Undecodable outbox envelope parked for inspection",
                     );
-                    self.marks.push((held, Mark::Park { reason: super::policy::UNDECODABLE, error }));
+                    self.marks.push((held, Mark::Park { reason: action::UNDECODABLE, error }));
                 }
                 Err(Outcome::Failed(error)) => self.failed(held, error),
             }
@@ -230,7 +246,8 @@ impl Engine {
 
     /// True when `room` has fewer than `in_flight_per_room` messages in flight.
     fn has_room_for_another(&self, room: &str) -> bool {
-        self.busy.get(room).copied().unwrap_or(0) < self.worker.in_flight_per_room.max(1)
+        // The worker's packs are taken before their permits, so none gathers at the permit step.
+        self.busy.get(room).is_none_or(|window| window.may_open(self.worker.in_flight_per_room, false))
     }
 
     fn failed(&mut self, held: Held, error: BoxError) {
@@ -285,37 +302,35 @@ impl Engine {
 }
 
 impl OutboxWorker {
-    /// Publishes a pack of one room's claimed rows through the shared stack (path `worker`):
-    /// the events that reach IM in one message, each other one (answered by the event filter
-    /// without a call) on its own. The stack bounds the IM call with its own timeout; waiting
-    /// for a rate-limit permit is not bounded here, the lease is renewed meanwhile. One result
-    /// per row, in order.
+    /// Publishes a pack of one room's claimed rows through the delivery core (path `worker`):
+    /// the events that reach IM in one message, built once its permit is in hand, each other
+    /// one (answered by the event filter without a call) on its own. The stack bounds the IM
+    /// call with its own timeout; waiting for a permit is not bounded here, the lease is
+    /// renewed meanwhile. One result per row, in order.
     async fn publish_pack(&self, rows: &[&OutboxRow]) -> Vec<Result<(), Outcome>> {
         let mut results: Vec<Option<Result<(), Outcome>>> = Vec::with_capacity(rows.len());
         let mut packed: Vec<(usize, Event)> = Vec::new();
         for (i, row) in rows.iter().enumerate() {
-            match super::decode(row) {
+            match decode(row) {
                 Err(error) => results.push(Some(Err(Outcome::Undecodable(error)))),
-                Ok(event) if reaches_im(&row.event_type) => {
+                Ok(event) if pack::reaches_im(&event) => {
                     results.push(None);
                     packed.push((i, event));
                 }
-                Ok(event) => results.push(Some(self.publish(&row.room_id, vec![event]).await)),
+                Ok(event) => results.push(Some(self.skip(&row.room_id, event).await)),
             }
         }
         if let Some(room) = rows.first().map(|r| r.room_id.as_str())
             && !packed.is_empty()
         {
             let (slots, events): (Vec<usize>, Vec<Event>) = packed.into_iter().unzip();
-            let fates = match self.publish(room, events.clone()).await {
-                Ok(()) => vec![Fate::Delivered; events.len()],
-                Err(Outcome::Failed(error)) => {
-                    let resend = WorkerResend { worker: self, room };
+            let resend = WorkerResend { worker: self, room };
+            let fates = match Action::of(resend.publish(events.clone()).await) {
+                Action::Delivered => vec![Fate::Delivered; events.len()],
+                Action::Split(error) => {
                     split::after_refusal(&resend, &self.quarantine, Path::Worker, events, error).await
                 }
-                Err(Outcome::Undecodable(error)) => {
-                    vec![Fate::Failed(SharedError::new(error.into())); events.len()]
-                }
+                Action::Failed(error) => vec![Fate::Failed(SharedError::new(error)); events.len()],
             };
             for (slot, fate) in slots.into_iter().zip(fates) {
                 results[slot] = Some(match fate {
@@ -331,68 +346,35 @@ impl OutboxWorker {
             .collect()
     }
 
-    async fn publish(&self, room: &str, events: Vec<Event>) -> Result<(), Outcome> {
-        let message = Message::new(room.to_owned(), Path::Worker, events);
-        match self.publisher.clone().oneshot(message).await {
-            Ok(_) => Ok(()),
-            Err(error) => Err(Outcome::Failed(error)),
-        }
+    /// Publishes an event the filter answers without a call: no permit.
+    async fn skip(&self, room: &str, event: Event) -> Result<(), Outcome> {
+        let message = Message::new(room.to_owned(), Path::Worker, vec![event]);
+        self.outlet.call(message).await.map(|_| ()).map_err(Outcome::Failed)
     }
 }
 
-/// The worker's side of a refused message's split ([`split::after_refusal`]): the parts go
-/// through the stack like any message of the worker; an event refused alone is parked by its
+/// The worker's side of a message: its permit (the worker's share first), then the call; the
+/// parts of a refused message go the same way, and an event refused alone is parked by its
 /// mark (its room's later rows may go on meanwhile).
 struct WorkerResend<'a> {
     worker: &'a OutboxWorker,
     room: &'a str,
 }
 
+impl WorkerResend<'_> {
+    async fn publish(&self, events: Vec<Event>) -> Result<crate::publish::Outcome, BoxError> {
+        self.worker.outlet.send_waiting(self.room, events).await
+    }
+}
+
 impl Resend for WorkerResend<'_> {
     fn send(&self, events: Vec<Event>) -> BoxFuture<'_, Result<(), BoxError>> {
-        Box::pin(async move {
-            match self.worker.publish(self.room, events).await {
-                Ok(()) => Ok(()),
-                Err(Outcome::Failed(error)) => Err(error),
-                Err(Outcome::Undecodable(error)) => Err(error.into()),
-            }
-        })
+        Box::pin(async move { self.publish(events).await.map(|_| ()) })
     }
 
     fn refused_alone<'a>(&'a self, _: &'a Event, _: &'a SharedError) -> BoxFuture<'a, bool> {
         Box::pin(std::future::ready(true))
     }
-}
-
-/// Takes the next pack off a room's queue: the rows from its head, in order, whose events reach
-/// IM up to the pack limits — a quarantined sender's event alone ([`Quarantine::take`]) — and
-/// every row between them whose event type the filter answers without a call (never counted
-/// against the limits: it never reaches IM).
-fn next_pack(queue: &mut VecDeque<Held>, limits: PackLimits, quarantine: &Quarantine) -> Vec<Held> {
-    let mut pack = Vec::new();
-    let ready = queue
-        .iter()
-        .filter(|h| reaches_im(&h.row.event_type))
-        .map(|h| (pack::content_bytes(&h.row.envelope, &h.row.event_type), h.sender.as_deref()));
-    let take = quarantine.take(limits, ready);
-    if take.alone {
-        Quarantine::sent_alone(Path::Worker);
-    }
-    let mut im_left = take.events.max(1);
-    while let Some(front) = queue.front() {
-        let im = reaches_im(&front.row.event_type);
-        if im && im_left == 0 {
-            break;
-        }
-        im_left -= usize::from(im);
-        pack.extend(queue.pop_front());
-    }
-    pack
-}
-
-/// Whether a stored event type reaches IM (an unknown one is tried, and parked by the leaf).
-fn reaches_im(event_type: &str) -> bool {
-    event_type.parse::<crate::domain::EventType>().map_or(true, crate::domain::EventType::reaches_im)
 }
 
 /// Runs the engine for one claim until every row of it is published and marked (the

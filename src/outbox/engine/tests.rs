@@ -1,6 +1,8 @@
 //! The worker's packing: a quarantined sender's row goes alone.
 
 use super::*;
+use crate::delivery::Quarantine;
+use crate::delivery::pack::PackLimits;
 
 fn held(id: i64, event_type: &str, sender: Option<&str>) -> Held {
     let row = OutboxRow {
@@ -37,8 +39,8 @@ async fn a_quarantined_senders_row_goes_alone() {
     .into();
     let mut packs = Vec::new();
     while !queue.is_empty() {
-        let pack = next_pack(&mut queue, PackLimits::default(), &quarantine);
-        packs.push(pack.iter().map(|h| h.row.id).collect::<Vec<_>>());
+        let count = pack::next_pack(PackLimits::default(), &quarantine, Path::Worker, &queue);
+        packs.push(queue.drain(..count).map(|h| h.row.id).collect::<Vec<_>>());
     }
     assert_eq!(packs, [vec![1, 2], vec![3, 4], vec![5]], "a skipped row rides along; the next sender waits");
 }

@@ -9,7 +9,7 @@ use metrics::{counter, histogram};
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-use crate::publish::{BoxError, ErrorClass, Outcome, Path, Turn, classify};
+use crate::publish::{BoxError, ErrorClass, Outcome, Path, classify};
 use crate::telemetry::names::{
     IM_CALLS_TOTAL, IM_EVENTS_PER_CALL, LABEL_CLASS, LABEL_EVENT_TYPE, LABEL_PATH, LABEL_RESULT,
     PUBLISH_FAILURE_TOTAL, PUBLISH_LATENCY_SECONDS, PUBLISH_SUCCESS_TOTAL,
@@ -23,20 +23,13 @@ pin_project! {
         inner: F,
         path: Path,
         event_types: Vec<&'static str>,
-        added: Option<Turn>,
         start: Instant,
     }
 }
 
 impl<F> ResponseFuture<F> {
-    pub(super) fn new(
-        inner: F,
-        path: Path,
-        event_types: Vec<&'static str>,
-        added: Option<Turn>,
-        start: Instant,
-    ) -> Self {
-        Self { inner, path, event_types, added, start }
+    pub(super) fn new(inner: F, path: Path, event_types: Vec<&'static str>, start: Instant) -> Self {
+        Self { inner, path, event_types, start }
     }
 }
 
@@ -50,9 +43,6 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = ready!(this.inner.poll(cx)).map_err(Into::into);
-        if let Some(turn) = this.added.take() {
-            this.event_types.extend(turn.added());
-        }
         let path = this.path.as_str();
         let class = result.as_ref().err().map(|error| classify(error.as_ref()));
         for &event_type in this.event_types.iter() {

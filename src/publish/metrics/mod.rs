@@ -13,9 +13,6 @@
 //!   not throttled): `room_im_calls_total{path,result}` (`result` = delivered or the error
 //!   class) and `room_im_events_per_call{path}`, the events it carried.
 //!
-//! Events a message's [`Turn`](crate::publish::Turn) adds while it waits for its permit count
-//! with it.
-//!
 //! Every label value is bounded, so [`register_zero`] exports each series at 0 from startup. Time comes from `tokio::time::Instant`, so paused-time tests
 //! are exact. A publish whose future is dropped before completing (its caller went away) is
 //! not counted.
@@ -43,7 +40,7 @@ use crate::telemetry::names::{
 /// `rate()` or `increase()` sees a series that did not move rather than none. On the IM paths
 /// the IM call series too, for every result a call can have (delivered, or the class of its
 /// failure; a throttled message never calls), and the quarantine's counters
-/// ([`crate::publish::quarantine`]).
+/// ([`crate::delivery::quarantine`]).
 pub fn register_zero(paths: &[Path], event_types: &[&'static str]) {
     for &path in paths {
         let path_label = path.as_str();
@@ -110,9 +107,7 @@ where
         // Started before the inner call: work a leaf does synchronously in `call` counts too.
         let start = Instant::now();
         let (path, event_types) = (message.path, message.events.iter().map(|e| e.event_type).collect());
-        // Events its turn adds below (after a wait for a permit) count with the message's own.
-        let added = message.turn.clone();
-        ResponseFuture::new(self.inner.call(message), path, event_types, added, start)
+        ResponseFuture::new(self.inner.call(message), path, event_types, start)
     }
 }
 

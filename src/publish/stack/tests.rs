@@ -25,7 +25,7 @@ where
     L::Error: Into<BoxError> + 'static,
     L::Future: Send + 'static,
 {
-    im_stack(leaf, None, PUBLISH_TIMEOUT)
+    im_stack(leaf, PUBLISH_TIMEOUT)
 }
 
 #[tokio::test(start_paused = true)]
@@ -112,7 +112,8 @@ async fn visible_type_reaches_the_log_sink_and_is_counted_delivered() {
 
 #[tokio::test(start_paused = true)]
 async fn a_wait_for_a_permit_is_outside_the_timeout() {
-    use crate::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
+    use crate::delivery::Outlet;
+    use crate::delivery::permits::{RateLimitOptions, RateLimits};
 
     let limits = RateLimitOptions {
         global_per_sec: 100,
@@ -121,11 +122,12 @@ async fn a_wait_for_a_permit_is_outside_the_timeout() {
         pause: Duration::from_secs(1),
     };
     let leaf = service_fn(|_: Message| async { Ok::<_, BoxError>(Outcome::Delivered) });
-    let stack = im_stack(leaf, Some(RateLimitLayer::new(limits)), Duration::from_millis(100));
+    let outlet = Outlet::new(im_stack(leaf, Duration::from_millis(100)), RateLimits::shared(&limits, None));
     let started = tokio::time::Instant::now();
     for _ in 0..3 {
-        // The worker's messages wait for their permits (a lane's without `on_wait` would not).
-        let outcome = stack.clone().oneshot(message("RoomGiftSent", Path::Worker)).await;
+        // The permit is taken before the message is built, outside the stack and its timeout.
+        let events = message("RoomGiftSent", Path::Worker).events;
+        let outcome = outlet.send_waiting("room-1", events).await;
         assert_eq!(
             outcome.expect("a message that waited for its permit is not timed out"),
             Outcome::Delivered

@@ -8,7 +8,7 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use tracing::Span;
 
-use crate::publish::{BoxError, Outcome, Turn, classify};
+use crate::publish::{BoxError, Outcome, classify};
 
 pin_project! {
     /// Response future of [`Trace`](super::Trace).
@@ -17,14 +17,12 @@ pin_project! {
         #[pin]
         inner: F,
         span: Span,
-        // The message's turn, and how many events it had before the turn could add some.
-        added: Option<(Turn, usize)>,
     }
 }
 
 impl<F> ResponseFuture<F> {
-    pub(super) fn new(inner: F, span: Span, added: Option<(Turn, usize)>) -> Self {
-        Self { inner, span, added }
+    pub(super) fn new(inner: F, span: Span) -> Self {
+        Self { inner, span }
     }
 }
 
@@ -39,9 +37,6 @@ where
         let this = self.project();
         let _entered = this.span.enter();
         let result = ready!(this.inner.poll(cx)).map_err(Into::into);
-        if let Some((turn, before)) = this.added.take() {
-            this.span.record("events", before + turn.added().len());
-        }
         match &result {
             Ok(outcome) => {
                 this.span.record("outcome", outcome.as_str());

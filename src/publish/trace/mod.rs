@@ -80,13 +80,11 @@ where
         if traces::on() {
             relate(&span, &message);
         }
-        // A turn below (after a wait for a permit) may add events: the span says how many went.
-        let added = message.turn.clone().map(|turn| (turn, message.events.len()));
         let inner = {
             let _entered = span.enter();
             self.inner.call(message)
         };
-        ResponseFuture::new(inner, span, added)
+        ResponseFuture::new(inner, span)
     }
 }
 

@@ -1,16 +1,17 @@
 //! A room's publish lane (SPEC §12.1): the one place on the room's owner that sends the room's
 //! IM events, in `room_version` order, packing whatever of the room is ready when it sends.
 //!
-//! The drain task pushes each committed batch's IM events onto its room's [`Lane`] and goes on
-//! committing. One lane task per room at a time ([`Lanes::run`]) takes the ready events from
-//! the front — up to `im_batch` — and sends them as one message through the shared stack (path
-//! `sync`), with a [`Turn`]: when the rate limit makes the message wait for its permit, the
-//! commands waiting on it are answered `pending`, and when the permit comes the message takes
-//! on the events committed meanwhile, up to `im_batch` (only under the shard lease epoch the
-//! send began with: under another, the room may have moved away and back, and its queue is not
-//! this send's). A room's turn under a busy quota carries whatever of the room is ready at that
-//! turn; an idle room sends each event at once. Events the filter answers without a call never
-//! enter the lane (see [`super::sync_publish`]).
+//! The lane is the command path's driver of the delivery core ([`crate::delivery`]). The drain
+//! task pushes each committed batch's IM events onto its room's [`Lane`] and goes on
+//! committing. One lane task per room at a time ([`Lanes::run`]) opens a message in the room's
+//! [`Window`] and takes its rate-limit permit **first**: at once, or — after answering the
+//! commands queued `pending` — once it comes; only then is the message packed
+//! ([`pack::next_pack`]) from whatever of the room is ready, up to `im_batch`, and sent through
+//! the shared stack (path `sync`). A room's turn under a busy quota so carries whatever of the
+//! room is ready at that turn; an idle room sends each event at once. A permit that came under
+//! another shard lease epoch than the one its message opened under packs only what was queued
+//! at the opening (the room may have moved away and back: what came later is not this send's).
+//! Events the filter answers without a call never enter the lane (see [`super::sync_publish`]).
 //!
 //! A command waits for its own events only while their send can happen at once: when its
 //! events are in the pack being sent, until the stack says it must wait for a permit, and
@@ -20,7 +21,7 @@
 //! A message IM refuses for its content is split by the lane itself ([`refused`]), in order,
 //! and an event refused alone is parked at once: the room stays on its lane, and its other
 //! events pay a few calls, not the worker's hand-off. The refused event's sender goes into
-//! [quarantine](crate::publish::quarantine): the packing here sends its later events alone.
+//! [quarantine](crate::delivery::quarantine): the packer sends its later events alone.
 //!
 //! The lane gives the room to the outbox worker ([`super::handoff`]) when it cannot keep its
 //! promises: a send failed otherwise (the worker retries by policy), a split could not finish
@@ -29,7 +30,6 @@
 //! behind).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,15 +37,16 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::Notify;
 use tokio::time::Instant;
-use tower::ServiceExt;
 
 use super::handoff::{Handoff, RoomRoute, Route};
 use super::outcome::Delivery;
 use super::waiting::Waiting;
-use crate::publish::classify::is_content_refusal;
-use crate::publish::pack::PackLimits;
-use crate::publish::split::Fate;
-use crate::publish::{self, Event, Message, Path, Publisher, Quarantine, Turn};
+use crate::delivery::action::Action;
+use crate::delivery::pack::{self, PackLimits};
+use crate::delivery::split::Fate;
+use crate::delivery::window::Window;
+use crate::delivery::{Outlet, Quarantine};
+use crate::publish::{self, Event, Message, Path};
 
 mod refused;
 
@@ -80,26 +81,16 @@ struct LaneState {
     /// The room (the IM group) of every event queued.
     room: String,
     queue: VecDeque<LaneEvent>,
-    /// Messages being sent.
-    in_flight: usize,
-    /// Messages being sent that have not passed the rate limit yet.
-    at_limit: usize,
+    /// The room's messages in flight.
+    window: Window,
     running: bool,
 }
 
-/// One message being sent: its events, taken off the front and topped up from the queue when
-/// its permit came after a wait, and whether it passed the rate limit.
-struct Flight {
-    events: Mutex<Vec<LaneEvent>>,
-    passed: AtomicBool,
-}
-
-type Pack = Arc<Flight>;
-
-impl Flight {
-    fn events(&self) -> std::sync::MutexGuard<'_, Vec<LaneEvent>> {
-        lock(&self.events)
-    }
+/// A message opened in the window, before its permit: the shard lease epoch it opened under,
+/// and how many events were queued then.
+struct Opened {
+    epoch: u64,
+    queued: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -125,8 +116,7 @@ impl std::fmt::Debug for Lane {
         let state = self.lock();
         f.debug_struct("Lane")
             .field("queued", &state.queue.len())
-            .field("in_flight", &state.in_flight)
-            .field("at_limit", &state.at_limit)
+            .field("window", &state.window)
             .field("running", &state.running)
             .field("route", &self.route)
             .finish()
@@ -172,80 +162,67 @@ impl Lane {
     /// True (and the task marked stopped) when nothing is queued or in flight.
     fn stop_if_idle(&self) -> bool {
         let mut state = self.lock();
-        if state.queue.is_empty() && state.in_flight == 0 {
+        if state.queue.is_empty() && state.window.is_empty() {
             state.running = false;
         }
         !state.running
     }
 
-    /// Takes the next message off the front of the queue (answering what stays behind it
-    /// `pending`): its pack and events, a quarantined sender's event alone. `None` when nothing
-    /// is queued; [`Behind`] when the front has waited past its start-by time.
-    fn next_pack(
-        &self,
-        limits: PackLimits,
-        quarantine: &Quarantine,
-    ) -> Option<Result<(Pack, Vec<Event>), Behind>> {
+    /// True when another message may open: fewer than `k` in flight, and none waiting for its
+    /// permit (a waiting one packs what is queued when its permit comes; a second would split
+    /// the room's events over two calls of the app-wide quota).
+    fn may_open(&self, k: usize) -> bool {
+        self.lock().window.may_open(k, true)
+    }
+
+    /// Opens the next message in the window. `None` when nothing is queued; [`Behind`] when
+    /// the front has waited past its start-by time.
+    fn open(&self) -> Option<Result<Opened, Behind>> {
         let mut state = self.lock();
         let front = state.queue.front()?;
         if front.start_by < Instant::now() {
             return Some(Err(Behind));
         }
-        let take = quarantine.take(limits, state.queue.iter().map(|e| ready(&e.event)));
-        if take.alone {
-            Quarantine::sent_alone(Path::Sync);
-        }
-        let count = take.events;
-        let pack: Vec<LaneEvent> = state.queue.drain(..count).collect();
-        for behind in &state.queue {
-            behind.settle(Delivery::Pending);
-        }
-        state.in_flight += 1;
-        state.at_limit += 1;
-        let events = pack.iter().map(|e| e.event.clone()).collect();
-        Some(Ok((Arc::new(Flight { events: Mutex::new(pack), passed: AtomicBool::new(false) }), events)))
+        state.window.open();
+        Some(Ok(Opened { epoch: self.route.epoch(), queued: state.queue.len() }))
     }
 
-    /// True when another message may open: none in flight waits at the rate limit (a waiting
-    /// one takes on what is queued when its permit comes; a second would split the room's
-    /// events over two calls of the app-wide quota). A stack without the rate-limit layer
-    /// never says a message passed, so its lane sends one message at a time.
-    fn may_open(&self) -> bool {
-        self.lock().at_limit == 0
+    /// Answers every queued command `pending`: the next message waits for its permit.
+    fn settle_queued(&self) {
+        for event in &self.lock().queue {
+            event.settle(Delivery::Pending);
+        }
     }
 
-    /// The message of `pack` passed the rate limit (or its send ended without): the next may
-    /// open.
-    fn passed(&self, pack: &Flight) {
-        if !pack.passed.swap(true, Ordering::AcqRel) {
+    /// The message `opened` has its permit: its pack, taken off the front of the queue by the
+    /// packer — under another epoch than it opened under, only of what was queued then — and
+    /// what stays behind it answered `pending`. The next message may open.
+    fn take_pack(&self, opened: &Opened, limits: PackLimits, quarantine: &Quarantine) -> Vec<LaneEvent> {
+        let pack: Vec<LaneEvent> = {
             let mut state = self.lock();
-            state.at_limit = state.at_limit.saturating_sub(1);
-            drop(state);
-            self.pushed.notify_one();
-        }
+            state.window.passed();
+            let ours = if self.route.epoch() == opened.epoch { usize::MAX } else { opened.queued };
+            let front = state.queue.iter().take(ours).map(|e| &e.event);
+            let count = pack::next_pack(limits, quarantine, Path::Sync, front);
+            let pack = state.queue.drain(..count).collect();
+            for behind in &state.queue {
+                behind.settle(Delivery::Pending);
+            }
+            pack
+        };
+        self.pushed.notify_one();
+        pack
+    }
+
+    /// The message `opened` gave up waiting for its permit: the next may open.
+    fn no_permit(&self) {
+        self.lock().window.passed();
+        self.pushed.notify_one();
     }
 
     /// A message is no longer in flight.
-    fn sent(&self, pack: &Flight) {
-        self.passed(pack);
-        let mut state = self.lock();
-        state.in_flight = state.in_flight.saturating_sub(1);
-    }
-
-    /// Appends to `events` (the message of `pack`) the queue's front events as far as `limits`
-    /// let them in (none to a quarantined sender's message, and none from one), moving them
-    /// into `pack`.
-    fn top_up(&self, pack: &Pack, events: &mut Vec<Event>, limits: PackLimits, quarantine: &Quarantine) {
-        let mut guard = self.lock();
-        let state = &mut *guard;
-        let so_far = events.iter().map(ready);
-        let fits = quarantine.take(limits, so_far.chain(state.queue.iter().map(|e| ready(&e.event)))).events;
-        let more = fits.saturating_sub(events.len()).min(state.queue.len());
-        let mut pack = pack.events();
-        for added in state.queue.drain(..more) {
-            events.push(added.event.clone());
-            pack.push(added);
-        }
+    fn sent(&self) {
+        self.lock().window.close();
     }
 
     /// Everything queued, taken off the lane.
@@ -254,15 +231,11 @@ impl Lane {
     }
 }
 
-/// What the packing reads of a ready event: its content bytes and its sender.
-fn ready(event: &Event) -> (usize, Option<&str>) {
-    (event.content_bytes(), event.sender.as_deref())
-}
-
-/// What every room's lane task sends with: the shared stack, the pack limits, the time
-/// bounds, how many messages of a room may be in flight, and the hand-off to the worker.
+/// What every room's lane task sends with: the delivery core's outlet (the permits and the
+/// shared stack), the pack limits, the time bounds, how many messages of a room may be in
+/// flight, and the hand-off to the worker.
 pub(super) struct Lanes {
-    pub(super) publisher: Publisher,
+    pub(super) outlet: Outlet,
     pub(super) handoff: Arc<Handoff>,
     pub(super) pack: PackLimits,
     /// Messages of one room in flight at once (`im_batch.in_flight_per_room`, at least 1).
@@ -285,26 +258,25 @@ impl Lanes {
         }
     }
 
-    /// The lane task: sends messages off the front of the queue, up to `in_flight` at once
-    /// (the next only once none waits at the rate limit), until nothing is queued or in
-    /// flight.
+    /// The lane task: opens messages off the front of the queue, up to `in_flight` at once
+    /// (the next only once none waits for its permit), until nothing is queued or in flight.
     async fn run(self: Arc<Self>, lane: Arc<Lane>) {
         let mut sends = FuturesUnordered::new();
         loop {
-            while sends.len() < self.in_flight.max(1) && lane.may_open() {
+            while lane.may_open(self.in_flight) {
                 if lane.route.current() == Route::Worker {
                     // The room went to the worker after these were committed for the lane.
                     self.give_up(&lane, Vec::new()).await;
                     break;
                 }
-                match lane.next_pack(self.pack, &self.quarantine) {
+                match lane.open() {
                     None => break,
                     Some(Err(Behind)) => {
                         tracing::info!(room_id = %lane.room(), "Room lane behind; the outbox worker takes the room");
                         self.give_up(&lane, Vec::new()).await;
                         break;
                     }
-                    Some(Ok((pack, events))) => sends.push(self.send(&lane, pack, events)),
+                    Some(Ok(opened)) => sends.push(self.send(&lane, opened)),
                 }
             }
             if sends.is_empty() {
@@ -314,7 +286,7 @@ impl Lanes {
                 continue;
             }
             tokio::select! {
-                Some((pack, sent)) = sends.next() => self.finish(&lane, &pack, sent).await,
+                Some((pack, sent)) = sends.next() => self.finish(&lane, pack, sent).await,
                 () = lane.pushed.notified(), if sends.len() < self.in_flight => {}
             }
         }
@@ -323,9 +295,8 @@ impl Lanes {
     /// A message's send ended: its events marked delivered (those refused alone for their
     /// content parked already), or the room given to the worker with every event from the
     /// first one not delivered on.
-    async fn finish(&self, lane: &Lane, pack: &Pack, sent: Sent) {
-        lane.sent(pack);
-        let events = std::mem::take(&mut *pack.events());
+    async fn finish(&self, lane: &Lane, events: Vec<LaneEvent>, sent: Sent) {
+        lane.sent();
         let fates = match sent {
             Sent::Delivered => vec![Fate::Delivered; events.len()],
             Sent::Split(fates) => fates,
@@ -355,71 +326,47 @@ impl Lanes {
         }
     }
 
-    /// The message's turn at the rate limit: the lane is told when it must wait; the send is
-    /// not made after `publish_timeout` (a frozen process: its rows are guarded for the worker
-    /// from their commit); a permit after a wait tops the pack up — only while the lane is
-    /// still under the shard lease epoch the send began with; once it passes, the lane may open
-    /// its next message.
-    fn turn(&self, lane: &Arc<Lane>, pack: &Pack, notice: Arc<Notify>) -> Turn {
-        let (limits, epoch, quarantine) = (self.pack, lane.route.epoch(), Arc::clone(&self.quarantine));
-        let (refill_lane, refill_pack) = (Arc::clone(lane), Arc::clone(pack));
-        let (passed_lane, passed_pack) = (Arc::clone(lane), Arc::clone(pack));
-        Turn::new(
-            notice,
-            Instant::now() + self.publish_timeout,
-            move |events| {
-                if refill_lane.route.epoch() == epoch {
-                    refill_lane.top_up(&refill_pack, events, limits, &quarantine);
-                }
-            },
-            move || passed_lane.passed(&passed_pack),
-        )
-    }
-
-    /// Sends one message (`events`, of `pack`) through the shared stack. Its commands are
-    /// answered `pending` as soon as the stack must wait for a permit or `sync_publish_wait`
-    /// has passed; the send itself (permit wait included) is bounded by `publish_timeout`. A
-    /// refusal of its content splits it ([`Self::split`]).
-    async fn send(&self, lane: &Arc<Lane>, pack: Pack, events: Vec<Event>) -> (Pack, Sent) {
-        let Some(first_id) = events.first().map(|e| e.event_id.clone()) else {
+    /// Sends the message `opened`: its permit first (the queued commands answered `pending`
+    /// when it must wait; none after `publish_timeout`, a frozen process: the rows are guarded
+    /// for the worker from their commit), then its pack, taken off the queue, through the
+    /// stack. Its commands wait for the call at most `sync_publish_wait` from the opening; the
+    /// send, permit wait included, is bounded by `publish_timeout`. A refusal of its content
+    /// splits it ([`Self::split`]).
+    async fn send(&self, lane: &Arc<Lane>, opened: Opened) -> (Vec<LaneEvent>, Sent) {
+        let started = Instant::now();
+        let deadline = started + self.publish_timeout;
+        let room = lane.room();
+        if self.outlet.permit_by(&room, deadline, || lane.settle_queued()).await.is_err() {
+            lane.no_permit();
+            tracing::warn!(room_id = %room, "Room lane permit not in hand within publish_timeout; the outbox worker takes the room");
+            return (Vec::new(), Sent::Failed);
+        }
+        let pack = lane.take_pack(&opened, self.pack, &self.quarantine);
+        let Some(first_id) = pack.first().map(|e| e.event.event_id.clone()) else {
             return (pack, Sent::Delivered);
         };
-        let room = lane.room();
-        let notice = Arc::new(Notify::new());
-        let mut message = Message::new(room.clone(), Path::Sync, events);
-        message.turn = Some(self.turn(lane, &pack, Arc::clone(&notice)));
-        // A hair past the stack's own timeout, so a call that took it all is cut off (and
-        // counted) there.
-        let bound = self.publish_timeout + Duration::from_millis(10);
-        let call = tokio::time::timeout(bound, self.publisher.clone().oneshot(message));
+        let events: Vec<Event> = pack.iter().map(|e| e.event.clone()).collect();
+        let call = self.outlet.call_by(Message::new(room.clone(), Path::Sync, events), deadline);
         tokio::pin!(call);
-        let answer_by = tokio::time::sleep(self.sync_publish_wait);
-        tokio::pin!(answer_by);
-        let mut answered = false;
-        let result = loop {
-            tokio::select! {
-                result = &mut call => break result,
-                () = notice.notified(), if !answered => answered = true,
-                () = &mut answer_by, if !answered => answered = true,
-            }
-            for event in pack.events().iter() {
-                event.settle(Delivery::Pending);
+        let result = tokio::select! {
+            result = &mut call => result,
+            () = tokio::time::sleep_until(started + self.sync_publish_wait) => {
+                for event in &pack {
+                    event.settle(Delivery::Pending);
+                }
+                call.await
             }
         };
-        let events = pack.events().len();
-        let sent = match result {
-            Ok(Ok(_)) => Sent::Delivered,
-            Ok(Err(error)) if is_content_refusal(error.as_ref()) => {
-                tracing::info!(room_id = %room, event_id = %first_id, events, %error, "Room lane message refused for its content; splitting it");
+        let count = pack.len();
+        let sent = match Action::of(result) {
+            Action::Delivered => Sent::Delivered,
+            Action::Split(error) => {
+                tracing::info!(room_id = %room, event_id = %first_id, events = count, %error, "Room lane message refused for its content; splitting it");
                 self.split(&pack, &room, error).await
             }
-            Ok(Err(error)) => {
+            Action::Failed(error) => {
                 let class = publish::classify(error.as_ref());
-                tracing::warn!(room_id = %room, event_id = %first_id, events, class = class.as_str(), %error, "Room lane publish failed; the outbox worker takes the room");
-                Sent::Failed
-            }
-            Err(_elapsed) => {
-                tracing::warn!(room_id = %room, event_id = %first_id, events, "Room lane publish not done within publish_timeout; the outbox worker takes the room");
+                tracing::warn!(room_id = %room, event_id = %first_id, events = count, class = class.as_str(), %error, "Room lane publish failed; the outbox worker takes the room");
                 Sent::Failed
             }
         };

@@ -1,5 +1,5 @@
 //! A lane's message IM refused for its content (SPEC §13.1): the lane splits it itself, with
-//! the bisection the worker runs too ([`split::after_refusal`]), instead of handing the room to
+//! the delivery core's bisection, which the worker runs too ([`split::after_refusal`]), instead of handing the room to
 //! the worker — whose hand-off and polling cost the room's other events seconds.
 //!
 //! Room order and the claim guard hold as for any lane send: the parts go out one after
@@ -14,33 +14,28 @@
 //! [`Handoff::extend_guard`]: super::super::handoff::Handoff::extend_guard
 //! [`Handoff::park`]: super::super::handoff::Handoff::park
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
 
 use futures::future::BoxFuture;
-use tokio::sync::Notify;
 use tokio::time::Instant;
-use tower::ServiceExt;
 
-use super::{Flight, Lanes, Sent, lock};
+use super::{LaneEvent, Lanes, Sent, lock};
+use crate::delivery::split::{self, Resend, SharedError};
 use crate::publish::classify::reason;
-use crate::publish::split::{self, Resend, SharedError};
-use crate::publish::turn::TooLate;
-use crate::publish::{self, BoxError, Event, Message, Path, Turn};
+use crate::publish::error::TooLate;
+use crate::publish::{self, BoxError, Event, Path};
 use crate::telemetry::names;
 
 impl Lanes {
     /// Splits the message of `pack` (of `room`), which IM refused for its content with
     /// `error`: its commands are answered `pending` (their send no longer happens at once),
     /// then each event's fate.
-    pub(super) async fn split(&self, pack: &Flight, room: &str, error: BoxError) -> Sent {
-        let (events, send_by) = {
-            let pack = pack.events();
-            for event in pack.iter() {
-                event.settle(super::Delivery::Pending);
-            }
-            (pack.iter().map(|e| e.event.clone()).collect::<Vec<_>>(), pack.first().map(|e| e.start_by))
-        };
+    pub(super) async fn split(&self, pack: &[LaneEvent], room: &str, error: BoxError) -> Sent {
+        for event in pack {
+            event.settle(super::Delivery::Pending);
+        }
+        let events: Vec<Event> = pack.iter().map(|e| e.event.clone()).collect();
+        let send_by = pack.first().map(|e| e.start_by);
         let Some(send_by) = send_by else { return Sent::Delivered };
         let ids = events.iter().map(|e| e.event_id.clone()).collect();
         let resend =
@@ -91,16 +86,9 @@ impl Resend for LaneResend<'_> {
                 // The rows' claim guard may end before this part does: the worker takes it.
                 return Err(TooLate.into());
             }
-            let timeout = self.lanes.publish_timeout;
-            let mut message = Message::new(self.room.to_owned(), Path::Sync, events);
-            // Waits its turn at the rate limit like any lane message; adds nothing.
-            message.turn = Some(Turn::new(Arc::new(Notify::new()), Instant::now() + timeout, |_| {}, || {}));
-            let call = self.lanes.publisher.clone().oneshot(message);
-            match tokio::time::timeout(timeout + Duration::from_millis(10), call).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(error)) => Err(error),
-                Err(elapsed) => Err(elapsed.into()),
-            }
+            // Waits for its permit like any lane message, within `publish_timeout`.
+            let deadline = Instant::now() + self.lanes.publish_timeout;
+            self.lanes.outlet.send_by(self.room, events, deadline).await.map(|_| ())
         })
     }
 

@@ -1,5 +1,5 @@
 //! The lane's packing: a quarantined sender's event goes alone, from the front of the queue
-//! and when a waiting message is topped up.
+//! and when a message packs what was queued while it waited for its permit.
 
 use tokio::sync::oneshot;
 
@@ -27,8 +27,16 @@ fn event(id: &str, sender: &str) -> LaneEvent {
     }
 }
 
-fn ids(events: &[Event]) -> Vec<&str> {
-    events.iter().map(|e| e.event_id.as_str()).collect()
+fn ids(events: &[LaneEvent]) -> Vec<&str> {
+    events.iter().map(|e| e.event.event_id.as_str()).collect()
+}
+
+/// Opens a message and takes its pack at once (its permit came now).
+fn next(lane: &Lane, quarantine: &Quarantine) -> Option<Vec<LaneEvent>> {
+    let Some(Ok(opened)) = lane.open() else { return None };
+    let pack = lane.take_pack(&opened, PackLimits::default(), quarantine);
+    lane.sent();
+    Some(pack)
 }
 
 #[tokio::test(start_paused = true)]
@@ -40,29 +48,41 @@ async fn a_quarantined_senders_event_leaves_the_queue_alone() {
         .map(|id| event(id, if id.starts_with('m') { "mallory" } else { "honest" }));
     lane.queue("r1", queued.into());
     let mut packs = Vec::new();
-    while let Some(Ok((pack, events))) = lane.next_pack(PackLimits::default(), &quarantine) {
-        lane.sent(&pack);
-        packs.push(ids(&events).join(","));
+    while let Some(pack) = next(&lane, &quarantine) {
+        packs.push(ids(&pack).join(","));
     }
     assert_eq!(packs, ["a,b", "m1", "c,d"], "before it, it alone, after it");
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_top_up_never_joins_a_quarantined_sender_to_a_pack() {
+async fn a_message_that_waited_for_its_permit_packs_what_came_meanwhile_up_to_a_quarantined_sender() {
     let quarantine = Quarantine::default();
     quarantine.hold("mallory", Path::Sync);
     let lane = Lane::default();
     lane.queue("r1", vec![event("a", "honest")]);
-    let Some(Ok((pack, mut events))) = lane.next_pack(PackLimits::default(), &quarantine) else {
-        panic!("a pack")
-    };
+    let Some(Ok(opened)) = lane.open() else { panic!("a message") };
+    assert!(!lane.may_open(4), "none opens beside a message waiting for its permit");
     lane.queue("r1", vec![event("b", "honest"), event("m1", "mallory"), event("c", "honest")]);
-    lane.top_up(&pack, &mut events, PackLimits::default(), &quarantine);
-    assert_eq!(ids(&events), ["a", "b"], "topped up to the quarantined event, not past it");
-    lane.sent(&pack);
-    let Some(Ok((alone, mut events))) = lane.next_pack(PackLimits::default(), &quarantine) else {
-        panic!("a pack")
-    };
-    lane.top_up(&alone, &mut events, PackLimits::default(), &quarantine);
-    assert_eq!(ids(&events), ["m1"], "nothing joins a quarantined sender's message");
+    let pack = lane.take_pack(&opened, PackLimits::default(), &quarantine);
+    assert_eq!(ids(&pack), ["a", "b"], "what came meanwhile, up to the quarantined event");
+    assert!(lane.may_open(4), "its permit in hand, the next may open");
+    lane.sent();
+    assert_eq!(
+        ids(&next(&lane, &quarantine).unwrap()),
+        ["m1"],
+        "nothing joins a quarantined sender's message"
+    );
+    assert_eq!(ids(&next(&lane, &quarantine).unwrap()), ["c"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permit_under_another_epoch_packs_only_what_was_queued_when_its_message_opened() {
+    let quarantine = Quarantine::default();
+    let lane = Lane::default();
+    lane.queue("r1", vec![event("a", "honest")]);
+    let Some(Ok(opened)) = lane.open() else { panic!("a message") };
+    lane.route.enter_epoch(7);
+    lane.queue("r1", vec![event("b", "honest")]);
+    let pack = lane.take_pack(&opened, PackLimits::default(), &quarantine);
+    assert_eq!(ids(&pack), ["a"], "b came under another epoch");
 }

@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use room_service::config::OutboxWorkerSettings;
+use room_service::delivery::pack::PackLimits;
 use room_service::domain::EventType;
 use room_service::outbox::OutboxWorker;
-use room_service::publish::pack::PackLimits;
 use room_service_fakes::fake_im::{FakeIm, Fault};
 use tokio_util::sync::CancellationToken;
 

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use room_service::app::im_stack;
 use room_service::config::{OutboxWorkerSettings, RetryStrategy, TencentImSettings};
+use room_service::delivery::SharedPermits;
+use room_service::delivery::permits::{RateLimitOptions, RateLimits};
 use room_service::domain::{EventEnvelope, EventType};
 use room_service::outbox::OutboxWorker;
 use room_service::publish::Publisher;
-use room_service::publish::rate_limit::{RateLimitLayer, RateLimitOptions};
 use room_service::publish::tencent::TencentImService;
 use room_service::secret::Secret;
 use room_service::store::{
@@ -189,11 +190,6 @@ pub async fn fake() -> FakeIm {
 
 /// The production stack over the real IM leaf pointed at `fake`.
 pub fn stack(fake: &FakeIm, publish_timeout: Duration) -> Publisher {
-    stack_limited(fake, publish_timeout, unlimited())
-}
-
-/// [`stack`] with these rate limits.
-pub fn stack_limited(fake: &FakeIm, publish_timeout: Duration, limits: RateLimitOptions) -> Publisher {
     let leaf = TencentImService::new(&TencentImSettings {
         base_url: fake.base_url(),
         sdk_app_id: APP,
@@ -203,17 +199,12 @@ pub fn stack_limited(fake: &FakeIm, publish_timeout: Duration, limits: RateLimit
         usersig_ttl: Duration::from_secs(3600),
     })
     .expect("valid IM options");
-    im_stack(leaf, Some(RateLimitLayer::new(limits)), publish_timeout)
+    im_stack(leaf, publish_timeout)
 }
 
-/// Limits no test here reaches (the limiter's own tests live in `tests/it/delivery`).
-pub fn unlimited() -> RateLimitOptions {
-    RateLimitOptions {
-        global_per_sec: 1_000_000,
-        per_group_per_sec: 1_000_000,
-        worker_share: 1.0,
-        pause: Duration::from_millis(100),
-    }
+/// The permits of these rate limits, for a worker ([`OutboxWorker::with_permits`]).
+pub fn permits(limits: RateLimitOptions) -> SharedPermits {
+    RateLimits::shared(&limits, None)
 }
 
 /// Options for tests: short poll interval and timeout.

@@ -4,9 +4,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use room_service::delivery::permits::RateLimitOptions;
 use room_service::domain::EventType;
 use room_service::outbox::{BatchReport, OutboxWorker};
-use room_service::publish::rate_limit::RateLimitOptions;
 use room_service::store::{Claim, Mark, PublishResult};
 use room_service::telemetry::names::{OUTBOX_CLAIMED_TOTAL, OUTBOX_LEASE_LOST_TOTAL};
 use room_service_fakes::fake_im::Fault;
@@ -223,8 +223,9 @@ async fn a_worker_slower_than_its_lease_renews_it_and_sends_nothing_twice(db: &D
     };
     let options = options(100, FAST, Duration::from_secs(1));
     assert_eq!(options.lease(), Duration::from_secs(10));
-    let publisher = super::harness::stack_limited(&fake, options.publish_timeout, limits);
-    let worker = OutboxWorker::new(db.repo.clone(), publisher, "slow", options);
+    let publisher = super::harness::stack(&fake, options.publish_timeout);
+    let worker = OutboxWorker::new(db.repo.clone(), publisher, "slow", options)
+        .with_permits(super::harness::permits(limits));
     let report = worker.process_pending_outbox().await.unwrap();
     assert_eq!((report.claimed, report.delivered, report.lease_lost), (60, 60, 0), "{report:?}");
     assert!(db.rows().await.iter().all(|r| r.status == "delivered"));

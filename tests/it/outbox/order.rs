@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use room_service::delivery::permits::RateLimitOptions;
 use room_service::domain::EventType;
 use room_service::outbox::OutboxWorker;
-use room_service::publish::rate_limit::RateLimitOptions;
 use tokio_util::sync::CancellationToken;
 
 use super::harness::*;
@@ -53,8 +53,10 @@ async fn a_backlogged_room_never_holds_other_rooms_back(db: &Db) {
         pause: Duration::from_secs(1),
     };
     let options = options(100, Duration::from_millis(50), TIMEOUT);
-    let publisher = stack_limited(&fake, TIMEOUT, limits);
-    let worker = OutboxWorker::new(db.repo.clone(), publisher, "node-a", options).with_per_room_rate(10);
+    let publisher = stack(&fake, TIMEOUT);
+    let worker = OutboxWorker::new(db.repo.clone(), publisher, "node-a", options)
+        .with_per_room_rate(10)
+        .with_permits(permits(limits));
     let cancel = CancellationToken::new();
     let run = tokio::spawn({
         let cancel = cancel.clone();

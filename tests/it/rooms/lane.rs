@@ -2,17 +2,19 @@
 //! a room that moved to another node and came back, a pack waiting for its permit while that
 //! happens, and a COMMIT slower than `publish_timeout`. Each test drives a [`RoomService`] over
 //! a real SQLite file and real shard leases, with a publisher that records what the lane sends
-//! and can hold a send at its permit; a [`CommandStore`] wrapper sees each commit's claim
-//! guard and can slow its COMMIT.
+//! and permits that can hold a message at its permit step; a [`CommandStore`] wrapper sees
+//! each commit's claim guard and can slow its COMMIT.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use room_service::cluster::{Ownership, ShardTable, shard_of};
-use room_service::domain::{Command, CommandId, RoomId};
-use room_service::publish::{BoxError, Message, Outcome, Publisher};
+use room_service::delivery::Permits;
+use room_service::domain::{Command, CommandId, EventType, RoomId};
+use room_service::publish::{BoxError, Message, Outcome, Path, Publisher};
 use room_service::room::{CommandResponse, Delivery, RoomOptions, RoomService, system_clock};
 use room_service::store::{
     CommandKey, CommandStore, CommitError, HistoryEvent, OutboxStatus, RoomCommit, SharedRepository,
@@ -28,15 +30,15 @@ const PUBLISH_TIMEOUT: Duration = Duration::from_secs(2);
 const ROOM: &str = "lane-r1";
 
 /// What the lane sent, and how the next send behaves.
-#[derive(Default)]
+#[derive(Default, Debug)]
 struct Im {
-    /// The event ids of every lane message that reached IM, as sent (after any refill).
+    /// The event ids of every lane message that reached IM, as sent (packed after its permit).
     sent: Mutex<Vec<Vec<String>>>,
-    /// While set, a lane message waits "for its permit" (its turn told it must wait) until
-    /// `permit` is notified, then is handed back to its turn (which refills it).
+    /// While set, a lane message has no permit now and waits for one until `permit` is
+    /// notified.
     hold: AtomicBool,
     permit: Notify,
-    /// A lane message is called by now; reached while holding.
+    /// A lane message is at its permit step by now; reached while holding.
     held: Notify,
     /// While set, IM answers every message with an error.
     down: AtomicBool,
@@ -45,25 +47,26 @@ struct Im {
 impl Im {
     fn publisher(self: &Arc<Self>) -> Publisher {
         let im = Arc::clone(self);
-        Publisher::new(tower::service_fn(move |mut message: Message| {
+        Publisher::new(tower::service_fn(move |message: Message| {
             let im = Arc::clone(&im);
             async move {
-                // Only the lane's messages have a turn; the others never reach IM.
-                let Some(turn) = message.turn.take() else { return Ok::<_, BoxError>(Outcome::Skipped) };
+                // Only the lane's messages reach IM.
+                let skipped = EventType::im_skipped();
+                if message.path != Path::Sync || skipped.contains(&message.event_type()) {
+                    return Ok::<_, BoxError>(Outcome::Skipped);
+                }
                 if im.down.load(Ordering::SeqCst) {
                     return Err("IM is down".into());
-                }
-                if im.hold.load(Ordering::SeqCst) {
-                    turn.must_wait();
-                    im.held.notify_one();
-                    im.permit.notified().await;
-                    turn.permit_came(&mut message.events)?;
                 }
                 let ids = message.events.iter().map(|e| e.event_id.clone()).collect();
                 im.sent.lock().unwrap().push(ids);
                 Ok(Outcome::Delivered)
             }
         }))
+    }
+
+    fn permits(self: &Arc<Self>) -> Arc<dyn Permits> {
+        Arc::clone(self) as Arc<dyn Permits>
     }
 
     fn sent(&self) -> Vec<Vec<String>> {
@@ -73,6 +76,23 @@ impl Im {
     fn ever_sent(&self, event_id: &str) -> bool {
         self.sent().iter().flatten().any(|id| id == event_id)
     }
+}
+
+/// The lane's permits: at once, or — while holding — once `permit` is notified.
+impl Permits for Im {
+    fn now<'a>(&'a self, _: &'a str) -> BoxFuture<'a, bool> {
+        let holding = self.hold.load(Ordering::SeqCst);
+        if holding {
+            self.held.notify_one();
+        }
+        Box::pin(std::future::ready(!holding))
+    }
+
+    fn wait<'a>(&'a self, _: &'a str, _: bool) -> BoxFuture<'a, ()> {
+        Box::pin(self.permit.notified())
+    }
+
+    fn pause(&self, _: &str, _: bool) {}
 }
 
 /// The command store, seeing each commit's claim guard and able to slow its COMMIT.
@@ -169,6 +189,7 @@ impl Node {
         let mut options = RoomOptions::new(PUBLISH_TIMEOUT);
         options.sync_publish_wait = Duration::from_secs(5);
         options.ownership = Ownership::Leased(Arc::clone(&table));
+        options.permits = im.permits();
         let rooms = RoomService::new(store.clone(), im.publisher(), options, system_clock());
         Self { name, table, store, rooms }
     }

@@ -78,9 +78,7 @@ pub fn router_state(db: &super::TestDb) -> room_service::api::AppState {
 
 /// The publish stack `main.rs` serves with, for `settings`.
 pub fn publisher(settings: &Settings) -> Publisher {
-    let redis =
-        room_service::redis_conn::RedisConn::from_settings(settings.redis.as_ref()).expect("redis.url");
-    app::publisher(settings, redis.as_ref()).expect("im client")
+    app::publisher(settings).expect("im client")
 }
 
 /// A running service and an HTTP client for it.

@@ -18,7 +18,7 @@ use quick_cache::sync::Cache;
 use tokio::time::Instant;
 
 use super::pack::PackLimits;
-use super::{Event, Path};
+use crate::publish::{Event, Path};
 use crate::telemetry::names;
 
 /// How long a sender stays in quarantine after its last event refused alone.
@@ -147,7 +147,7 @@ mod tests {
         Event {
             event_id: format!("e-{sender}"),
             event_type: "RoomGiftSent",
-            priority: super::super::Priority::High,
+            priority: crate::publish::Priority::High,
             body: "{}".into(),
             sender: Some(sender.into()),
             trace: None,

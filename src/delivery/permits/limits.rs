@@ -1,4 +1,4 @@
-//! The limiters behind [`RateLimit`](super::RateLimit): an app-wide GCRA limiter shared by both
+//! The limiters behind [`RateLimits`](super::RateLimits): an app-wide GCRA limiter shared by both
 //! paths (this node's, or the cluster's in Redis: [`super::cluster`]), the worker's own at
 //! `worker_share` of it, a keyed one per group, and the pauses set by rate-limited answers.
 
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::clock::{self, DirectLimiter, KeyedLimiter};
 use super::cluster::{ClusterQuota, SharedLimiter};
-use super::layer::RateLimitOptions;
+use super::options::RateLimitOptions;
 
 /// The keyed limiter forgets idle groups every this many calls.
 const RETAIN_EVERY: u64 = 4096;

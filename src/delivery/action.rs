@@ -1,4 +1,7 @@
-//! What the worker does with a row whose publish failed, by error class (SPEC §11.2):
+//! What a message's outcome comes to ([`Action::of`]): delivered; refused for its content, so
+//! split and its halves sent again ([`super::split`]); or failed — then a room's lane hands the
+//! room to the worker, and the worker decides by error class what each row comes to
+//! ([`on_failure`], SPEC §11.2):
 //!
 //! | class | row |
 //! |---|---|
@@ -13,22 +16,45 @@
 use std::error::Error;
 
 use crate::config::OutboxWorkerSettings;
-use crate::publish::classify::reason;
-use crate::publish::{ErrorClass, classify};
+use crate::publish::classify::{is_content_refusal, reason};
+use crate::publish::{BoxError, ErrorClass, Outcome, classify};
 use crate::store::{Mark, short_error};
 
 /// Every `reason` a row is parked with (label of `room_outbox_parked_total`): a permanent
 /// refusal's reason ([`reason`]: the class name, or the IM leaf's more precise one), running
 /// out of attempts, or an envelope that cannot be decoded.
-pub(super) const PARK_REASONS: [&str; 5] =
+pub const PARK_REASONS: [&str; 5] =
     ["permanent", "group_id_too_long", "message_too_large", "max_attempts", UNDECODABLE];
 
 /// The reason of a row parked because its envelope cannot be decoded.
-pub(super) const UNDECODABLE: &str = "undecodable";
+pub const UNDECODABLE: &str = "undecodable";
+
+/// What a message's outcome comes to, for every event it carried.
+#[derive(Debug)]
+pub enum Action {
+    /// IM took it (or the filter answered it without a call).
+    Delivered,
+    /// IM refused it for its content: split it, in order ([`super::split::after_refusal`]).
+    Split(BoxError),
+    /// Failed otherwise: the lane hands the room to the worker; the worker decides each row's
+    /// mark ([`on_failure`]).
+    Failed(BoxError),
+}
+
+impl Action {
+    /// The action for `result`, a message's answer.
+    pub fn of(result: Result<Outcome, BoxError>) -> Self {
+        match result {
+            Ok(_) => Action::Delivered,
+            Err(error) if is_content_refusal(error.as_ref()) => Action::Split(error),
+            Err(error) => Action::Failed(error),
+        }
+    }
+}
 
 /// The decision for one failed row.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Failure {
+pub enum Failure {
     /// Write this mark.
     Mark(Mark),
     /// The deployment is misconfigured: stop publishing for `config_error_pause`; the row is
@@ -41,7 +67,7 @@ pub(super) enum Failure {
 
 /// Decides what a failed publish of a row with `retry_count` failures so far comes to;
 /// `jitter` is a uniform draw from [0.5, 1.0].
-pub(super) fn on_failure(
+pub fn on_failure(
     options: &OutboxWorkerSettings,
     retry_count: i32,
     error: &(dyn Error + 'static),

@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::classify::is_content_refusal;
 use super::quarantine::Quarantine;
-use super::{BoxError, Event, Path};
+use crate::publish::classify::is_content_refusal;
+use crate::publish::{BoxError, Event, Path};
 
 /// What became of one event of a refused message.
 #[derive(Clone, Debug)]

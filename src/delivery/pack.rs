@@ -1,7 +1,14 @@
-//! How many events one message may carry (`im_batch.*`, SPEC §12.1), and the rule both
-//! publishers (the room lanes and the outbox worker) use to pack a room's ready events: the
-//! longest prefix, in order, within `max_events` and `max_bytes` of content, an event that goes
-//! alone (its sender is in [quarantine](super::quarantine)) in a message of its own.
+//! The packer: how many events one message may carry (`im_batch.*`, SPEC §12.1), and the one
+//! loop both drivers (the room lanes and the outbox worker) take their next message off the
+//! front of a room's queue with ([`next_pack`]): the longest prefix, in order, within
+//! `max_events` and `max_bytes` of content, an event that goes alone (its sender is in
+//! [quarantine](super::quarantine)) in a message of its own — and the only place that decides
+//! which queued events reach IM and which are skipped (the publish stack's filter answers
+//! those without a call; they never count against the limits).
+
+use super::codec;
+use super::quarantine::Quarantine;
+use crate::publish::{Event, Path};
 
 /// Default `im_batch.max_events`.
 pub const DEFAULT_MAX_EVENTS: usize = 32;
@@ -31,6 +38,63 @@ impl Default for PackLimits {
 /// counts against its 12 KB). The one measure both publishers pack by.
 pub fn content_bytes(body: &str, event_type: &str) -> usize {
     body.len() + event_type.len()
+}
+
+/// What the packer reads of a queued event.
+pub trait Ready {
+    /// The event's type, as stored.
+    fn event_type(&self) -> &str;
+    /// Bytes it adds to a message's content ([`content_bytes`]).
+    fn content_bytes(&self) -> usize;
+    /// Whose content it carries ([`Event::sender`]).
+    fn sender(&self) -> Option<&str>;
+}
+
+impl Ready for Event {
+    fn event_type(&self) -> &str {
+        self.event_type
+    }
+
+    fn content_bytes(&self) -> usize {
+        Event::content_bytes(self)
+    }
+
+    fn sender(&self) -> Option<&str> {
+        self.sender.as_deref()
+    }
+}
+
+/// Whether `event` reaches IM: the packer's one answer ([`codec::reaches_im`]).
+pub fn reaches_im(event: &impl Ready) -> bool {
+    codec::reaches_im(event.event_type())
+}
+
+/// How many events off the front of `queue` (one room's, in order) make its next message on
+/// `path`: the events that reach IM as far as `limits` let them in — at least one; a
+/// quarantined sender's event alone, counted as such — and every event between them that is
+/// skipped. 0 for an empty queue.
+pub fn next_pack<'a, T: Ready + 'a>(
+    limits: PackLimits,
+    quarantine: &Quarantine,
+    path: Path,
+    queue: impl IntoIterator<Item = &'a T> + Clone,
+) -> usize {
+    let ready = queue.clone().into_iter().filter(|e| reaches_im(*e)).map(|e| (e.content_bytes(), e.sender()));
+    let take = quarantine.take(limits, ready);
+    if take.alone {
+        Quarantine::sent_alone(path);
+    }
+    let mut im_left = take.events.max(1);
+    let mut count = 0;
+    for event in queue {
+        let im = reaches_im(event);
+        if im && im_left == 0 {
+            break;
+        }
+        im_left -= usize::from(im);
+        count += 1;
+    }
+    count
 }
 
 impl PackLimits {
