@@ -19,22 +19,22 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
-use rand::Rng;
+
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod claim;
+mod failures;
 mod marks;
+mod publish;
 
 use super::{BatchReport, OutboxWorker, WORKER_NAME};
-use crate::delivery::action::{self, Action, Failure, on_failure};
+use crate::delivery::action;
 use crate::delivery::codec::decode;
 use crate::delivery::pack::{self, Ready};
-use crate::delivery::split::{self, Fate, Resend, SharedError};
 use crate::delivery::window::Window;
-use crate::publish::{BoxError, Event, Message, Path};
+use crate::publish::{BoxError, Path};
 use crate::store::{Mark, OutboxRow, StoreError};
 use crate::telemetry::names;
 
@@ -248,132 +248,6 @@ impl Engine {
     fn has_room_for_another(&self, room: &str) -> bool {
         // The worker's packs are taken before their permits, so none gathers at the permit step.
         self.busy.get(room).is_none_or(|window| window.may_open(self.worker.in_flight_per_room, false))
-    }
-
-    fn failed(&mut self, held: Held, error: BoxError) {
-        let jitter = rand::rng().random_range(0.5..=1.0);
-        let options = &self.worker.options;
-        let (mark, hold_room) = match on_failure(options, held.row.retry_count, error.as_ref(), jitter) {
-            Failure::Mark(mark @ Mark::Park { .. }) => (mark, None),
-            Failure::Mark(mark @ (Mark::Retry { after, .. } | Mark::Defer { after })) => (mark, Some(after)),
-            Failure::Mark(Mark::Delivered) => (Mark::Delivered, None),
-            Failure::ConfigPause { error } => {
-                let pause = options.config_error_pause;
-                if self.paused_until.is_none() {
-                    metrics::gauge!(names::OUTBOX_PUBLISH_PAUSED, names::LABEL_REASON => "configuration")
-                        .set(1.0);
-                    tracing::error!(worker = WORKER_NAME, node_id = %self.worker.node_id, %error, pause = ?pause, "IM configuration error; outbox publishing paused");
-                }
-                self.paused_until = Some(Instant::now() + pause);
-                self.defer_all(pause);
-                (Mark::Defer { after: pause }, None)
-            }
-        };
-        let (status, text) = match &mark {
-            Mark::Park { error, .. } => ("failed", error.clone()),
-            Mark::Retry { error, .. } => ("retryable", error.clone()),
-            _ => ("pending", error.to_string()),
-        };
-        self.log_row(tracing::Level::WARN, &held.row, status, &text, "Outbox publish failed");
-        let room = held.row.room_id.clone();
-        self.marks.push((held, mark));
-        if let Some(after) = hold_room
-            && let Some(queue) = self.queues.remove(&room)
-        {
-            // The room's later rows wait behind the failed one.
-            self.marks.extend(queue.into_iter().map(|h| (h, Mark::Defer { after })));
-        }
-    }
-
-    fn log_row(&self, level: tracing::Level, row: &OutboxRow, status: &str, error: &str, message: &str) {
-        let retry_count =
-            if status == "pending" { row.retry_count } else { row.retry_count.saturating_add(1) };
-        macro_rules! emit {
-            ($lvl:expr) => {
-                tracing::event!($lvl, worker = WORKER_NAME, node_id = %self.worker.node_id, event_id = %row.event_id, event_type = %row.event_type, room_id = %row.room_id, retry_count, status, error = %error, "{message}")
-            };
-        }
-        match level {
-            tracing::Level::ERROR => emit!(tracing::Level::ERROR),
-            tracing::Level::WARN => emit!(tracing::Level::WARN),
-            _ => emit!(tracing::Level::DEBUG),
-        }
-    }
-}
-
-impl OutboxWorker {
-    /// Publishes a pack of one room's claimed rows through the delivery core (path `worker`):
-    /// the events that reach IM in one message, built once its permit is in hand, each other
-    /// one (answered by the event filter without a call) on its own. The stack bounds the IM
-    /// call with its own timeout; waiting for a permit is not bounded here, the lease is
-    /// renewed meanwhile. One result per row, in order.
-    async fn publish_pack(&self, rows: &[&OutboxRow]) -> Vec<Result<(), Outcome>> {
-        let mut results: Vec<Option<Result<(), Outcome>>> = Vec::with_capacity(rows.len());
-        let mut packed: Vec<(usize, Event)> = Vec::new();
-        for (i, row) in rows.iter().enumerate() {
-            match decode(row) {
-                Err(error) => results.push(Some(Err(Outcome::Undecodable(error)))),
-                Ok(event) if pack::reaches_im(&event) => {
-                    results.push(None);
-                    packed.push((i, event));
-                }
-                Ok(event) => results.push(Some(self.skip(&row.room_id, event).await)),
-            }
-        }
-        if let Some(room) = rows.first().map(|r| r.room_id.as_str())
-            && !packed.is_empty()
-        {
-            let (slots, events): (Vec<usize>, Vec<Event>) = packed.into_iter().unzip();
-            let resend = WorkerResend { worker: self, room };
-            let fates = match Action::of(resend.publish(events.clone()).await) {
-                Action::Delivered => vec![Fate::Delivered; events.len()],
-                Action::Split(error) => {
-                    split::after_refusal(&resend, &self.quarantine, Path::Worker, events, error).await
-                }
-                Action::Failed(error) => vec![Fate::Failed(SharedError::new(error)); events.len()],
-            };
-            for (slot, fate) in slots.into_iter().zip(fates) {
-                results[slot] = Some(match fate {
-                    Fate::Delivered => Ok(()),
-                    // Parked by its mark (a permanent refusal), like any other.
-                    Fate::RefusedAlone(error) | Fate::Failed(error) => Err(Outcome::Failed(Box::new(error))),
-                });
-            }
-        }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Outcome::Failed("not published".into()))))
-            .collect()
-    }
-
-    /// Publishes an event the filter answers without a call: no permit.
-    async fn skip(&self, room: &str, event: Event) -> Result<(), Outcome> {
-        let message = Message::new(room.to_owned(), Path::Worker, vec![event]);
-        self.outlet.call(message).await.map(|_| ()).map_err(Outcome::Failed)
-    }
-}
-
-/// The worker's side of a message: its permit (the worker's share first), then the call; the
-/// parts of a refused message go the same way, and an event refused alone is parked by its
-/// mark (its room's later rows may go on meanwhile).
-struct WorkerResend<'a> {
-    worker: &'a OutboxWorker,
-    room: &'a str,
-}
-
-impl WorkerResend<'_> {
-    async fn publish(&self, events: Vec<Event>) -> Result<crate::publish::Outcome, BoxError> {
-        self.worker.outlet.send_waiting(self.room, events).await
-    }
-}
-
-impl Resend for WorkerResend<'_> {
-    fn send(&self, events: Vec<Event>) -> BoxFuture<'_, Result<(), BoxError>> {
-        Box::pin(async move { self.publish(events).await.map(|_| ()) })
-    }
-
-    fn refused_alone<'a>(&'a self, _: &'a Event, _: &'a SharedError) -> BoxFuture<'a, bool> {
-        Box::pin(std::future::ready(true))
     }
 }
 

@@ -19,7 +19,8 @@ use std::sync::Mutex;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::{LaneEvent, Lanes, Sent, lock};
+use super::queue::lock;
+use super::{LaneEvent, Lanes, Sent};
 use crate::delivery::split::{self, Resend, SharedError};
 use crate::publish::classify::reason;
 use crate::publish::error::TooLate;

@@ -7,6 +7,7 @@ use super::*;
 use crate::publish::Priority;
 use crate::room::decide::Reply;
 use crate::room::outcome::CommandResponse;
+use crate::room::waiting::Waiting;
 
 fn event(id: &str, sender: &str) -> LaneEvent {
     let response =
