@@ -79,7 +79,7 @@ pub fn apply(
     let events = match command {
         Command::CreateRoom { .. } => return Err(DomainError::RoomExists),
         Command::JoinRoom { user_id } => draft.join(user_id, ctx.now_ms),
-        Command::LeaveRoom { user_id, reason } => draft.leave(user_id, reason),
+        Command::LeaveRoom { user_id, reason } => draft.leave(user_id, *reason),
         Command::SendGift { sender_id, receiver_id, gift_id, count, unit_value } => {
             Some(draft.send_gift(sender_id, receiver_id, gift_id, *count, *unit_value)?)
         }
@@ -122,7 +122,7 @@ impl Draft {
     }
 
     /// A member leaves; `None` when `user_id` is none.
-    fn leave(&mut self, user_id: &UserId, reason: &LeaveReason) -> Option<Vec<Event>> {
+    fn leave(&mut self, user_id: &UserId, reason: LeaveReason) -> Option<Vec<Event>> {
         let next = &mut self.state;
         next.members.remove(user_id)?;
         self.changes.push(Change::MemberLeft { user_id: user_id.clone() });
