@@ -1,8 +1,8 @@
 //! How one connection is served on each protocol: HTTP/1.1 ([`serve_http1`]: a header-read
 //! timeout, the idle timeout on the socket, half-close) and HTTP/2 for gRPC ([`serve_http2`]:
-//! bounded streams and windows, keep-alive pings, closed once unused, see
-//! [`activity`](super::activity)). Every request carries its peer's address, and a connection
-//! asked to close finishes what it is answering first.
+//! bounded streams and windows, keep-alive pings, closed once unused, see [`activity`]).
+//! Every request carries its peer's address, and a connection asked to close finishes what it
+//! is answering first.
 
 use std::io;
 use std::pin::{Pin, pin};
