@@ -1,22 +1,88 @@
-//! What runs beside the listeners: joining the cluster, the outbox worker, the other
-//! consumers, the metrics upkeep, and the signals that stop it all.
+//! What runs beside the listeners: joining the cluster, the background tasks of phase 5
+//! ([`Workers`]: the metrics upkeep, presence, the cell janitor, refunds, the backlog sampler,
+//! the outbox worker, the other consumers, retention, the lease keeper), and the signals that
+//! stop it all.
 
 use std::time::Duration;
 
 use anyhow::Context;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::phases::Core;
+use crate::admin::{RetentionOptions, run_retention};
 use crate::cluster::{Directory, LeaseKeeper, Ownership};
 use crate::config::{ConsumerSettings, Settings};
 use crate::consumer::audit::AuditSink;
 use crate::consumer::batch::Batcher;
 use crate::consumer::webhook::WebhookSink;
 use crate::consumer::{self, Consumer, ConsumerName, ConsumerOptions};
-use crate::outbox::OutboxWorker;
+use crate::outbox::{OutboxWorker, sampler};
 use crate::redis_conn::RedisConn;
+use crate::room::presence;
 use crate::store::SharedRepository;
 use crate::telemetry;
+
+/// How often idle room cells are dropped from memory, and after how long unused.
+const CELL_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+const CELL_IDLE_AFTER: Duration = Duration::from_secs(300);
+/// How often the gift refunds the wallet has not confirmed are sent again (`wallet.enabled`).
+const REFUND_SWEEP_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Phase 5: the background tasks — metrics upkeep, presence, the cell janitor, refunds, the
+/// backlog sampler, the outbox worker, the consumers, retention — under one cancellation, and
+/// the lease keeper under a token of its own (the leases outlive every other task: in-flight
+/// commands still commit under them).
+pub(super) struct Workers {
+    pub(super) cancel: CancellationToken,
+    pub(super) tracker: TaskTracker,
+    pub(super) leases: CancellationToken,
+    pub(super) keeper: Option<JoinHandle<()>>,
+}
+
+impl Workers {
+    pub(super) fn spawn(
+        settings: &Settings,
+        core: &Core,
+        metrics: metrics_exporter_prometheus::PrometheusHandle,
+    ) -> anyhow::Result<Self> {
+        let (cancel, tracker) = (CancellationToken::new(), TaskTracker::new());
+        let (repo, rooms) = (&core.repo, &core.rooms);
+        tracker.spawn(run_metrics_upkeep(metrics, repo.clone(), core.ownership.clone(), cancel.clone()));
+        let leases = CancellationToken::new();
+        let keeper = core.keeper.clone().map(|k| tokio::spawn(k.run(leases.clone())));
+        if settings.presence.enabled {
+            let p = &settings.presence;
+            let worker =
+                presence::run_presence_worker(rooms.clone(), p.stale_after, p.scan_interval, cancel.clone());
+            tracker.spawn(worker);
+        }
+        let janitor =
+            presence::run_cell_janitor(rooms.clone(), CELL_SWEEP_INTERVAL, CELL_IDLE_AFTER, cancel.clone());
+        tracker.spawn(janitor);
+        if settings.wallet.enabled {
+            tracker.spawn(presence::run_refund_sweeper(rooms.clone(), REFUND_SWEEP_INTERVAL, cancel.clone()));
+        }
+        let interval = settings.outbox_worker.stats_interval;
+        tracker.spawn(sampler::run_backlog_sampler(repo.clone(), interval, cancel.clone()));
+        spawn_outbox_worker(settings, core, &tracker, &cancel);
+        spawn_consumers(settings, repo, &tracker, &cancel)?;
+        // Retention runs where the outbox worker runs (one purging instance at a time on MySQL),
+        // and keeps every event an enabled consumer has not passed, and every event the rooms'
+        // history still serves (a row delivered before max_age was committed before it too).
+        if let Some(retention) = settings.outbox_worker.retention.filter(|_| settings.outbox_worker.enabled) {
+            let retention = retention.max(settings.rooms.history.max_age);
+            let options = RetentionOptions {
+                consumers: settings.consumers.enabled_names(),
+                ..RetentionOptions::new(retention, settings.node_id.clone())
+            };
+            tracker.spawn(run_retention(repo.clone(), options, cancel.clone()));
+        }
+        tracker.close();
+        Ok(Self { cancel, tracker, leases, keeper })
+    }
+}
 
 /// Joins the cluster before serving: membership, then this node's share of the shards.
 pub(super) async fn join_cluster(
@@ -41,7 +107,7 @@ pub(super) async fn join_cluster(
 /// command path and sharing its quarantine.
 pub(super) fn spawn_outbox_worker(
     settings: &Settings,
-    core: &super::Core,
+    core: &Core,
     tracker: &TaskTracker,
     cancel: &CancellationToken,
 ) {

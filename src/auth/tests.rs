@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::config::{ServiceToken, UserSigSettings};
+use crate::domain::UserId;
 use crate::publish::tencent::usersig as sig;
 use crate::secret::Secret;
 

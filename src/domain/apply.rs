@@ -2,10 +2,10 @@
 
 use serde_json::json;
 
-use super::command::{Command, CommandContext};
+use super::command::{Command, CommandContext, LeaveReason};
 use super::error::DomainError;
 use super::event::{Event, EventType};
-use super::ids::UserId;
+use super::ids::{GiftId, UserId};
 use super::state::{Member, RoomState, RoomStatus, SenderTotal};
 
 /// What a command changed beyond the small snapshot: the rows the storage writes for it.
@@ -75,71 +75,111 @@ pub fn apply(
     if state.status == RoomStatus::Closed {
         return Err(DomainError::RoomClosed);
     }
-    // O(1): members and senders are persistent maps.
-    let mut next = state.clone();
-    next.version += 1;
-    let mut changes = Vec::with_capacity(1);
+    let mut draft = Draft::of(state);
     let events = match command {
         Command::CreateRoom { .. } => return Err(DomainError::RoomExists),
-        Command::JoinRoom { user_id } => {
-            if next.members.contains_key(user_id) {
-                return Ok(Applied::noop(state));
-            }
-            let member = Member { joined_at_ms: ctx.now_ms };
-            next.members.insert(user_id.clone(), member);
-            changes.push(Change::MemberJoined { user_id: user_id.clone(), joined_at_ms: ctx.now_ms });
-            vec![event(
-                EventType::RoomUserJoined,
-                json!({"user_id": user_id, "joined_at_ms": ctx.now_ms, "member_count": next.members.len()}),
-            )]
-        }
-        Command::LeaveRoom { user_id, reason } => {
-            if next.members.remove(user_id).is_none() {
-                return Ok(Applied::noop(state));
-            }
-            changes.push(Change::MemberLeft { user_id: user_id.clone() });
-            vec![event(
-                EventType::RoomUserLeft,
-                json!({"user_id": user_id, "reason": reason, "member_count": next.members.len()}),
-            )]
-        }
+        Command::JoinRoom { user_id } => draft.join(user_id, ctx.now_ms),
+        Command::LeaveRoom { user_id, reason } => draft.leave(user_id, *reason),
         Command::SendGift { sender_id, receiver_id, gift_id, count, unit_value } => {
-            check_range("count", *count, MAX_GIFT_COUNT)?;
-            check_range("unit_value", *unit_value, MAX_UNIT_VALUE)?;
-            if !next.members.contains_key(sender_id) {
-                return Err(DomainError::NotMember { user_id: sender_id.to_string() });
-            }
-            let value = u64::from(*count) * u64::from(*unit_value);
-            let total = add_gift(&mut next, sender_id, value)?;
-            changes.push(Change::SenderTotal { user_id: sender_id.clone(), total });
-            let mut events = vec![
-                event(
-                    EventType::RoomGiftSent,
-                    json!({
-                        "sender_id": sender_id, "receiver_id": receiver_id, "gift_id": gift_id,
-                        "count": count, "unit_value": unit_value, "total_value": value,
-                    }),
-                ),
-                event(EventType::RoomHeatChanged, json!({"heat": next.heat, "delta": value})),
-            ];
-            let rank = next.rank_after_gift(sender_id);
-            let order_changed =
-                !rank.iter().map(|e| &e.user_id).eq(state.gift_rank.iter().map(|e| &e.user_id));
-            next.gift_rank = rank;
-            if order_changed {
-                events.push(event(EventType::RoomRankChanged, json!({"gift_rank": next.gift_rank})));
-            }
-            events
+            Some(draft.send_gift(sender_id, receiver_id, gift_id, *count, *unit_value)?)
         }
-        Command::CloseRoom => {
-            let removed = next.members.len();
-            next.members = Default::default();
-            next.status = RoomStatus::Closed;
-            changes.push(Change::MembersCleared);
-            vec![event(EventType::RoomClosed, json!({"members_removed": removed}))]
-        }
+        Command::CloseRoom => Some(draft.close()),
     };
-    Ok(Applied { state: next, events, changes, applied: true })
+    Ok(match events {
+        Some(events) => Applied { state: draft.state, events, changes: draft.changes, applied: true },
+        None => Applied::noop(state),
+    })
+}
+
+/// An open room as one command changes it: its next state (one version on) and the rows the
+/// command changes. Each command's step answers its events, or `None` for a no-op (the draft
+/// is then dropped).
+struct Draft {
+    state: RoomState,
+    changes: Vec<Change>,
+}
+
+impl Draft {
+    fn of(state: &RoomState) -> Self {
+        // O(1): members and senders are persistent maps.
+        let mut next = state.clone();
+        next.version += 1;
+        Self { state: next, changes: Vec::with_capacity(1) }
+    }
+
+    /// A member joins; `None` when `user_id` is one already.
+    fn join(&mut self, user_id: &UserId, now_ms: i64) -> Option<Vec<Event>> {
+        let next = &mut self.state;
+        if next.members.contains_key(user_id) {
+            return None;
+        }
+        next.members.insert(user_id.clone(), Member { joined_at_ms: now_ms });
+        self.changes.push(Change::MemberJoined { user_id: user_id.clone(), joined_at_ms: now_ms });
+        Some(vec![event(
+            EventType::RoomUserJoined,
+            json!({"user_id": user_id, "joined_at_ms": now_ms, "member_count": next.members.len()}),
+        )])
+    }
+
+    /// A member leaves; `None` when `user_id` is none.
+    fn leave(&mut self, user_id: &UserId, reason: LeaveReason) -> Option<Vec<Event>> {
+        let next = &mut self.state;
+        next.members.remove(user_id)?;
+        self.changes.push(Change::MemberLeft { user_id: user_id.clone() });
+        Some(vec![event(
+            EventType::RoomUserLeft,
+            json!({"user_id": user_id, "reason": reason, "member_count": next.members.len()}),
+        )])
+    }
+
+    /// A member sends a gift: the heat and the sender's total grow, and the rank is redrawn
+    /// (an event of its own when its order changed).
+    fn send_gift(
+        &mut self,
+        sender_id: &UserId,
+        receiver_id: &UserId,
+        gift_id: &GiftId,
+        count: u32,
+        unit_value: u32,
+    ) -> Result<Vec<Event>, DomainError> {
+        check_range("count", count, MAX_GIFT_COUNT)?;
+        check_range("unit_value", unit_value, MAX_UNIT_VALUE)?;
+        let next = &mut self.state;
+        if !next.members.contains_key(sender_id) {
+            return Err(DomainError::NotMember { user_id: sender_id.to_string() });
+        }
+        let value = u64::from(count) * u64::from(unit_value);
+        let total = add_gift(next, sender_id, value)?;
+        self.changes.push(Change::SenderTotal { user_id: sender_id.clone(), total });
+        let mut events = vec![
+            event(
+                EventType::RoomGiftSent,
+                json!({
+                    "sender_id": sender_id, "receiver_id": receiver_id, "gift_id": gift_id,
+                    "count": count, "unit_value": unit_value, "total_value": value,
+                }),
+            ),
+            event(EventType::RoomHeatChanged, json!({"heat": next.heat, "delta": value})),
+        ];
+        // The rank before the gift is the room's as it was: nothing above touched it.
+        let rank = next.rank_after_gift(sender_id);
+        let order_changed = !rank.iter().map(|e| &e.user_id).eq(next.gift_rank.iter().map(|e| &e.user_id));
+        next.gift_rank = rank;
+        if order_changed {
+            events.push(event(EventType::RoomRankChanged, json!({"gift_rank": next.gift_rank})));
+        }
+        Ok(events)
+    }
+
+    /// The room closes and every member is removed.
+    fn close(&mut self) -> Vec<Event> {
+        let next = &mut self.state;
+        let removed = next.members.len();
+        next.members = Default::default();
+        next.status = RoomStatus::Closed;
+        self.changes.push(Change::MembersCleared);
+        vec![event(EventType::RoomClosed, json!({"members_removed": removed}))]
+    }
 }
 
 fn create(owner_id: &UserId, title: &str, ctx: &CommandContext) -> Result<Applied, DomainError> {

@@ -1,15 +1,17 @@
 //! The worker loop: the [engine](super::engine) fed continuously until cancelled.
 
-use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
+use std::time::Duration;
+
+use tokio::time::{Instant, Interval, MissedTickBehavior, interval, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::engine::{Engine, MARK_INTERVAL};
+use super::{OutboxWorker, WORKER_NAME};
+use crate::telemetry::names;
 
 /// Shortest wait for the next row's claim-after time (a row claimable now but locked by
 /// another worker's claim in progress must not spin this loop).
-const MIN_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
-use super::{OutboxWorker, WORKER_NAME};
-use crate::telemetry::names;
+const MIN_WAIT: Duration = Duration::from_millis(10);
 
 impl OutboxWorker {
     /// Runs until `cancel` fires. Claims a batch at once, then whenever the rows it holds fall
@@ -35,38 +37,16 @@ impl OutboxWorker {
         );
         metrics::gauge!(names::OUTBOX_PUBLISH_PAUSED, names::LABEL_REASON => "configuration").set(0.0);
         let mut engine = Engine::new(self.clone());
-        let mut poll = interval(options.poll_interval);
-        poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut flush = interval(MARK_INTERVAL);
-        flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut renew = interval(options.lease() / 4);
-        renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut ticks = Ticks::new(options.poll_interval, options.lease() / 4);
         let low_water = (options.batch_size / 2).max(options.max_in_flight);
-        // Claim when due: at start, after a claim that left rows, on a tick or a wake, and when
-        // the next row's claim-after time (its young-pending guard, its retry delay) comes.
-        let mut due = true;
-        let mut backlog = false;
-        let mut next_row: Option<Instant> = None;
+        let mut claims = ClaimsDue { due: true, backlog: false, next_row: None };
         loop {
             if cancel.is_cancelled() {
                 break;
             }
             let paused = engine.paused();
-            if paused.is_none() && (due || backlog) && engine.unfinished() <= low_water {
-                due = false;
-                match engine.claim().await {
-                    Ok(claimed) => {
-                        // Rows left that the claim saw: claim again as soon as the rows held
-                        // allow (a claim that took nothing waits for its tick instead: what it
-                        // left is capped or behind the rows held here).
-                        backlog = claimed.rows > 0 && claimed.more;
-                        next_row = if backlog { None } else { self.next_row().await };
-                    }
-                    Err(error) => {
-                        backlog = false;
-                        tracing::error!(worker = WORKER_NAME, node_id = %self.node_id, %error, "Outbox claim failed; retrying on the next tick");
-                    }
-                }
+            if paused.is_none() && (claims.due || claims.backlog) && engine.unfinished() <= low_water {
+                self.claim(&mut engine, &mut claims).await;
             }
             engine.start();
             let resume = paused.unwrap_or_else(Instant::now);
@@ -74,28 +54,51 @@ impl OutboxWorker {
                 biased;
                 () = cancel.cancelled() => break,
                 () = engine.next_done() => {}
-                _ = flush.tick() => {
+                _ = ticks.flush.tick() => {
                     engine.flush().await;
                 }
-                _ = renew.tick() => engine.renew().await,
-                _ = poll.tick() => due = true,
-                () = self.wake.notified() => due = true,
-                () = sleep_until(resume), if paused.is_some() => due = true,
-                () = sleep_until(next_row.unwrap_or_else(Instant::now)), if next_row.is_some() => {
-                    next_row = None;
-                    due = true;
+                _ = ticks.renew.tick() => engine.renew().await,
+                _ = ticks.poll.tick() => claims.due = true,
+                () = self.wake.notified() => claims.due = true,
+                () = sleep_until(resume), if paused.is_some() => claims.due = true,
+                () = sleep_until(claims.next_row.unwrap_or_else(Instant::now)), if claims.next_row.is_some() => {
+                    claims.next_row = None;
+                    claims.due = true;
                 }
             }
         }
+        self.stop(engine).await;
+    }
+
+    /// Claims a batch, and notes when the next claim is due.
+    async fn claim(&self, engine: &mut Engine, claims: &mut ClaimsDue) {
+        claims.due = false;
+        match engine.claim().await {
+            Ok(claimed) => {
+                // Rows left that the claim saw: claim again as soon as the rows held allow (a
+                // claim that took nothing waits for its tick instead: what it left is capped or
+                // behind the rows held here).
+                claims.backlog = claimed.rows > 0 && claimed.more;
+                claims.next_row = if claims.backlog { None } else { self.next_row().await };
+            }
+            Err(error) => {
+                claims.backlog = false;
+                tracing::error!(worker = WORKER_NAME, node_id = %self.node_id, %error, "Outbox claim failed; retrying on the next tick");
+            }
+        }
+    }
+
+    /// Once cancelled: releases the queued rows, lets the publishes in flight finish (a publish
+    /// waiting for rate-limit permits is given up after one publish_timeout: its row stays
+    /// delivering and comes back after its lease), and marks their results.
+    async fn stop(&self, mut engine: Engine) {
         engine.release_queued();
-        // The publishes in flight finish (a publish waiting for rate-limit permits is given up
-        // after one publish_timeout: its row stays delivering and comes back after its lease).
         let finish = async {
             while engine.publishing() {
                 engine.next_done().await;
             }
         };
-        if tokio::time::timeout(options.publish_timeout, finish).await.is_err() {
+        if tokio::time::timeout(self.options.publish_timeout, finish).await.is_err() {
             engine.abort();
         }
         engine.flush().await;
@@ -112,5 +115,38 @@ impl OutboxWorker {
                 None
             }
         }
+    }
+}
+
+/// When the worker claims: at start, after a claim that left rows, on a tick or a wake, and
+/// when the next row's claim-after time (its young-pending guard, its retry delay) comes.
+struct ClaimsDue {
+    /// A tick, a wake or a time came (or the worker just started): claim when the rows held
+    /// allow.
+    due: bool,
+    /// The last claim left claimable rows it saw: claim again as soon as the rows held allow.
+    backlog: bool,
+    /// When the next row becomes claimable, if before the next poll tick would find it.
+    next_row: Option<Instant>,
+}
+
+/// The worker's timers, each delaying its missed ticks rather than bursting them.
+struct Ticks {
+    /// A claim is due every `poll_interval`.
+    poll: Interval,
+    /// Results are marked at least every [`MARK_INTERVAL`].
+    flush: Interval,
+    /// The leases of rows held are renewed every quarter of a lease.
+    renew: Interval,
+}
+
+impl Ticks {
+    fn new(poll: Duration, renew: Duration) -> Self {
+        let delayed = |period| {
+            let mut ticks = interval(period);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            ticks
+        };
+        Self { poll: delayed(poll), flush: delayed(MARK_INTERVAL), renew: delayed(renew) }
     }
 }

@@ -107,8 +107,37 @@ fn service_tokens(p: &mut Problems, raw: &Secret) -> Vec<ServiceToken> {
 /// `auth.jwt.*` when `mode: jwt`: every accepted algorithm has its key, and no key is left
 /// without an algorithm (an HS* secret beside RS* would otherwise sit unused, or worse).
 fn jwt(p: &mut Problems, raw: RawJwt) -> JwtSettings {
+    let algorithms = jwt_algorithms(p, &raw.algorithms);
+    let hmac = algorithms.iter().any(|a| a.family() == AlgorithmFamily::Hmac);
+    let public = algorithms.iter().any(|a| a.family() != AlgorithmFamily::Hmac);
+    let secret = jwt_secret(p, &raw.secret, hmac);
+    let (public_key_file, jwks_url) = jwt_public_keys(p, &raw.public_key_file, &raw.jwks_url, public);
+    let jwks_refresh = p.positive("auth.jwt.jwks_refresh", &raw.jwks_refresh, Duration::from_secs(600));
+    if jwks_refresh < MIN_JWKS_REFRESH {
+        p.add("auth.jwt.jwks_refresh", "must be at least 10s");
+    }
+    let user_claim = raw.user_claim.trim().to_owned();
+    if user_claim.is_empty() {
+        p.add("auth.jwt.user_claim", "must name the claim holding the user id (e.g. sub)");
+    }
+    let nonempty = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+    JwtSettings {
+        algorithms,
+        secret,
+        public_key_file,
+        jwks_url,
+        jwks_refresh,
+        issuer: nonempty(raw.issuer),
+        audience: nonempty(raw.audience),
+        user_claim,
+        leeway: p.or_default("auth.jwt.leeway", &raw.leeway, Duration::ZERO),
+    }
+}
+
+/// `auth.jwt.algorithms`: at least one, each a known algorithm; repeats are taken once.
+fn jwt_algorithms(p: &mut Problems, names: &[String]) -> Vec<Algorithm> {
     let mut algorithms = Vec::new();
-    for name in &raw.algorithms {
+    for name in names {
         match Algorithm::from_str(name.trim()) {
             Ok(alg) if !algorithms.contains(&alg) => algorithms.push(alg),
             Ok(_) => {}
@@ -121,13 +150,15 @@ fn jwt(p: &mut Problems, raw: RawJwt) -> JwtSettings {
             ),
         }
     }
-    if raw.algorithms.is_empty() {
+    if names.is_empty() {
         p.add("auth.jwt.algorithms", "must name at least one algorithm");
     }
-    let hmac = algorithms.iter().any(|a| a.family() == AlgorithmFamily::Hmac);
-    let public = algorithms.iter().any(|a| a.family() != AlgorithmFamily::Hmac);
+    algorithms
+}
 
-    let secret = Secret::new(raw.secret.expose().trim());
+/// `auth.jwt.secret`: set, and long enough, exactly when an HS* algorithm (`hmac`) is accepted.
+fn jwt_secret(p: &mut Problems, raw: &Secret, hmac: bool) -> Option<Secret> {
+    let secret = Secret::new(raw.expose().trim());
     let secret = (!secret.is_empty()).then_some(secret);
     match (&secret, hmac) {
         (None, true) => p.add(
@@ -142,8 +173,19 @@ fn jwt(p: &mut Problems, raw: RawJwt) -> JwtSettings {
         }
         _ => {}
     }
-    let public_key_file = Some(raw.public_key_file.trim()).filter(|f| !f.is_empty()).map(PathBuf::from);
-    let jwks_url = Some(raw.jwks_url.trim()).filter(|u| !u.is_empty()).map(str::to_owned);
+    secret
+}
+
+/// `auth.jwt.public_key_file` and `auth.jwt.jwks_url`: exactly one of them when an
+/// RS*/PS*/ES*/EdDSA algorithm (`public`) is accepted, neither otherwise; the URL well-formed.
+fn jwt_public_keys(
+    p: &mut Problems,
+    public_key_file: &str,
+    jwks_url: &str,
+    public: bool,
+) -> (Option<PathBuf>, Option<String>) {
+    let public_key_file = Some(public_key_file.trim()).filter(|f| !f.is_empty()).map(PathBuf::from);
+    let jwks_url = Some(jwks_url.trim()).filter(|u| !u.is_empty()).map(str::to_owned);
     if let Some(url) = &jwks_url
         && let Err(reason) = check_jwks_url(url)
     {
@@ -165,26 +207,7 @@ fn jwt(p: &mut Problems, raw: RawJwt) -> JwtSettings {
         }
         _ => {}
     }
-    let jwks_refresh = p.positive("auth.jwt.jwks_refresh", &raw.jwks_refresh, Duration::from_secs(600));
-    if jwks_refresh < MIN_JWKS_REFRESH {
-        p.add("auth.jwt.jwks_refresh", "must be at least 10s");
-    }
-    let user_claim = raw.user_claim.trim().to_owned();
-    if user_claim.is_empty() {
-        p.add("auth.jwt.user_claim", "must name the claim holding the user id (e.g. sub)");
-    }
-    let nonempty = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
-    JwtSettings {
-        algorithms,
-        secret,
-        public_key_file,
-        jwks_url,
-        jwks_refresh,
-        issuer: nonempty(raw.issuer),
-        audience: nonempty(raw.audience),
-        user_claim,
-        leeway: p.or_default("auth.jwt.leeway", &raw.leeway, Duration::ZERO),
-    }
+    (public_key_file, jwks_url)
 }
 
 /// A JWKS URL: `http(s)://host...` without credentials or a fragment.
