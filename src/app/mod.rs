@@ -19,10 +19,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::{RetentionOptions, run_retention};
-use crate::api::forward::Forwarder;
+use crate::api::forward::{Forwarder, hop_limit};
 use crate::api::read_limit::ReadLimiter;
 use crate::api::readiness::DbPing;
-use crate::api::{AppState, BATCH_HEARTBEAT_BYTES, Lifecycle, NodeInfo};
+use crate::api::{AppState, Lifecycle, NodeInfo};
 use crate::cluster::{LeaseKeeper, Ownership};
 use crate::config::Settings;
 use crate::grpc::{self, GrpcOptions};
@@ -229,7 +229,7 @@ impl Apis {
             .keeper
             .as_ref()
             .map(|k| {
-                let body_limit = http_settings.body_limit_bytes.max(BATCH_HEARTBEAT_BYTES);
+                let body_limit = hop_limit(http_settings.body_limit_bytes);
                 Forwarder::new(k.cluster(), http_settings.request_timeout, body_limit)
             })
             .transpose()
