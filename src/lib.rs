@@ -1,7 +1,8 @@
 //! room-service: the rooms of a live-streaming app, made durable with a transactional outbox
 //! and pushed to Tencent Cloud IM through one `tower::Service` stack.
 //!
-//! Flow of a command: [`http`] or [`grpc`] → [`api`] (the operations both APIs share) →
+//! Flow of a command: [`http`] or [`grpc`] → [`api`] (the neutral request both APIs build,
+//! served here or carried as it is to the room's owner in a cluster) →
 //! [`room`] (Room Cell applies a pure [`domain`] command) → [`store`] (one transaction:
 //! command log + outbox rows + snapshot) → [`publish`] (the shared stack) → best-effort mark
 //! delivered. The [`outbox`] worker re-publishes what the

@@ -3,6 +3,8 @@
 //! `{"error":{"code","message"}}` (`http::error`); gRPC maps its code onto a standard status
 //! code (`grpc::status`).
 
+use std::borrow::Cow;
+
 use ::http::StatusCode;
 
 use crate::auth::AuthError;
@@ -11,13 +13,19 @@ use crate::room::RoomError;
 use crate::store::StoreError;
 use crate::wallet::WalletError;
 
+/// The `WWW-Authenticate` of a 401 without a token.
+pub const CHALLENGE: &str = "Bearer";
+
+/// The `WWW-Authenticate` of a 401 whose token did not verify.
+pub const INVALID_TOKEN_CHALLENGE: &str = r#"Bearer error="invalid_token""#;
+
 /// An error answer of either API: the HTTP status it answers with (gRPC maps its `code`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
-    /// Stable snake_case code.
-    pub code: &'static str,
+    /// Stable snake_case code (one of this node's, or the one a room's owner answered).
+    pub code: Cow<'static, str>,
     /// Human text naming what is wrong.
     pub message: String,
     /// `WWW-Authenticate` of a 401 (`Bearer`, or `Bearer error="invalid_token"`).
@@ -29,7 +37,13 @@ pub struct ApiError {
 impl ApiError {
     /// A new error.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), challenge: None, retry_after: None }
+        Self {
+            status,
+            code: Cow::Borrowed(code),
+            message: message.into(),
+            challenge: None,
+            retry_after: None,
+        }
     }
 
     /// 400 naming the field at fault.
@@ -54,6 +68,21 @@ impl ApiError {
             "not_owner",
             "the room is moving between nodes; retry the request as it is",
         )
+    }
+
+    /// 503 `request_timeout`: the request was not answered in time (`http.request_timeout`,
+    /// or the deadline a hop carried).
+    pub fn request_timeout() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "request_timeout",
+            "the request was not answered in time; retry (a command is idempotent by command_id)",
+        )
+    }
+
+    /// 413 `too_large`: the request body is over its limit.
+    pub fn too_large() -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "request body is too large")
     }
 
     /// 503 `owner_unavailable`: the node serving the room did not answer.
@@ -121,8 +150,7 @@ impl From<AuthError> for ApiError {
         let message = e.to_string();
         match e {
             AuthError::Unauthenticated(_) => {
-                let challenge =
-                    if e.token_was_given() { r#"Bearer error="invalid_token""# } else { "Bearer" };
+                let challenge = if e.token_was_given() { INVALID_TOKEN_CHALLENGE } else { CHALLENGE };
                 let error = ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message);
                 ApiError { challenge: Some(challenge), ..error }
             }

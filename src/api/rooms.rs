@@ -1,8 +1,8 @@
 //! The operations of the room API both transports call, and the limits both apply: a command,
 //! a presence heartbeat or a batch of them (each refused while draining, and checked against
 //! the caller's rights and rate the same way whichever API it came through), and a page of
-//! members. The HTTP routes (`http::rooms`) and the gRPC methods (`grpc::rooms`) parse their
-//! requests and map the answers back; the logic is here.
+//! members. Both edges reach them through [`super::serve`] (a page of events directly: it is
+//! never forwarded); the logic is here.
 
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ use crate::room::{CommandRequest, CommandResponse, Transport};
 pub const MAX_HEARTBEAT_IDS: usize = 1_000;
 
 /// What `POST /v1/rooms/{id}/heartbeats` answers.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatsAnswer {
     /// How many distinct ids are members (their presence refreshed).
     pub alive: usize,
@@ -120,7 +120,7 @@ pub const DEFAULT_MEMBERS_LIMIT: usize = 100;
 pub const MAX_MEMBERS_LIMIT: u32 = 1000;
 
 /// A page of members (`GET /v1/rooms/{room_id}/members`).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MembersPage {
     /// Members in user id order.
     pub members: Vec<MemberView>,

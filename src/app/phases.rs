@@ -11,10 +11,10 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 use super::{auth, pack_limits, wallet};
-use crate::api::forward::Forwarder;
+use crate::api::forward::{Forwarder, hop_limit};
 use crate::api::read_limit::ReadLimiter;
 use crate::api::readiness::DbPing;
-use crate::api::{AppState, BATCH_HEARTBEAT_BYTES, Lifecycle, NodeInfo};
+use crate::api::{AppState, Lifecycle, NodeInfo};
 use crate::cluster::{LeaseKeeper, Ownership};
 use crate::config::Settings;
 use crate::grpc::{self, GrpcOptions};
@@ -134,7 +134,7 @@ impl Apis {
             .keeper
             .as_ref()
             .map(|k| {
-                let body_limit = http_settings.body_limit_bytes.max(BATCH_HEARTBEAT_BYTES);
+                let body_limit = hop_limit(http_settings.body_limit_bytes);
                 Forwarder::new(k.cluster(), http_settings.request_timeout, body_limit)
             })
             .transpose()

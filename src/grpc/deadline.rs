@@ -1,7 +1,8 @@
 //! The deadline of a gRPC call: the client's `grpc-timeout` header, capped at the server's own
 //! bound (`http.request_timeout`). A call still running then is dropped and answered with
 //! `DEADLINE_EXCEEDED` (a command already queued still commits: its retry under the same
-//! `command_id` answers the stored outcome, as over HTTP).
+//! `command_id` answers the stored outcome, as over HTTP). The deadline goes in the request's
+//! extensions ([`CallDeadline`]): a call forwarded to its room's owner carries it there.
 //!
 //! tonic's own transport answers an expired `grpc-timeout` with `CANCELLED`; the service is
 //! served through the HTTP API's accept loop (`http::server`) instead, and this layer gives
@@ -14,11 +15,16 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, Request, Response};
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tower::{Layer, Service};
 
 /// The `grpc-timeout` request header.
 pub const GRPC_TIMEOUT: &str = "grpc-timeout";
+
+/// When a call's deadline passes, in its request's extensions: a call forwarded to its room's
+/// owner carries the time left on, and the owner gives up then too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallDeadline(pub Instant);
 
 /// Applies [`Deadline`] with `max` as the longest allowed call.
 #[derive(Debug, Clone, Copy)]
@@ -61,9 +67,11 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let timeout = client_timeout(request.headers()).map_or(self.max, |t| t.min(self.max));
-        ResponseFuture { inner: self.inner.call(request), sleep: tokio::time::sleep(timeout) }
+        let deadline = Instant::now() + timeout;
+        request.extensions_mut().insert(CallDeadline(deadline));
+        ResponseFuture { inner: self.inner.call(request), sleep: tokio::time::sleep_until(deadline) }
     }
 }
 
@@ -153,5 +161,19 @@ mod tests {
         // Without a client deadline the server's bound applies.
         let answer = service.call(Request::new(())).await.unwrap();
         assert_eq!(answer.headers()["grpc-status"], "4");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_calls_deadline_is_in_its_extensions() {
+        let deadline = |request: Request<()>| async move {
+            let deadline = request.extensions().get::<CallDeadline>().copied();
+            Ok::<_, std::convert::Infallible>(Response::new(format!("{deadline:?}")))
+        };
+        let mut service = DeadlineLayer::new(Duration::from_secs(10)).layer(tower::service_fn(deadline));
+        let request = Request::builder().header(GRPC_TIMEOUT, "250m").body(()).unwrap();
+        let expected = CallDeadline(Instant::now() + Duration::from_millis(250));
+        assert_eq!(service.call(request).await.unwrap().into_body(), format!("{:?}", Some(expected)));
+        let capped = CallDeadline(Instant::now() + Duration::from_secs(10));
+        assert_eq!(service.call(Request::new(())).await.unwrap().into_body(), format!("{:?}", Some(capped)));
     }
 }

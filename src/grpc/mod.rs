@@ -1,9 +1,10 @@
 //! The gRPC API (tonic) on its own listener (`grpc.listen`), beside the HTTP API:
 //!
-//! - `room.v1.RoomService` ([`rooms`]): the commands and queries of `/v1/rooms...`, mapped onto
-//!   the same operations of [`crate::api::rooms`] the HTTP handlers call (the draining and
-//!   reserved-prefix checks included), so both APIs share one command path; failures, the
-//!   API's [`ApiError`](crate::api::ApiError), map to standard status codes ([`status`]);
+//! - `room.v1.RoomService` ([`rooms`]): the commands and queries of `/v1/rooms...`, read into
+//!   the same neutral [`RoomRequest`](crate::api::RoomRequest) the HTTP handlers build and
+//!   served by the same [`crate::api::serve`] (here, or at the room's owner in a cluster), so
+//!   both APIs share one command path; failures, the API's
+//!   [`ApiError`](crate::api::ApiError), map to standard status codes ([`status`]);
 //! - `grpc.health.v1.Health` ([`health`]): follows readiness (`/readyz`);
 //! - server reflection, listing both services, in both versions clients speak: `v1` and
 //!   `v1alpha` (Python's `grpcio-reflection`, older grpcurl and several GUI clients speak only
@@ -13,21 +14,21 @@
 //! when absent or not 1–128 printable ASCII characters, as on HTTP: [`crate::api::edge`];
 //! echoed back), one tracing span, panics caught into `INTERNAL`, and a deadline (the
 //! client's `grpc-timeout`, at most `http.request_timeout`) answered with `DEADLINE_EXCEEDED`
-//! ([`deadline`]). The room service's calls then pass its edge ([`edge`]): load shedding beyond
-//! `http.max_in_flight` (`RESOURCE_EXHAUSTED`), and authentication from metadata before the
-//! message is read (`UNAUTHENTICATED`); its messages are limited per method (`Heartbeats`:
-//! the batch's size; the others: `http.body_limit_bytes`). The protobuf code is generated at
-//! build time from `proto/` (see `build.rs`).
+//! ([`deadline`]; a call forwarded to its room's owner carries it there). The room service's
+//! calls then pass its edge ([`edge`]): load shedding beyond `http.max_in_flight`
+//! (`RESOURCE_EXHAUSTED`), and authentication from metadata before the message is read
+//! (`UNAUTHENTICATED`); its messages are limited per method (`Heartbeats`: the batch's size;
+//! the others: `http.body_limit_bytes`). The protobuf code is generated at build time from
+//! `proto/` (see `build.rs`).
 //!
 //! This module and the HTTP API (`src/http`) do not import each other: what both serve from
-//! (the state, the operations, the error, readiness's ping, the forwarding to a room's owner,
-//! the request id rules) is [`crate::api`]'s. The application ([`crate::app`]) hands the router
-//! to the HTTP API's accept loop (`http::server::serve`), which serves it over HTTP/2
-//! (`ServeOptions::grpc`).
+//! (the state, the neutral request and its serving, the error, readiness's ping, the hop to a
+//! room's owner, the request id rules) is [`crate::api`]'s. The application ([`crate::app`])
+//! hands the router to the HTTP API's accept loop (`http::server::serve`), which serves it over
+//! HTTP/2 (`ServeOptions::grpc`).
 
 pub mod deadline;
 pub mod edge;
-mod forward;
 pub mod health;
 pub mod rooms;
 pub mod status;

@@ -57,7 +57,7 @@ pub fn code(error_code: &str) -> Code {
 /// `error` as a gRPC status.
 pub fn from_api(error: ApiError) -> Status {
     let retry_after = error.retry_after;
-    let mut status = status(error.code, error.message);
+    let mut status = status(&error.code, error.message);
     if let Some(seconds) = retry_after {
         with_retry_after(&mut status, seconds);
     }

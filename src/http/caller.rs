@@ -2,9 +2,9 @@
 //! verifies the `Authorization` bearer token with the service's [`Auth`](crate::auth::Auth)
 //! and puts the [`Caller`] in the request's extensions for the handlers (a refusal answers 401
 //! with `WWW-Authenticate` and is counted). Reads pass without a token while
-//! `auth.public_reads`. It sits outside the cluster forwarding: a request is verified where it
-//! arrives (a bad token never travels), and again by the owner it is forwarded to, which
-//! gets the very header.
+//! `auth.public_reads`. It runs before the handlers, which forward a request for a room another
+//! node owns: a request is verified where it arrives (a bad token never travels), and again by
+//! the owner it is forwarded to, which gets the very header (`http::hop`).
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -13,23 +13,20 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::api::dispatch::verify_caller;
 use crate::api::{ApiError, AppState};
 use crate::auth::Caller;
 
 /// The middleware: authenticates the request (reads only when they are not public).
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let read = request.method() == Method::GET;
-    if read && state.auth.public_reads() {
-        request.extensions_mut().insert(Caller::Anonymous);
-        return next.run(request).await;
-    }
     let authorization = request.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
-    match state.auth.authenticate(authorization).await {
+    match verify_caller(&state.auth, authorization, read).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        Err(refused) => ApiError::from(refused.counted()).into_response(),
+        Err(refused) => refused.into_response(),
     }
 }
 

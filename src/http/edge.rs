@@ -65,11 +65,7 @@ fn handle_error(error: BoxError) -> std::future::Ready<ApiError> {
         )
     } else if error.is::<Elapsed>() {
         metrics::counter!(names::HTTP_REQUEST_TIMEOUTS_TOTAL).increment(1);
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "request_timeout",
-            "the request was not answered in time; retry (a command is idempotent by command_id)",
-        )
+        ApiError::request_timeout()
     } else {
         tracing::error!(%error, "Request failed in the HTTP edge");
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")

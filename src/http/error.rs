@@ -27,9 +27,7 @@ impl IntoResponse for ApiError {
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
         match r.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "request body is too large")
-            }
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(),
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",

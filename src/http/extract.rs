@@ -3,23 +3,23 @@
 use std::fmt;
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer, MapAccess, Visitor};
 
-use crate::api::ApiError;
+use crate::api::forward::FORWARDED_BY;
+use crate::api::{ApiError, Credential, Sender};
 use crate::auth::Caller;
 use crate::domain::RoomId;
+use crate::room::Transport;
 
-/// A command route's request, read in this order: the [`Caller`], the room from the path
-/// ([`RoomPath`]), the [`RequestId`], then the JSON body ([`Json`]); the first bad part
-/// answers.
+/// A command route's request, read in this order: its [`Sender`] (the caller first), the room
+/// from the path ([`RoomPath`]), then the JSON body ([`Json`]); the first bad part answers.
 pub struct RoomCommand<B> {
     /// Who sent it.
-    pub caller: Caller,
+    pub sender: Sender,
     /// The room of the path.
     pub room_id: RoomId,
-    /// The request id.
-    pub request_id: String,
     /// The body.
     pub body: B,
 }
@@ -29,11 +29,25 @@ impl<B: DeserializeOwned + Send, S: Send + Sync> FromRequest<S> for RoomCommand<
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let (mut parts, body) = req.into_parts();
-        let caller = Caller::from_request_parts(&mut parts, state).await?;
+        let sender = Sender::from_request_parts(&mut parts, state).await?;
         let RoomPath(room_id) = RoomPath::from_request_parts(&mut parts, state).await?;
-        let RequestId(request_id) = RequestId::from_request_parts(&mut parts, state).await?;
         let Json(body) = Json::from_request(Request::from_parts(parts, body), state).await?;
-        Ok(Self { caller, room_id, request_id, body })
+        Ok(Self { sender, room_id, body })
+    }
+}
+
+/// Who sent a `/v1/rooms` request: the [`Caller`] the caller middleware verified, its
+/// `Authorization` as sent (for a hop to the room's owner), the [`RequestId`]; a request that
+/// carries [`FORWARDED_BY`] (a hop of another node) is never forwarded again.
+impl<S: Send + Sync> FromRequestParts<S> for Sender {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let RequestId(request_id) = RequestId::from_request_parts(parts, state).await?;
+        let credential = parts.headers.get(AUTHORIZATION).and_then(|v| Credential::from_bytes(v.as_bytes()));
+        let hop = parts.headers.contains_key(FORWARDED_BY);
+        Ok(Sender { hop, ..Sender::new(caller, credential, request_id, Transport::Http) })
     }
 }
 

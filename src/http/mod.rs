@@ -1,7 +1,8 @@
 //! The HTTP API (axum) on two listeners:
 //!
 //! - the public one ([`public_router`]): room commands and snapshots (`/v1/*`), `/healthz`,
-//!   `/readyz`. `/v1/*` sits behind the edge ([`edge`]): a request timeout and load shedding;
+//!   `/readyz`, and in a cluster the owner's end of the hop ([`hop`]). `/v1/*` and the hop sit
+//!   behind the edge ([`edge`]): a request timeout and load shedding;
 //! - the admin one ([`admin_router`]): the outbox admin routes and `/metrics`, behind an
 //!   optional bearer token ([`auth`]).
 //!
@@ -10,10 +11,10 @@
 //! builders, tested with `oneshot`; [`server`] serves them (and the gRPC router, over HTTP/2).
 //!
 //! What is HTTP's lives here: routes, extractors, the JSON error body ([`error`]: how an
-//! [`ApiError`] answers), the forwarding middleware, the edge, the accept loop. What the HTTP
-//! and gRPC APIs share (the state, the room operations, the error itself, readiness's ping, the
-//! hop to a room's owner, the request id rules) is [`crate::api`]'s; this module and the gRPC
-//! API (`src/grpc`) do not import each other.
+//! [`ApiError`] answers), the edge, the accept loop. What the HTTP and gRPC APIs share (the
+//! state, the neutral request and its serving here or at a room's owner, the error itself,
+//! readiness's ping, the request id rules) is [`crate::api`]'s; this module and the gRPC API
+//! (`src/grpc`) do not import each other.
 
 pub mod admin;
 pub mod auth;
@@ -21,7 +22,7 @@ pub mod caller;
 pub mod edge;
 pub mod error;
 pub mod extract;
-pub mod forward;
+pub mod hop;
 pub mod metrics;
 pub mod rooms;
 pub mod server;
@@ -37,6 +38,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::api::forward::hop_limit;
 use crate::api::{ApiError, AppState, BATCH_HEARTBEAT_BYTES};
 use crate::config::HttpSettings;
 use crate::secret::Secret;
@@ -101,11 +103,15 @@ pub fn public_router(state: AppState, options: PublicOptions) -> Router {
                 .layer(DefaultBodyLimit::max(options.body_limit.max(BATCH_HEARTBEAT_BYTES))),
         )
         .route("/v1/rooms/{room_id}/members", get(rooms::members))
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), forward::route))
-        // Served by any node from the database, never under a room's commit lock: not forwarded.
         .route("/v1/rooms/{room_id}/events", get(rooms::events))
-        // Outside the forwarding: a request is verified where it arrives, and by the owner.
+        // Before the handlers forward: a request is verified where it arrives, and by the owner.
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), caller::authenticate))
+        // The owner's end of the cluster hop (`api::forward::HOP_PATH`), which verifies the
+        // caller's credential itself, per operation; its body holds the largest request.
+        .route(
+            "/internal/v1/operations",
+            post(hop::serve).layer(DefaultBodyLimit::max(hop_limit(options.body_limit))),
+        )
         .route_layer(edge::layer(options.request_timeout, options.max_in_flight));
     let health = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz));
     outer_layers(with_fallbacks(v1.merge(health)), options.body_limit).with_state(state)

@@ -1,21 +1,21 @@
-//! Room command and query routes (`/v1/rooms...`): each reads its request into the domain's
-//! types (a bad field answers 400 naming it), calls the operation both APIs share
-//! ([`crate::api::rooms`]; a snapshot, straight from the room service), and answers JSON.
+//! Room command and query routes (`/v1/rooms...`): each reads its request into the neutral
+//! [`RoomRequest`] (a bad field answers 400 naming it), has it served here or at the room's
+//! owner ([`crate::api::serve`]), and answers the [`Outcome`](crate::api::Outcome) as JSON. A
+//! page of events is read here whoever owns the room ([`crate::api::rooms::events_page`]).
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::extract::{Json, Peer, QueryParams, RequestId, RoomCommand, RoomPath, page_limit};
+use super::extract::{Json, Peer, QueryParams, RoomCommand, RoomPath, page_limit};
 use crate::api::rooms::{
     DEFAULT_MEMBERS_LIMIT, EventsPage, HeartbeatsAnswer, MAX_MEMBERS_LIMIT, MembersPage, events_page,
-    members_page, run_command, run_heartbeat, run_heartbeats,
 };
-use crate::api::{ApiError, AppState};
+use crate::api::{ApiError, AppState, Operation, RoomRequest, Sender, serve};
 use crate::auth::Caller;
 use crate::domain::{Command, CommandId, GiftId, LeaveReason, RoomId, RoomSnapshot, UserId};
-use crate::room::{CommandResponse, DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT, Transport};
+use crate::room::{CommandResponse, DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT};
 
 /// `POST /v1/rooms`.
 #[derive(Debug, Deserialize)]
@@ -78,32 +78,30 @@ async fn run<B>(
     command: impl FnOnce(B) -> (CommandId, Command),
 ) -> CommandAnswer {
     let (command_id, command) = command(request.body);
-    answer(state, &request.caller, request.room_id, command_id, request.request_id, command).await
+    answer(state, request.sender, request.room_id, command_id, command).await
 }
 
-/// The HTTP answer of a command.
+/// The HTTP answer of a command, run here or at the room's owner.
 async fn answer(
     state: &AppState,
-    caller: &Caller,
+    sender: Sender,
     room_id: RoomId,
     command_id: CommandId,
-    request_id: String,
     command: Command,
 ) -> CommandAnswer {
-    let response =
-        run_command(state, Transport::Http, caller, room_id, command_id, request_id, command).await?;
-    Ok(axum::Json(response))
+    let operation = Operation::Command { command_id, command };
+    let outcome = serve(state, RoomRequest::new(room_id, operation, sender)).await?;
+    Ok(axum::Json(outcome.command()?))
 }
 
 /// CreateRoom (the room is named in the body).
 pub async fn create(
     State(state): State<AppState>,
-    caller: Caller,
-    RequestId(request_id): RequestId,
+    sender: Sender,
     Json(b): Json<CreateRoomBody>,
 ) -> CommandAnswer {
     let command = Command::CreateRoom { owner_id: b.owner_id, title: b.title };
-    answer(&state, &caller, b.room_id, b.command_id, request_id, command).await
+    answer(&state, sender, b.room_id, b.command_id, command).await
 }
 
 /// JoinRoom.
@@ -136,41 +134,47 @@ pub async fn close(State(state): State<AppState>, request: RoomCommand<CloseBody
 /// Presence heartbeat: 204, memory only.
 pub async fn heartbeat(
     State(state): State<AppState>,
-    caller: Caller,
+    sender: Sender,
     RoomPath(room_id): RoomPath,
     Json(b): Json<HeartbeatBody>,
 ) -> Result<Response, ApiError> {
-    run_heartbeat(&state, &caller, &room_id, &b.user_id).await?;
+    let operation = Operation::Heartbeat { user_id: b.user_id };
+    serve(&state, RoomRequest::new(room_id, operation, sender)).await?.heartbeat()?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// Presence heartbeats of many members: 200 `{"alive", "unknown"}`, memory only.
 pub async fn heartbeats(
     State(state): State<AppState>,
-    caller: Caller,
+    sender: Sender,
     RoomPath(room_id): RoomPath,
     Json(b): Json<HeartbeatsBody>,
 ) -> Result<axum::Json<HeartbeatsAnswer>, ApiError> {
-    Ok(axum::Json(run_heartbeats(&state, &caller, &room_id, &b.user_ids).await?))
+    let operation = Operation::Heartbeats { user_ids: b.user_ids };
+    Ok(axum::Json(serve(&state, RoomRequest::new(room_id, operation, sender)).await?.heartbeats()?))
 }
 
 /// The room snapshot, unwrapped.
 pub async fn get(
     State(state): State<AppState>,
+    sender: Sender,
     RoomPath(room_id): RoomPath,
 ) -> Result<axum::Json<RoomSnapshot>, ApiError> {
-    Ok(axum::Json(state.rooms.snapshot(&room_id).await?))
+    let request = RoomRequest::new(room_id, Operation::Snapshot, sender);
+    Ok(axum::Json(serve(&state, request).await?.snapshot()?))
 }
 
 /// The room's members, paged in user id order: `?limit=` (1–1000, default 100) and `?after=`
 /// (the `next_after` of the previous page).
 pub async fn members(
     State(state): State<AppState>,
+    sender: Sender,
     RoomPath(room_id): RoomPath,
     QueryParams(params): QueryParams,
 ) -> Result<axum::Json<MembersPage>, ApiError> {
     let (after, limit) = parse_members_query(&params)?;
-    Ok(axum::Json(members_page(&state, &room_id, after.as_ref(), limit).await?))
+    let request = RoomRequest::new(room_id, Operation::Members { after, limit }, sender);
+    Ok(axum::Json(serve(&state, request).await?.members()?))
 }
 
 fn parse_members_query(params: &[(String, String)]) -> Result<(Option<UserId>, usize), ApiError> {
@@ -189,8 +193,9 @@ fn parse_members_query(params: &[(String, String)]) -> Result<(Option<UserId>, u
     Ok((after, limit))
 }
 
-/// The room's IM events after a version, from its event history (any node serves it):
-/// `?after_version=` (default 0: from the first) and `?limit=` (1–300, default 100).
+/// The room's IM events after a version, from its event history (any node serves it from the
+/// database, never under a room's commit lock: not forwarded): `?after_version=` (default 0:
+/// from the first) and `?limit=` (1–300, default 100).
 pub async fn events(
     State(state): State<AppState>,
     caller: Caller,

@@ -1,6 +1,6 @@
 //! gRPC in a cluster: a call for a room another node owns is forwarded to the owner (as HTTP
-//! requests are), and its answer — success or error — comes back as if the owner had answered
-//! over gRPC.
+//! requests are: the call itself, over the cluster hop), and its answer — success or error —
+//! comes back as if the owner had answered over gRPC.
 
 use room_service::grpc::pb;
 use room_service::grpc::pb::room_service_client::RoomServiceClient;
@@ -67,6 +67,8 @@ async fn a_call_for_a_room_owned_elsewhere_is_answered_by_its_owner() {
     assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
     assert_eq!(refused.metadata().get("error-code").unwrap(), "not_member");
 
+    // The owner counts the forwarded command under the API it came in by.
+    assert_eq!(applied_grpc_joins(&nodes, owner).await, Some(1.0));
     // Both nodes read the same room: the join went to the owner, once.
     let mut at_owner = RoomServiceClient::new(connect(addr(owner)).await);
     let room = at_owner.get_room(pb::GetRoomRequest { room_id: "g-r1".into() }).await.expect("owner");
@@ -77,4 +79,41 @@ async fn a_call_for_a_room_owned_elsewhere_is_answered_by_its_owner() {
         forwarded_before,
         nodes.forwarded().await
     );
+}
+
+/// `room_commands_total` of the joins applied over gRPC, at node `i`.
+async fn applied_grpc_joins(nodes: &Nodes, i: usize) -> Option<f64> {
+    let name = r#"room_commands_total{command="join_room",result="applied",transport="grpc"}"#;
+    crate::delivery::metric(&nodes.nodes[i].metrics().await, name)
+}
+
+#[tokio::test]
+async fn a_room_named_like_a_dot_segment_is_served_through_either_node() {
+    // The hop carries the room in its body: no URL path resolves `..` away.
+    let nodes = Nodes::start(2, &[]).await;
+    let addr = |i: usize| format!("127.0.0.1:{}", nodes.nodes[i].grpc_port).parse().expect("addr");
+    let mut first = RoomServiceClient::new(connect(addr(0)).await);
+    let create = || pb::CreateRoomRequest {
+        command_id: "c1".into(),
+        room_id: "..".into(),
+        owner_id: "o".into(),
+        title: "t".into(),
+    };
+    let mut created = first.create_room(create()).await;
+    for _ in 0..50 {
+        if !matches!(&created, Err(s) if s.code() == Code::Unavailable) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        created = first.create_room(create()).await;
+    }
+    created.expect("created through node 0");
+    for i in 0..2 {
+        let mut client = RoomServiceClient::new(connect(addr(i)).await);
+        let join =
+            pb::MemberRequest { command_id: format!("j{i}"), room_id: "..".into(), user_id: format!("u{i}") };
+        client.join_room(join).await.unwrap_or_else(|e| panic!("joined through node {i}: {e:?}"));
+        let room = client.get_room(pb::GetRoomRequest { room_id: "..".into() }).await.expect("read");
+        assert_eq!(room.get_ref().member_count, i as u64 + 1, "through node {i}");
+    }
 }
