@@ -13,11 +13,7 @@ use crate::publish::{Event, Path};
 /// Default `im_batch.max_events`.
 pub const DEFAULT_MAX_EVENTS: usize = 32;
 
-/// Default `im_batch.max_bytes`: content bytes of one message (Tencent allows 12 KB).
-pub const DEFAULT_MAX_BYTES: usize = 11_000;
-
-/// Tencent's own limit on a message's content, in bytes.
-pub const TENCENT_MAX_CONTENT_BYTES: usize = 12 * 1024;
+pub use crate::publish::{DEFAULT_MAX_BYTES, TENCENT_MAX_CONTENT_BYTES, content_bytes};
 
 /// The size of one message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,11 +30,6 @@ impl Default for PackLimits {
     }
 }
 
-/// Bytes one event adds to a message's content: its body and its type name (what Tencent
-/// counts against its 12 KB). The one measure both publishers pack by.
-pub fn content_bytes(body: &str, event_type: &str) -> usize {
-    body.len() + event_type.len()
-}
 
 /// What the packer reads of a queued event.
 pub trait Ready {

@@ -52,6 +52,18 @@ pub struct Message {
     pub events: Vec<Event>,
 }
 
+/// Default `im_batch.max_bytes`: content bytes of one message (Tencent allows 12 KB).
+pub const DEFAULT_MAX_BYTES: usize = 11_000;
+
+/// Tencent's own limit on a message's content, in bytes.
+pub const TENCENT_MAX_CONTENT_BYTES: usize = 12 * 1024;
+
+/// Bytes one event adds to a message's content: its body and its type name (what Tencent
+/// counts against its 12 KB). The one measure the packer packs by and the IM leaf refuses by.
+pub fn content_bytes(body: &str, event_type: &str) -> usize {
+    body.len() + event_type.len()
+}
+
 /// One event of a [`Message`].
 #[derive(Clone, Debug)]
 pub struct Event {
@@ -74,10 +86,9 @@ pub struct Event {
 }
 
 impl Event {
-    /// Bytes this event adds to a message's content
-    /// ([`content_bytes`](crate::delivery::pack::content_bytes)).
+    /// Bytes this event adds to a message's content ([`content_bytes`]).
     pub fn content_bytes(&self) -> usize {
-        crate::delivery::pack::content_bytes(&self.body, self.event_type)
+        content_bytes(&self.body, self.event_type)
     }
 }
 

@@ -87,14 +87,14 @@ impl TencentImService {
                 sdk_app_id: settings.sdk_app_id.to_string(),
                 admin_identifier: settings.admin_identifier.clone(),
                 group_id_prefix: settings.group_id_prefix.clone(),
-                max_content_bytes: crate::delivery::pack::DEFAULT_MAX_BYTES,
+                max_content_bytes: crate::publish::DEFAULT_MAX_BYTES,
                 usersig,
             }),
         })
     }
 
     /// Refuses (before sending) a message whose content passes `bytes` (`im_batch.max_bytes`;
-    /// [`crate::delivery::pack::DEFAULT_MAX_BYTES`] otherwise).
+    /// [`crate::publish::DEFAULT_MAX_BYTES`] otherwise).
     pub fn with_max_content_bytes(self, bytes: usize) -> Self {
         let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner::clone(&shared));
         inner.max_content_bytes = bytes;

@@ -13,7 +13,7 @@ fn message(body: &str) -> Message {
     Message::new("room-1".into(), Path::Sync, vec![gift])
 }
 
-const MAX: usize = crate::delivery::pack::DEFAULT_MAX_BYTES;
+const MAX: usize = crate::publish::DEFAULT_MAX_BYTES;
 
 #[test]
 fn body_has_the_tencent_shape() {
