@@ -14,29 +14,50 @@
 //! `Backend` (`backend.rs`), which runs the statements. Every time comparison on outbox rows
 //! uses the database's clock, never the node's.
 
+#[path = "admin/mod.rs"]
 mod admin;
+#[path = "admin/sql.rs"]
 mod admin_sql;
+#[path = "backend/run.rs"]
 mod backend;
+#[path = "queue/claim/take.rs"]
 mod claim_plan;
+#[path = "command/mod.rs"]
 mod command_store;
+#[path = "consumer/mod.rs"]
 mod consumer;
 mod consumer_impl;
+#[path = "consumer/sql.rs"]
 mod consumer_sql;
+#[path = "command/commit.rs"]
 mod flows;
+#[path = "lease/mod.rs"]
 mod lease;
+#[path = "lease/sql.rs"]
 mod lease_sql;
+#[path = "backend/mysql.rs"]
 mod mysql;
+#[path = "backend/open_writers.rs"]
 mod open_writers_sql;
+#[path = "queue/types.rs"]
 mod outbox_types;
 pub mod pool_metrics;
+#[path = "queue/mod.rs"]
 mod queue;
+#[path = "queue/claim/sql.rs"]
 mod queue_sql;
 mod repository;
+#[path = "command/commit_sql.rs"]
 mod room_sql;
+#[path = "command/rows.rs"]
 mod rows;
+#[path = "backend/mod.rs"]
 mod sql;
+#[path = "backend/sqlite.rs"]
 mod sqlite;
+#[path = "command/outbox_sql.rs"]
 mod sync_sql;
+#[path = "command/types.rs"]
 mod types;
 
 use std::sync::Arc;
