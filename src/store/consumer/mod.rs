@@ -8,103 +8,23 @@
 //! holding id N may commit after N+1 was read), so a consumer only passes a missing id once
 //! [`ConsumerRepository::open_writers_since`] proves that no transaction able to hold it is
 //! still open, or after a grace window (see `crate::consumer::HighWater`).
-//! [`ConsumerRepository`] is a supertrait of [`Repository`](super::Repository); the SQL is
-//! written once in `consumer_sql.rs` for both backends.
+//! [`ConsumerRepository`] is a supertrait of [`Repository`](crate::store::Repository); its one
+//! implementation, for [`SqlRepository`] over any [`Backend`], runs the statements of `sql.rs`
+//! (and the backend's own open-writers probe); its values are in `types.rs`.
+
+mod sql;
+mod types;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::types::StoreError;
-
-/// A consumer's row as read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConsumerRow {
-    /// Its name (`webhook`, `audit`).
-    pub name: String,
-    /// Every event with an id up to this one has been passed (0: none yet).
-    pub position: i64,
-    /// The instance holding the lease (or that last held it), if any.
-    pub owner: Option<String>,
-    /// The lease runs this much longer on the database clock (`None`: expired or free).
-    pub lease_remaining: Option<Duration>,
-    /// Last change of the row (database clock, ms).
-    pub updated_at_ms: i64,
-    /// The last failed delivery, cleared by the next success.
-    pub last_error: Option<String>,
-}
-
-/// One committed event, as a consumer reads it from `room_outbox`.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct EventRow {
-    /// Its position: the outbox row id.
-    pub id: i64,
-    /// Stable id of the event (receivers dedup on it).
-    pub event_id: String,
-    /// Event type name.
-    pub event_type: String,
-    /// The room.
-    pub room_id: String,
-    /// The envelope JSON, as published to IM.
-    pub envelope: String,
-    /// When the command committed (database clock, ms).
-    pub created_at_ms: i64,
-    /// The `traceparent` of the command that wrote it, when its trace was sampled.
-    pub trace_context: Option<String>,
-}
-
-/// One row of `room_audit_log`: an event as the audit consumer recorded it. The log outlives
-/// `room_outbox`'s retention, so it carries the whole envelope.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct AuditEntry {
-    /// Stable id of the event: one entry per event, however often it is delivered.
-    pub event_id: String,
-    /// Event type name.
-    pub event_type: String,
-    /// The room.
-    pub room_id: String,
-    /// The envelope JSON, as published to IM.
-    pub envelope: String,
-    /// When the command was applied (the envelope's `occurred_at_ms`).
-    pub occurred_at_ms: i64,
-}
-
-/// Consumer `name`'s lease as `owner` holds (or wants) it: each write renews it for `ttl`
-/// from now (database clock).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConsumerLease<'a> {
-    /// The consumer (`webhook`, `audit`).
-    pub name: &'a str,
-    /// This instance's owner id.
-    pub owner: &'a str,
-    /// How long a take or a renewal holds the lease.
-    pub ttl: Duration,
-}
-
-impl<'a> ConsumerLease<'a> {
-    /// Consumer `name`'s lease for `owner`, `ttl` at a time.
-    pub fn new(name: &'a str, owner: &'a str, ttl: Duration) -> Self {
-        Self { name, owner, ttl }
-    }
-}
-
-/// Where `consumers reset` moves a consumer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResetTo {
-    /// Resume after this outbox id (0: from the oldest stored event).
-    Id(i64),
-    /// Resume with the first event committed at or after this time (ms since the epoch).
-    TimeMs(i64),
-}
-
-/// What a reset changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResetReport {
-    /// The position before (`None`: the consumer had no row yet).
-    pub before: Option<i64>,
-    /// The position now.
-    pub after: i64,
-}
+use self::sql::{ConsumerRecord, Holder};
+pub use self::types::{AuditEntry, ConsumerLease, ConsumerRow, EventRow, ResetReport, ResetTo};
+use crate::store::backend::open_writers;
+use crate::store::backend::run::Run;
+use crate::store::backend::{Backend, SqlRepository};
+use crate::store::error::StoreError;
 
 /// Consumer positions and leases, and the reads consumers make; times are the database's.
 #[async_trait]
@@ -178,4 +98,123 @@ pub trait ConsumerRepository: Send + Sync {
     /// Up to `limit` audit entries (of `room_id` only, when given), oldest first: the order
     /// they were recorded in.
     async fn audit_entries(&self, room_id: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>, StoreError>;
+}
+
+#[async_trait]
+impl<DB: Backend> ConsumerRepository for SqlRepository<DB> {
+    async fn acquire_consumer(&self, lease: ConsumerLease<'_>) -> Result<Option<i64>, StoreError> {
+        let name = lease.name;
+        if sql::take::<DB>(lease).execute(&self.pool).await? == 0 {
+            // Held by another instance (a standby's every poll: reads only), or missing.
+            if sql::holder::<DB>(name).fetch_optional::<Holder>(&self.pool).await?.is_some() {
+                return Ok(None);
+            }
+            sql::create::<DB>(name).execute(&self.pool).await?;
+            if sql::take::<DB>(lease).execute(&self.pool).await? == 0 {
+                return Ok(None);
+            }
+        }
+        // Read back, fenced on the owner: a lease lost since the UPDATE is not won.
+        let held = sql::holder::<DB>(name).fetch_optional::<Holder>(&self.pool).await?;
+        Ok(held.filter(|h| h.owner.as_deref() == Some(lease.owner)).map(|h| h.position))
+    }
+
+    async fn advance_consumer(
+        &self,
+        lease: ConsumerLease<'_>,
+        from: i64,
+        to: i64,
+    ) -> Result<bool, StoreError> {
+        let mut q = sql::advance::<DB>(lease, from, to);
+        Ok(q.execute(&self.pool).await? > 0)
+    }
+
+    async fn record_consumer_error(&self, lease: ConsumerLease<'_>, error: &str) -> Result<bool, StoreError> {
+        let mut q = sql::record_error::<DB>(lease, error);
+        Ok(q.execute(&self.pool).await? > 0)
+    }
+
+    async fn release_consumer(&self, lease: ConsumerLease<'_>) -> Result<(), StoreError> {
+        sql::release::<DB>(lease).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn events_after(&self, position: i64, limit: u32) -> Result<Vec<EventRow>, StoreError> {
+        let mut q = sql::events_after::<DB>(position, limit);
+        Ok(q.fetch_all(&self.pool).await?)
+    }
+
+    async fn consumer_lag(&self, position: i64) -> Result<Option<Duration>, StoreError> {
+        let mut q = sql::lag::<DB>(position);
+        let age: Option<(i64,)> = q.fetch_optional(&self.pool).await?;
+        Ok(age.map(|(ms,)| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+    }
+
+    async fn database_now_ms(&self) -> Result<i64, StoreError> {
+        let (now,) = sql::now::<DB>().fetch_one(&self.pool).await?;
+        Ok(now)
+    }
+
+    async fn open_writers_since(&self, since_ms: i64) -> Result<Option<u64>, StoreError> {
+        let Some(probe) = DB::OPEN_WRITERS else {
+            return Ok(Some(0));
+        };
+        let denied =
+            |error: sqlx::Error| if DB::access_denied(&error) { Ok(None) } else { Err(error.into()) };
+        let mut tx = self.pool.begin().await?;
+        if let Err(error) = sqlx::query(probe.begin).execute(DB::on_conn(&mut tx)).await {
+            return denied(error);
+        }
+        for attempt in 0..open_writers::WRITER_PROBES {
+            if attempt > 0 {
+                tokio::time::sleep(open_writers::WRITER_PROBE_PAUSE).await;
+            }
+            let text = (probe.count)(since_ms, &open_writers::probe_tag());
+            let counted = sqlx::raw_sql(sqlx::AssertSqlSafe(text)).fetch_one(DB::on_conn(&mut tx)).await;
+            match counted.and_then(|row| DB::decode::<(i64, i64)>(&row)) {
+                Ok((own, others)) if own > 0 => return Ok(Some(others.max(0) as u64)),
+                Ok(_) => {}
+                Err(error) => return denied(error),
+            }
+        }
+        Ok(None)
+    }
+
+    async fn list_consumers(&self) -> Result<Vec<ConsumerRow>, StoreError> {
+        let rows = sql::list::<DB>().fetch_all::<ConsumerRecord>(&self.pool).await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn reset_consumer(&self, name: &str, to: ResetTo) -> Result<ResetReport, StoreError> {
+        let mut target = sql::reset_target::<DB>(to)?;
+        let mut tx = self.pool.begin_with(DB::BEGIN_WRITE).await?;
+        let before: Option<(i64,)> = sql::locked_position::<DB>(name).fetch_optional(&mut *tx).await?;
+        let (after,): (i64,) = target.fetch_one(&mut *tx).await?;
+        sql::reset::<DB>(name, after).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(ResetReport { before: before.map(|(position,)| position), after })
+    }
+
+    async fn consumers_floor(&self, enabled: &[&str]) -> Result<Option<i64>, StoreError> {
+        let stored: Vec<(String, i64)> = sql::positions::<DB>().fetch_all(&self.pool).await?;
+        Ok(sql::floor(&stored, enabled))
+    }
+
+    async fn retire_consumer(&self, name: &str) -> Result<bool, StoreError> {
+        let mut q = sql::retire::<DB>(name);
+        Ok(q.execute(&self.pool).await? > 0)
+    }
+
+    async fn append_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        sql::append_audit::<DB>(entries).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn audit_entries(&self, room_id: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut q = sql::audit_entries::<DB>(room_id, limit);
+        Ok(q.fetch_all(&self.pool).await?)
+    }
 }
