@@ -1,6 +1,6 @@
 //! B1's baseline: the service's transaction for one command committed alone, statement for
 //! statement, as a raw sqlx loop over transactions precomputed with the pure domain (so the loop
-//! does no domain work). What `store::flows::commit_room` writes for a batch of one:
+//! does no domain work). What `store::command::commit::commit_room` writes for a batch of one:
 //!
 //! 1. the small snapshot (`RoomSnapshot` JSON), INSERTed for a new room or UPDATEd fenced on the
 //!    version the command was decided on;

@@ -1,160 +1,59 @@
 //! Storage, split by role over the tables (`room_command_log`, `room_outbox`, `room_snapshot`,
-//! `room_member`, `room_gift_total`, the lease and consumer tables):
+//! `room_member`, `room_gift_total`, the lease and consumer tables). One folder per role, each
+//! holding its trait, its values, its one SQL implementation and its statements side by side:
 //!
-//! - [`CommandStore`] — the command path: load a room, commit one or more of its commands — their
-//!   log rows, outbox rows, the small snapshot and the member and gift rows they changed — in one
-//!   transaction ([`CommandStore::commit_room`]);
-//! - [`OutboxQueue`] — the outbox worker: claim by room, finish, release, renew;
-//! - [`OutboxAdmin`] — the operator: stats, listing, requeue, purge;
-//! - [`LeaseRepository`] — shard leases; [`ConsumerRepository`] — the event consumers.
+//! - `command/` — [`CommandStore`], the command path: load a room, commit one or more of its
+//!   commands — their log rows, outbox rows, the small snapshot and the member and gift rows
+//!   they changed — in one transaction ([`CommandStore::commit_room`]); the marks of the outbox
+//!   rows it publishes itself, the room's event history, the gift refunds;
+//! - `queue/` — [`OutboxQueue`], the outbox worker: claim by room (`queue/claim/`), finish,
+//!   release, renew;
+//! - `admin/` — [`OutboxAdmin`], the operator: stats, listing, requeue, purge;
+//! - `lease/` — [`LeaseRepository`], shard leases and cluster membership;
+//! - `consumer/` — [`ConsumerRepository`], the event consumers and the audit log;
+//! - `backend/` — the SQL plumbing under them all: [`SqlRepository`], the one `Backend` trait
+//!   stating what differs between MySQL/MariaDB and SQLite (one impl each, in `mysql.rs` and
+//!   `sqlite.rs`, with what only that database does: opening, migrations, MySQL's engine check
+//!   and purge lock), and the helpers that run and bind statements.
 //!
-//! [`Repository`] gathers them (plus ping, pool stats, close) for wiring. One implementation,
-//! [`SqlRepository`], serves MySQL/MariaDB and SQLite: the SQL is written once over the
-//! `Dialect` (`sql.rs`), which states what differs, and each role is one generic impl over a
-//! `Backend` (`backend.rs`), which runs the statements. Every time comparison on outbox rows
-//! uses the database's clock, never the node's.
+//! Shared by the roles: [`StoreError`] (`error.rs`), the outbox row and its status
+//! (`outbox_row.rs`), the pool's gauges ([`pool_metrics`]). [`Repository`] (`repository.rs`)
+//! gathers every role (plus ping, pool stats, close) for wiring, and [`connect`] opens one.
+//!
+//! The SQL is written once over `Backend`, and each role is one generic impl on
+//! [`SqlRepository`], which serves MySQL/MariaDB and SQLite alike. A role depends on the shared
+//! files and `backend/` only, never on another role. Every time comparison on outbox rows uses
+//! the database's clock, never the node's.
 
 mod admin;
-mod admin_sql;
 mod backend;
-mod claim_plan;
-mod command_store;
+mod command;
 mod consumer;
-mod consumer_impl;
-mod consumer_sql;
-mod flows;
+mod error;
 mod lease;
-mod lease_sql;
-mod mysql;
-mod open_writers_sql;
-mod outbox_types;
+mod outbox_row;
 pub mod pool_metrics;
 mod queue;
-mod queue_sql;
 mod repository;
-mod room_sql;
-mod rows;
-mod sql;
-mod sqlite;
-mod sync_sql;
-mod types;
-
-use std::sync::Arc;
-
-use async_trait::async_trait;
 
 pub use admin::{
-    MAX_PURGE_BATCH, MAX_REQUEUE_BATCH, OutboxAdmin, PURGE_LOCK_PREFIX, PurgeLock, REQUEUEABLE,
-    RequeueTarget, RequeuedRow,
+    MAX_PURGE_BATCH, MAX_REQUEUE_BATCH, OutboxAdmin, OutboxQuery, OutboxStats, REQUEUEABLE, RequeueTarget,
+    RequeuedRow,
 };
-pub use command_store::CommandStore;
+pub use backend::SqlRepository;
+pub use backend::mysql::MySqlRepository;
+pub use backend::purge_lock::{PURGE_LOCK_PREFIX, PurgeLock};
+pub use backend::sqlite::SqliteRepository;
+pub use command::{
+    CommandKey, CommandStore, CommitError, GiftTotalRow, HistoryEvent, LoggedCommand, MemberChanges,
+    NewOutboxRow, RoomCommit, SharedCommandStore, SnapshotWrite, StoredCommand, StoredRoom,
+};
 pub use consumer::{
     AuditEntry, ConsumerLease, ConsumerRepository, ConsumerRow, EventRow, ResetReport, ResetTo,
 };
+pub use error::{StoreError, short_error};
 pub use lease::{ClusterNode, LeaseRepository, ShardLease};
-pub use outbox_types::{
-    Claim, ClaimScope, ClaimedBatch, Mark, MarkReport, OutboxQuery, OutboxRow, OutboxStats, OutboxStatus,
-    PublishResult,
-};
-pub use queue::OutboxQueue;
-pub use repository::{MySqlRepository, SqlRepository, SqliteRepository};
-pub use types::{
-    CommandKey, CommitError, GiftTotalRow, HistoryEvent, LoggedCommand, MemberChanges, NewOutboxRow,
-    PoolStats, RoomCommit, SnapshotWrite, StoreError, StoredCommand, StoredRoom,
-};
-
-use crate::config::Backend;
-
-/// Shared handle to the repository.
-pub type SharedRepository = Arc<dyn Repository>;
-
-/// The command path's store, shared by the room service's steps.
-pub type SharedCommandStore = Arc<dyn CommandStore>;
-
-/// Every role of the store, for wiring (one handle, narrowed where a part needs one role only).
-/// One conformance suite (`tests/it/store`) runs unchanged against both backends.
-#[async_trait]
-pub trait Repository:
-    CommandStore
-    + OutboxQueue
-    + OutboxAdmin
-    + LeaseRepository
-    + ConsumerRepository
-    + Send
-    + Sync
-    + std::fmt::Debug
-    + 'static
-{
-    /// Cheap round trip, for readiness.
-    async fn ping(&self) -> Result<(), StoreError>;
-
-    /// Connections of the pool, in use and idle, and its upper bound (no round trip).
-    fn pool_stats(&self) -> PoolStats;
-
-    /// Closes the pool; waits for connections in use to be returned.
-    async fn close(&self);
-}
-
-/// Opens the database named by `url` (`mysql://`, `mariadb://` or `sqlite:`), checks the
-/// engine, and runs migrations when asked.
-pub async fn connect(
-    url: &str,
-    max_connections: u32,
-    run_migrations: bool,
-) -> Result<SharedRepository, StoreError> {
-    open(url, max_connections, Some(run_migrations)).await
-}
-
-/// Opens the existing database at `url` for an operator tool: never migrates, and never
-/// creates a SQLite file.
-pub async fn connect_existing(url: &str, max_connections: u32) -> Result<SharedRepository, StoreError> {
-    open(url, max_connections, None).await
-}
-
-/// `run_migrations: None` opens an existing database as it is.
-async fn open(
-    url: &str,
-    max_connections: u32,
-    migrations: Option<bool>,
-) -> Result<SharedRepository, StoreError> {
-    let run_migrations = migrations == Some(true);
-    let url = url.trim_start();
-    match Backend::from_url(url) {
-        Some(Backend::Sqlite) => {
-            let repo = if migrations.is_some() {
-                SqliteRepository::connect(url, max_connections).await?
-            } else {
-                SqliteRepository::connect_existing(url, max_connections).await?
-            };
-            if run_migrations {
-                repo.migrate().await?;
-            }
-            Ok(Arc::new(repo))
-        }
-        Some(Backend::MySql) => {
-            let url = url.replacen("mariadb:", "mysql:", 1);
-            let repo = MySqlRepository::connect(&url, max_connections).await?;
-            repo.check_engine().await?;
-            if run_migrations {
-                repo.migrate().await?;
-            }
-            Ok(Arc::new(repo))
-        }
-        None => {
-            Err(StoreError::Config("database.url must start with sqlite:, mysql:// or mariadb://".into()))
-        }
-    }
-}
-
-/// Truncates an error message to what fits `last_error` (512 chars), on a char boundary.
-pub fn short_error(message: &str) -> String {
-    const MAX: usize = 512;
-    if message.len() <= MAX {
-        return message.to_owned();
-    }
-    let mut end = MAX - 3;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &message[..end])
-}
+pub use outbox_row::{OutboxRow, OutboxStatus};
+pub use pool_metrics::PoolStats;
+pub use queue::{Claim, ClaimScope, ClaimedBatch, Mark, MarkReport, OutboxQueue, PublishResult};
+pub use repository::{Repository, SharedRepository, connect, connect_existing};

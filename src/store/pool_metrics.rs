@@ -1,9 +1,36 @@
-//! Database pool gauges: connections in use and idle, and the pool's upper bound, sampled from
-//! the repository every few seconds (`app`'s metrics upkeep). Acquisitions that timed out are
-//! counted where the error is converted ([`StoreError`](super::StoreError)).
+//! Database pool gauges: connections in use and idle, and the pool's upper bound, sampled
+//! ([`PoolStats`]) from the repository every few seconds (`app`'s metrics upkeep). Acquisitions
+//! that timed out are counted where the error is converted
+//! ([`StoreError`](crate::store::StoreError)).
 
-use super::PoolStats;
 use crate::telemetry::names;
+
+/// A sample of the connection pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Open connections, idle ones included.
+    pub size: u32,
+    /// Open connections not in use.
+    pub idle: u32,
+    /// The most connections the pool opens (`database.max_connections`).
+    pub max: u32,
+}
+
+impl PoolStats {
+    /// Open connections in use.
+    pub fn in_use(&self) -> u32 {
+        self.size.saturating_sub(self.idle)
+    }
+
+    /// Reads `pool` (no round trip: the pool's own counters).
+    pub fn of<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> PoolStats {
+        PoolStats {
+            size: pool.size(),
+            idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+            max: pool.options().get_max_connections(),
+        }
+    }
+}
 
 /// Sets the pool gauges from one sample.
 pub fn record_pool_stats(stats: PoolStats) {

@@ -15,8 +15,8 @@ use tokio::time::timeout;
 use super::commit;
 use crate::support::TestDb;
 
-/// The claim's locking read (`queue_sql::lock_claimable`) of `ids`, with a literal for the
-/// database clock and no claims of this worker.
+/// The claim's locking read (`store::queue::claim::sql::lock_claimable`) of `ids`, with a
+/// literal for the database clock and no claims of this worker.
 fn lock_select(now_ms: i64, ids: &[i64]) -> String {
     let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
     format!(
@@ -26,8 +26,8 @@ fn lock_select(now_ms: i64, ids: &[i64]) -> String {
     )
 }
 
-/// The claim's room listing for one status (`queue_sql::claim_rooms`, one of its three
-/// branches): the rooms after `after` with their oldest row in that status.
+/// The claim's room listing for one status (`store::queue::claim::sql::claim_rooms`, one of
+/// its three branches): the rooms after `after` with their oldest row in that status.
 fn listing(status: &str, after: &str, limit: usize) -> String {
     format!(
         "SELECT status, room_id, MIN(id) AS head FROM room_outbox FORCE INDEX (idx_room_outbox_status_room) \
@@ -36,7 +36,8 @@ fn listing(status: &str, after: &str, limit: usize) -> String {
     )
 }
 
-/// The claim's read of one room's rows from its head (`queue_sql::room_rows`, one branch).
+/// The claim's read of one room's rows from its head (`store::queue::claim::sql::room_rows`,
+/// one branch).
 fn room_read(room: &str, head: i64, limit: usize) -> String {
     format!(
         "SELECT o.id, o.lock_until_ms FROM room_outbox o FORCE INDEX (idx_room_outbox_room) \

@@ -16,8 +16,9 @@ async fn plan(db: &TestDb, sql: &str) -> String {
 #[tokio::test]
 async fn claim_reads_walk_their_indexes_in_order() {
     let db = TestDb::sqlite().await;
-    // The room listing of `queue_sql::claim_rooms` (one status), the room's rows from its head
-    // (`room_rows`) and the next claim-after time (`next_claimable`), with literals.
+    // The room listing of `store::queue::claim::sql::claim_rooms` (one status), the room's rows
+    // from its head (`room_rows`) and the next claim-after time (`store::queue::sql::
+    // next_claimable`), with literals.
     let listing = plan(
         &db,
         "SELECT status, room_id, MIN(id) AS head FROM room_outbox INDEXED BY idx_room_outbox_status_room \

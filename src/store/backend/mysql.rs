@@ -1,5 +1,5 @@
-//! What only MySQL 8 / MariaDB >= 10.6 does: opening the pool, its migrations, the engine
-//! check and the purge lock.
+//! MySQL 8 / MariaDB >= 10.6 (production): its [`Backend`] impl, and what only it does —
+//! opening the pool, its migrations and the engine check.
 //!
 //! Every session runs at READ COMMITTED (set on connect): REPEATABLE READ gap locks taken by
 //! the claim would block the command path's inserts. The claim is one short transaction: the
@@ -9,12 +9,47 @@
 
 use std::str::FromStr;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
-use sqlx::{Connection, Executor, MySql};
+use futures::future::BoxFuture;
+use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError};
+use sqlx::{Executor, MySql, Pool};
 
-use super::admin::{PURGE_LOCK_PREFIX, PurgeLock};
-use super::repository::SqlRepository;
-use super::types::StoreError;
+use super::open_writers::{OpenWriters, mysql_open_writers};
+use super::purge_lock::{PurgeLock, mysql_purge_lock};
+use super::{Backend, SqlRepository, assignments, written_alike};
+use crate::store::error::StoreError;
+
+/// The store on MySQL 8 / MariaDB >= 10.6 (production).
+pub type MySqlRepository = SqlRepository<MySql>;
+
+impl Backend for MySql {
+    const NOW_MS: &'static str = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+    const LOCKING_READ: &'static str = " FOR UPDATE";
+    const SHARED_READ: &'static str = " LOCK IN SHARE MODE";
+    const CLAIM_LOCK: &'static str = " FOR UPDATE SKIP LOCKED";
+    const COLUMN_COLLATION: &'static str = " COLLATE utf8mb4_bin";
+    const BEGIN_WRITE: &'static str = "BEGIN";
+    fn upsert(_key: &str, columns: &[&str]) -> String {
+        format!(" ON DUPLICATE KEY UPDATE {}", assignments(columns, |c| format!("VALUES({c})")))
+    }
+    fn index_hint(index: &str) -> String {
+        format!(" FORCE INDEX ({index})")
+    }
+    written_alike!();
+    // INNODB_TRX, read past its cache: see `mysql_open_writers`. The probe's transaction locks
+    // the one room_cluster row: it always exists and nothing writes it.
+    const OPEN_WRITERS: Option<OpenWriters> = Some(OpenWriters {
+        begin: "SELECT id FROM room_cluster WHERE id = 1 LOCK IN SHARE MODE",
+        count: mysql_open_writers,
+    });
+    fn access_denied(error: &sqlx::Error) -> bool {
+        // 1227: PROCESS privilege missing; 1142/1044: no access to the table/schema.
+        let code = error.as_database_error().and_then(|e| e.try_downcast_ref::<MySqlDatabaseError>());
+        code.is_some_and(|e| matches!(e.number(), 1044 | 1142 | 1227))
+    }
+    fn try_purge_lock(pool: &Pool<Self>) -> BoxFuture<'_, Result<Option<PurgeLock>, StoreError>> {
+        Box::pin(mysql_purge_lock(pool))
+    }
+}
 
 /// The migration lock's name, before the database's (`GET_LOCK` names are server-wide).
 const MIGRATION_LOCK_PREFIX: &str = "room_service.migrate.";
@@ -99,25 +134,6 @@ pub(crate) fn check_engine_version(version: &str) -> Result<(), String> {
         return refuse("MySQL >= 8.0 is required for SELECT ... FOR UPDATE SKIP LOCKED");
     }
     Ok(())
-}
-
-/// MySQL's purge lock ([`Dialect::try_purge_lock`](super::sql::Dialect::try_purge_lock)):
-/// `GET_LOCK` on a session of its own, outside the pool — a pooled one would go back to the
-/// pool still holding the lock.
-pub(super) async fn purge_lock(pool: &MySqlPool) -> Result<Option<PurgeLock>, StoreError> {
-    let mut conn = pool.acquire().await?.detach();
-    let name: String = sqlx::query_scalar("SELECT LEFT(CONCAT(?, '.', COALESCE(DATABASE(), '')), 64)")
-        .bind(PURGE_LOCK_PREFIX)
-        .fetch_one(&mut conn)
-        .await?;
-    let got: Option<i64> =
-        sqlx::query_scalar("SELECT GET_LOCK(?, 0)").bind(&name).fetch_one(&mut conn).await?;
-    if got == Some(1) {
-        Ok(Some(PurgeLock { session: Some((conn, name)) }))
-    } else {
-        conn.close().await?;
-        Ok(None)
-    }
 }
 
 #[cfg(test)]

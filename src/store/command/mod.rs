@@ -1,22 +1,40 @@
 //! [`CommandStore`]: what the command path stores — rooms (snapshot, members, gift totals) and
-//! the command log, written together with the commands' outbox rows in one transaction — and
+//! the command log, written together with the commands' outbox rows in one transaction; its
 //! reads and marks of those rows (delivered when it published them itself, parked when IM
 //! refused one alone for its content, released to the worker when it gave up, their status on
-//! replay); and its one SQL implementation, for
-//! [`SqlRepository`] over any [`Backend`].
+//! replay) and a room's event history; the refunds of gifts that committed nothing — and its
+//! one SQL implementation, for [`SqlRepository`] over any [`Backend`].
+//!
+//! Beside it: the values it takes and answers (`types.rs`), the commit and load transactions
+//! (`commit.rs`), their statements (`commit_sql.rs`, `read_sql.rs`), the refunds'
+//! (`refund_sql.rs`), those on the rows it committed (`outbox_sql.rs`), and the row shapes read
+//! back (`rows.rs`).
 
+mod commit;
+mod commit_sql;
+mod outbox_sql;
+mod read_sql;
+mod refund_sql;
+mod rows;
+mod types;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::backend::{Backend, Run};
-use super::outbox_types::{self, OutboxStatus};
-use super::repository::SqlRepository;
-use super::rows::{CommandRow, HistoryRow, VersionRow};
-use super::types::{
-    CommandKey, CommitError, HistoryEvent, RoomCommit, StoreError, StoredCommand, StoredRoom,
+use self::rows::{CommandRow, HistoryRow, VersionRow};
+pub use self::types::{
+    CommandKey, CommitError, GiftTotalRow, HistoryEvent, LoggedCommand, MemberChanges, NewOutboxRow,
+    RoomCommit, SnapshotWrite, StoredCommand, StoredRoom,
 };
-use super::{flows, room_sql, sync_sql};
+use crate::store::backend::run::Run;
+use crate::store::backend::{Backend, SqlRepository};
+use crate::store::error::{StoreError, short_error};
+use crate::store::outbox_row::OutboxStatus;
+
+/// The command path's store, shared by the room service's steps.
+pub type SharedCommandStore = Arc<dyn CommandStore>;
 
 /// The command path's storage; see the module docs.
 #[async_trait]
@@ -99,17 +117,17 @@ pub trait CommandStore: Send + Sync {
 #[async_trait]
 impl<DB: Backend> CommandStore for SqlRepository<DB> {
     async fn load_room(&self, room_id: &str) -> Result<Option<StoredRoom>, StoreError> {
-        flows::load_room::<DB>(self.pool.begin().await?, room_id).await
+        commit::load_room::<DB>(self.pool.begin().await?, room_id).await
     }
 
     async fn room_version(&self, room_id: &str) -> Result<Option<u64>, StoreError> {
-        let mut q = room_sql::room_version::<DB>(room_id, false);
+        let mut q = read_sql::room_version::<DB>(room_id, false);
         let row = q.fetch_optional::<VersionRow>(&self.pool).await?;
         Ok(row.map(|r| r.version.max(0) as u64))
     }
 
     async fn find_command(&self, key: &CommandKey) -> Result<Vec<StoredCommand>, StoreError> {
-        let mut q = room_sql::find_command::<DB>(key);
+        let mut q = read_sql::find_command::<DB>(key);
         let rows = q.fetch_all::<CommandRow>(&self.pool).await?;
         let mut rows: Vec<StoredCommand> = rows.into_iter().map(StoredCommand::from).collect();
         rows.sort_by_key(|r| r.caller != key.caller);
@@ -120,24 +138,24 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
         if command_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut q = room_sql::find_commands::<DB>(command_ids);
+        let mut q = read_sql::find_commands::<DB>(command_ids);
         let rows = q.fetch_all::<CommandRow>(&self.pool).await?;
         Ok(rows.into_iter().map(StoredCommand::from).collect())
     }
 
     async fn record_refund(&self, wallet_key: &str, room_id: &str) -> Result<(), StoreError> {
-        let mut q = room_sql::record_refund::<DB>(wallet_key, room_id);
+        let mut q = refund_sql::record_refund::<DB>(wallet_key, room_id);
         q.execute(&self.pool).await?;
         Ok(())
     }
 
     async fn is_refunded(&self, wallet_key: &str) -> Result<bool, StoreError> {
-        let mut q = room_sql::find_refund::<DB>(wallet_key);
+        let mut q = refund_sql::find_refund::<DB>(wallet_key);
         Ok(q.fetch_optional::<()>(&self.pool).await?.is_some())
     }
 
     async fn finish_refund(&self, wallet_key: &str) -> Result<(), StoreError> {
-        room_sql::finish_refund::<DB>(wallet_key).execute(&self.pool).await?;
+        refund_sql::finish_refund::<DB>(wallet_key).execute(&self.pool).await?;
         Ok(())
     }
 
@@ -146,7 +164,7 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
         older_than: Duration,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreError> {
-        let mut q = room_sql::unfinished_refunds::<DB>(older_than, limit);
+        let mut q = refund_sql::unfinished_refunds::<DB>(older_than, limit);
         Ok(q.fetch_all(&self.pool).await?)
     }
 
@@ -154,7 +172,7 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
         if event_ids.is_empty() {
             return Ok(0);
         }
-        let mut q = sync_sql::mark_delivered::<DB>(event_ids);
+        let mut q = outbox_sql::mark_delivered::<DB>(event_ids);
         Ok(q.execute(&self.pool).await?)
     }
 
@@ -162,12 +180,12 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
         if event_ids.is_empty() {
             return Ok(0);
         }
-        let mut q = sync_sql::release_pending::<DB>(event_ids);
+        let mut q = outbox_sql::release_pending::<DB>(event_ids);
         Ok(q.execute(&self.pool).await?)
     }
 
     async fn park_pending(&self, event_id: &str, reason: &str, error: &str) -> Result<bool, StoreError> {
-        let mut q = sync_sql::park_pending::<DB>(event_id, reason, &super::short_error(error));
+        let mut q = outbox_sql::park_pending::<DB>(event_id, reason, &short_error(error));
         Ok(q.execute(&self.pool).await? == 1)
     }
 
@@ -175,7 +193,7 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
         if event_ids.is_empty() {
             return Ok(0);
         }
-        let mut q = sync_sql::extend_guard::<DB>(event_ids, guard);
+        let mut q = outbox_sql::extend_guard::<DB>(event_ids, guard);
         Ok(q.execute(&self.pool).await?)
     }
 
@@ -186,7 +204,7 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
         up_to: u64,
     ) -> Result<Vec<HistoryEvent>, StoreError> {
         let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let mut q = sync_sql::room_events_after::<DB>(room_id, clamp(after), clamp(up_to));
+        let mut q = outbox_sql::room_events_after::<DB>(room_id, clamp(after), clamp(up_to));
         let rows = q.fetch_all::<HistoryRow>(&self.pool).await?;
         Ok(rows
             .into_iter()
@@ -199,7 +217,7 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
     }
 
     async fn has_undelivered(&self, room_id: &str) -> Result<bool, StoreError> {
-        let mut q = sync_sql::undelivered_in_room::<DB>(room_id);
+        let mut q = outbox_sql::undelivered_in_room::<DB>(room_id);
         Ok(q.fetch_optional::<()>(&self.pool).await?.is_some())
     }
 
@@ -207,12 +225,17 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
         if event_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut q = sync_sql::outbox_statuses::<DB>(event_ids);
+        let mut q = outbox_sql::outbox_statuses::<DB>(event_ids);
         let rows = q.fetch_all(&self.pool).await?;
-        Ok(outbox_types::parse_statuses(rows.into_iter()))
+        Ok(parse_statuses(rows.into_iter()))
     }
 
     async fn commit_room(&self, c: &RoomCommit) -> Result<(), CommitError> {
-        flows::commit_room(self.pool.begin_with(DB::BEGIN_WRITE).await?, c).await
+        commit::commit_room(self.pool.begin_with(DB::BEGIN_WRITE).await?, c).await
     }
+}
+
+/// Parses `(event_id, status)` pairs, skipping statuses this version does not know.
+fn parse_statuses(rows: impl Iterator<Item = (String, String)>) -> Vec<(String, OutboxStatus)> {
+    rows.filter_map(|(id, status)| status.parse().ok().map(|s| (id, s))).collect()
 }

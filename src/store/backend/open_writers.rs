@@ -1,28 +1,30 @@
-//! The open-writers probe of [`ConsumerRepository::open_writers_since`](super::ConsumerRepository::open_writers_since):
-//! the statements a [`Dialect`](super::sql::Dialect) that can count open transactions supplies,
-//! and how often the repository asks (kept apart from `consumer_sql.rs`: a server-specific
-//! probe, not SQL built over the dialect).
+//! The open-writers probe of
+//! [`ConsumerRepository::open_writers_since`](crate::store::ConsumerRepository::open_writers_since):
+//! the statements a [`Backend`](super::Backend) that can count open transactions supplies
+//! ([`Backend::OPEN_WRITERS`](super::Backend::OPEN_WRITERS)), and how often the consumer role
+//! asks (here, not in `consumer/sql.rs`: a server-specific probe, not SQL built over the
+//! backend).
 
 use std::time::Duration;
 
-/// The statements of [`ConsumerRepository::open_writers_since`](super::ConsumerRepository::open_writers_since),
+/// The statements of [`ConsumerRepository::open_writers_since`](crate::store::ConsumerRepository::open_writers_since),
 /// run in one transaction: `begin` makes the probe's own transaction visible to the server, then
 /// the text `count(since_ms, tag)` returns `(the probe's own transaction, seen running the query
 /// marked `tag`: 0 or 1; the others open since before the bound)`.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct OpenWriters {
-    pub(super) begin: &'static str,
-    pub(super) count: fn(i64, &str) -> String,
+pub(in crate::store) struct OpenWriters {
+    pub(in crate::store) begin: &'static str,
+    pub(in crate::store) count: fn(i64, &str) -> String,
 }
 
 /// How often `open_writers_since` reads a snapshot of the open transactions that predates its
 /// own before it gives up (`None`: cannot tell), and how long it waits in between (longer than
 /// the 0.1 s the server's cache must go unread to be refreshed).
-pub(super) const WRITER_PROBES: u32 = 5;
-pub(super) const WRITER_PROBE_PAUSE: Duration = Duration::from_millis(150);
+pub(in crate::store) const WRITER_PROBES: u32 = 5;
+pub(in crate::store) const WRITER_PROBE_PAUSE: Duration = Duration::from_millis(150);
 
 /// A tag no earlier probe of this process used (connections belong to one process).
-pub(super) fn probe_tag() -> String {
+pub(in crate::store) fn probe_tag() -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     format!("open-writers:{}:", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
 }
@@ -39,7 +41,7 @@ pub(super) fn probe_tag() -> String {
 /// read-only transaction (a `mysqldump --single-transaction`) holds nobody back. `trx_started`
 /// is in the server's system time zone whatever the session's (ours is UTC): it is converted
 /// before the comparison, and a conversion that fails counts the writer (waiting is safe).
-pub(super) fn mysql_open_writers(since_ms: i64, tag: &str) -> String {
+pub(in crate::store) fn mysql_open_writers(since_ms: i64, tag: &str) -> String {
     format!(
         "SELECT /* {tag} */ COUNT(CASE WHEN t.trx_mysql_thread_id = CONNECTION_ID() \
          AND t.trx_query LIKE '%{tag}%' THEN 1 END), \

@@ -1,18 +1,26 @@
-//! The SQL of the command path, built once for both backends over a [`Dialect`]: the room
-//! commit (snapshot fence, member rows, gift totals, command log, outbox) and the room load.
-//! A commit writes what its commands changed, never the whole room. And the refunds of gifts
-//! that committed nothing.
-
-use std::time::Duration;
+//! The statements of the room commit ([`commit_room`](super::commit::commit_room)), built once
+//! for both backends over a [`Backend`]: the shard's epoch fence, the snapshot (the version
+//! fence), member rows, gift totals, the command log and the outbox rows. A commit writes what
+//! its commands changed, never the whole room.
 
 use sqlx::QueryBuilder;
 
-use super::sql::{Dialect, millis, push_strs};
-use super::types::{CommandKey, GiftTotalRow, RoomCommit, SnapshotWrite};
+use super::types::{GiftTotalRow, RoomCommit, SnapshotWrite};
+use crate::store::backend::Backend;
+use crate::store::backend::bind::{millis, push_strs};
+
+/// The epoch of `shard`, read so that no acquisition can commit before this transaction ends
+/// (the commit fence).
+pub(super) fn fence_epoch<DB: Backend>(shard: u16) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT epoch FROM room_shard_lease WHERE shard = ");
+    DB::bind_i64(&mut q, i64::from(shard));
+    q.push(DB::SHARED_READ);
+    q
+}
 
 /// A new room's first snapshot; a unique violation means another writer created it first.
 /// `epoch`: the shard lease it is written under (0 without a cluster).
-pub(super) fn insert_snapshot<DB: Dialect>(
+pub(super) fn insert_snapshot<DB: Backend>(
     room_id: &str,
     s: &SnapshotWrite,
     epoch: Option<u64>,
@@ -35,7 +43,7 @@ pub(super) fn insert_snapshot<DB: Dialect>(
 
 /// The next snapshot, fenced: changes one row only if the stored version is `expected` and,
 /// under a shard lease, it was not written under a newer `epoch` (which it then carries).
-pub(super) fn update_snapshot<DB: Dialect>(
+pub(super) fn update_snapshot<DB: Backend>(
     room_id: &str,
     expected: u64,
     s: &SnapshotWrite,
@@ -62,25 +70,15 @@ pub(super) fn update_snapshot<DB: Dialect>(
     q
 }
 
-/// The stored version of a room; `lock` appends the dialect's locking read (held until commit).
-pub(super) fn room_version<DB: Dialect>(room_id: &str, lock: bool) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT version FROM room_snapshot WHERE room_id = ");
-    DB::bind_str(&mut q, room_id);
-    if lock {
-        q.push(DB::LOCKING_READ);
-    }
-    q
-}
-
 /// Every member row of a room (a close).
-pub(super) fn delete_all_members<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
+pub(super) fn delete_all_members<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("DELETE FROM room_member WHERE room_id = ");
     DB::bind_str(&mut q, room_id);
     q
 }
 
 /// Some member rows of a room (leaves).
-pub(super) fn delete_members<DB: Dialect>(room_id: &str, user_ids: &[String]) -> QueryBuilder<DB> {
+pub(super) fn delete_members<DB: Backend>(room_id: &str, user_ids: &[String]) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("DELETE FROM room_member WHERE room_id = ");
     DB::bind_str(&mut q, room_id);
     q.push(" AND user_id IN ");
@@ -89,7 +87,7 @@ pub(super) fn delete_members<DB: Dialect>(room_id: &str, user_ids: &[String]) ->
 }
 
 /// Member rows (joins); a member who left and joined again within one commit overwrites.
-pub(super) fn upsert_members<DB: Dialect>(room_id: &str, members: &[(String, i64)]) -> QueryBuilder<DB> {
+pub(super) fn upsert_members<DB: Backend>(room_id: &str, members: &[(String, i64)]) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("INSERT INTO room_member (room_id, user_id, joined_at_ms) VALUES ");
     for (i, (user_id, joined_at_ms)) in members.iter().enumerate() {
         q.push(if i == 0 { "(" } else { ", (" });
@@ -105,7 +103,7 @@ pub(super) fn upsert_members<DB: Dialect>(room_id: &str, members: &[(String, i64
 }
 
 /// Senders' running totals.
-pub(super) fn upsert_gift_totals<DB: Dialect>(room_id: &str, totals: &[GiftTotalRow]) -> QueryBuilder<DB> {
+pub(super) fn upsert_gift_totals<DB: Backend>(room_id: &str, totals: &[GiftTotalRow]) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
         "INSERT INTO room_gift_total (room_id, user_id, total_value, first_version) VALUES ",
     );
@@ -126,7 +124,7 @@ pub(super) fn upsert_gift_totals<DB: Dialect>(room_id: &str, totals: &[GiftTotal
 
 /// The commands' log rows; a unique violation on `(command_id, caller)` means one was logged
 /// before.
-pub(super) fn insert_command_log<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
+pub(super) fn insert_command_log<DB: Backend>(c: &RoomCommit) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
         "INSERT INTO room_command_log (command_id, caller, room_id, command_type, fingerprint, request_id, applied, \
          room_version, outcome, created_at_ms) VALUES ",
@@ -155,7 +153,7 @@ pub(super) fn insert_command_log<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB
 }
 
 /// The commands' outbox rows: `pending`, claimable once `claim_after` has passed.
-pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
+pub(super) fn insert_outbox<DB: Backend>(c: &RoomCommit) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new(
         "INSERT INTO room_outbox (event_id, room_id, event_type, envelope, room_version, trace_context, \
@@ -179,88 +177,6 @@ pub(super) fn insert_outbox<DB: Dialect>(c: &RoomCommit) -> QueryBuilder<DB> {
     q
 }
 
-/// A room's snapshot row, kept from writers until the load's transaction ends so the member
-/// and gift rows read next belong to the same version.
-pub(super) fn load_snapshot<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT version, state FROM room_snapshot WHERE room_id = ");
-    DB::bind_str(&mut q, room_id);
-    q.push(DB::SHARED_READ);
-    q
-}
-
-/// A room's members, by user id.
-pub(super) fn load_members<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT user_id, joined_at_ms FROM room_member WHERE room_id = ");
-    DB::bind_str(&mut q, room_id);
-    q.push(" ORDER BY user_id");
-    q
-}
-
-/// A room's gift totals.
-pub(super) fn load_gift_totals<DB: Dialect>(room_id: &str) -> QueryBuilder<DB> {
-    let mut q =
-        QueryBuilder::new("SELECT user_id, total_value, first_version FROM room_gift_total WHERE room_id = ");
-    DB::bind_str(&mut q, room_id);
-    q
-}
-
-const COMMAND_COLUMNS: &str = "SELECT command_id, caller, room_id, fingerprint, applied, room_version, outcome FROM room_command_log WHERE command_id";
-
-/// The log rows of `key`: its caller's, and one logged before commands had callers (at most
-/// two rows, on the unique key).
-pub(super) fn find_command<DB: Dialect>(key: &CommandKey) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new(format!("{COMMAND_COLUMNS} = "));
-    DB::bind_str(&mut q, &key.command_id);
-    q.push(" AND caller IN (");
-    DB::bind_str(&mut q, &key.caller);
-    q.push(", '')");
-    q
-}
-
-/// The log rows of any of these command ids (any caller: the caller picks its own).
-pub(super) fn find_commands<DB: Dialect>(command_ids: &[String]) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new(format!("{COMMAND_COLUMNS} IN "));
-    push_strs(&mut q, command_ids);
-    q
-}
-
-/// Records that the debit under `wallet_key` (a gift in `room_id`) was refunded; a key
-/// recorded already keeps its first row.
-pub(super) fn record_refund<DB: Dialect>(wallet_key: &str, room_id: &str) -> QueryBuilder<DB> {
-    let columns = [("wallet_key", wallet_key), ("room_id", room_id)];
-    super::sql::insert_or_ignore("room_payment_refund", &columns, "refunded_at_ms", "wallet_key")
-}
-
-/// The refund row of `wallet_key`, if any.
-pub(super) fn find_refund<DB: Dialect>(wallet_key: &str) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT wallet_key FROM room_payment_refund WHERE wallet_key = ");
-    DB::bind_str(&mut q, wallet_key);
-    q
-}
-
-/// Records that the wallet confirmed the refund under `wallet_key`.
-pub(super) fn finish_refund<DB: Dialect>(wallet_key: &str) -> QueryBuilder<DB> {
-    let mut q =
-        QueryBuilder::new(format!("UPDATE room_payment_refund SET wallet_refunded_at_ms = {}", DB::NOW_MS));
-    q.push(" WHERE wallet_refunded_at_ms IS NULL AND wallet_key = ");
-    DB::bind_str(&mut q, wallet_key);
-    q
-}
-
-/// Up to `limit` refunds decided at least `older_than` ago that the wallet has not confirmed,
-/// oldest first: `(wallet_key, room_id)`.
-pub(super) fn unfinished_refunds<DB: Dialect>(older_than: Duration, limit: u32) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new(format!(
-        "SELECT wallet_key, room_id FROM room_payment_refund WHERE wallet_refunded_at_ms IS NULL \
-         AND refunded_at_ms <= {} - ",
-        DB::NOW_MS
-    ));
-    DB::bind_i64(&mut q, millis(older_than));
-    q.push(" ORDER BY refunded_at_ms LIMIT ");
-    DB::bind_i64(&mut q, i64::from(limit));
-    q
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -268,7 +184,7 @@ mod tests {
     use sqlx::MySql;
 
     use super::insert_outbox;
-    use crate::store::{MemberChanges, NewOutboxRow, RoomCommit};
+    use crate::store::command::types::{MemberChanges, NewOutboxRow, RoomCommit};
 
     fn commit(versions: &[Option<u64>]) -> RoomCommit {
         let outbox = versions

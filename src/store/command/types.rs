@@ -1,7 +1,9 @@
 //! Values of the command path passed to and from the [`CommandStore`](super::CommandStore),
-//! and the store's errors.
+//! and why a commit did not happen ([`CommitError`]).
 
 use std::time::Duration;
+
+use crate::store::error::StoreError;
 
 /// A persisted room: the snapshot row and the rows of its members and gift senders, read in
 /// one consistent view.
@@ -204,89 +206,8 @@ pub enum CommitError {
     OutcomeUnknown(#[source] StoreError),
 }
 
-/// Every database error of the store passes here: a connection acquisition that timed out
-/// (every connection in use for the whole acquire timeout) is counted in
-/// `room_db_pool_acquire_timeouts_total`.
-impl From<sqlx::Error> for StoreError {
-    fn from(error: sqlx::Error) -> Self {
-        if matches!(error, sqlx::Error::PoolTimedOut) {
-            super::pool_metrics::count_acquire_timeout();
-        }
-        StoreError::Database(error)
-    }
-}
-
-/// A sample of the connection pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolStats {
-    /// Open connections, idle ones included.
-    pub size: u32,
-    /// Open connections not in use.
-    pub idle: u32,
-    /// The most connections the pool opens (`database.max_connections`).
-    pub max: u32,
-}
-
-impl PoolStats {
-    /// Open connections in use.
-    pub fn in_use(&self) -> u32 {
-        self.size.saturating_sub(self.idle)
-    }
-
-    /// Reads `pool` (no round trip: the pool's own counters).
-    pub fn of<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> PoolStats {
-        PoolStats {
-            size: pool.size(),
-            idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
-            max: pool.options().get_max_connections(),
-        }
-    }
-}
-
 impl From<sqlx::Error> for CommitError {
     fn from(e: sqlx::Error) -> Self {
         CommitError::Store(e.into())
-    }
-}
-
-/// A database failure.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The database could not be reached or refused the statement.
-    #[error("database error: {0}")]
-    Database(#[source] sqlx::Error),
-    /// Migrations failed.
-    #[error("migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    /// The engine or its configuration cannot run this service.
-    #[error("{0}")]
-    Config(String),
-}
-
-impl StoreError {
-    /// True when the database answered and refused the statement (a constraint, a value that
-    /// does not fit, a deadlock): the server is there, and the statement's data may be at
-    /// fault. False when it was lost or unavailable (I/O, pool timeout, closed pool, a Galera
-    /// node outside the primary component: [`StoreError::is_node_unavailable`]).
-    pub fn is_refusal(&self) -> bool {
-        matches!(self, StoreError::Database(sqlx::Error::Database(_))) && !self.is_node_unavailable()
-    }
-
-    /// True when the server answered that it cannot serve at all: a Galera node that lost
-    /// quorum or is still joining (1047 `WSREP has not yet prepared node for application use`;
-    /// docs/DEPLOY-HA.md). Nothing of the statement's data is at fault: the load balancer moves
-    /// the connections to a node that can, and a retry goes there.
-    pub fn is_node_unavailable(&self) -> bool {
-        let StoreError::Database(sqlx::Error::Database(e)) = self else { return false };
-        e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|e| e.number() == 1047)
-    }
-
-    /// True when the statement's data is at fault: a value too long or out of range for its
-    /// column (SQLSTATE class 22, MySQL 1366/1406/1264/1265), or too big for SQLite.
-    pub fn is_data_fault(&self) -> bool {
-        let StoreError::Database(sqlx::Error::Database(e)) = self else { return false };
-        let mysql = e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|e| e.number());
-        matches!(mysql, Some(1264 | 1265 | 1366 | 1406))
-            || e.code().is_some_and(|code| code.starts_with("22") || code == "18")
     }
 }

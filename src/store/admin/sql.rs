@@ -1,21 +1,22 @@
 //! The statements of the operator operations ([`OutboxAdmin`](super::OutboxAdmin)): stats,
-//! listing, lookups, requeue and purge, built once for both backends over a [`Dialect`].
+//! listing, lookups, requeue and purge, built once for both backends over a [`Backend`].
 
 use sqlx::QueryBuilder;
 
-use super::admin::RequeueTarget;
-use super::outbox_types::OutboxQuery;
-use super::sql::{Dialect, OUTBOX_COLUMNS, push_ids, push_strs};
+use super::types::{OutboxQuery, RequeueTarget};
+use crate::store::backend::Backend;
+use crate::store::backend::bind::{push_ids, push_strs};
+use crate::store::outbox_row::OUTBOX_COLUMNS;
 
 /// `(park_reason, count)` of the parked rows.
-pub(super) fn parked_by_reason<DB: Dialect>() -> QueryBuilder<DB> {
+pub(super) fn parked_by_reason<DB: Backend>() -> QueryBuilder<DB> {
     QueryBuilder::new(
         "SELECT COALESCE(park_reason, 'unknown'), COUNT(*) FROM room_outbox WHERE status = 'failed' GROUP BY park_reason",
     )
 }
 
 /// `(status, count, age of the oldest, max retry_count)` per undelivered status.
-pub(super) fn outbox_stats<DB: Dialect>() -> QueryBuilder<DB> {
+pub(super) fn outbox_stats<DB: Backend>() -> QueryBuilder<DB> {
     QueryBuilder::new(format!(
         "SELECT status, COUNT(*), {} - MIN(created_at_ms), MAX(retry_count) FROM room_outbox \
          WHERE status IN ('pending', 'delivering', 'retryable', 'failed') GROUP BY status",
@@ -24,7 +25,7 @@ pub(super) fn outbox_stats<DB: Dialect>() -> QueryBuilder<DB> {
 }
 
 /// A page of rows for the admin listing.
-pub(super) fn list_outbox<DB: Dialect>(query: &OutboxQuery) -> QueryBuilder<DB> {
+pub(super) fn list_outbox<DB: Backend>(query: &OutboxQuery) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE id > "));
     DB::bind_i64(&mut q, query.after_id);
     if let Some(status) = query.status {
@@ -37,7 +38,7 @@ pub(super) fn list_outbox<DB: Dialect>(query: &OutboxQuery) -> QueryBuilder<DB> 
 }
 
 /// One row by event id.
-pub(super) fn find_outbox<DB: Dialect>(event_id: &str) -> QueryBuilder<DB> {
+pub(super) fn find_outbox<DB: Backend>(event_id: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!("SELECT {OUTBOX_COLUMNS} FROM room_outbox WHERE event_id = "));
     DB::bind_str(&mut q, event_id);
     q
@@ -47,7 +48,7 @@ pub(super) fn find_outbox<DB: Dialect>(event_id: &str) -> QueryBuilder<DB> {
 /// an id up to `up_to` when given (the lowest consumer position: a row some consumer has not
 /// passed yet stays). `delivered_at_ms` is always set by a delivery mark; `updated_at_ms`
 /// stands in should it be missing.
-pub(super) fn push_purgeable<DB: Dialect>(q: &mut QueryBuilder<DB>, age_ms: i64, up_to: Option<i64>) {
+pub(super) fn push_purgeable<DB: Backend>(q: &mut QueryBuilder<DB>, age_ms: i64, up_to: Option<i64>) {
     q.push(format!("status = 'delivered' AND COALESCE(delivered_at_ms, updated_at_ms) < {} - ", DB::NOW_MS));
     DB::bind_i64(q, age_ms);
     if let Some(up_to) = up_to {
@@ -57,7 +58,7 @@ pub(super) fn push_purgeable<DB: Dialect>(q: &mut QueryBuilder<DB>, age_ms: i64,
 }
 
 /// How many rows a purge would delete.
-pub(super) fn count_purgeable<DB: Dialect>(age_ms: i64, up_to: Option<i64>) -> QueryBuilder<DB> {
+pub(super) fn count_purgeable<DB: Backend>(age_ms: i64, up_to: Option<i64>) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("SELECT COUNT(*) FROM room_outbox WHERE ");
     push_purgeable(&mut q, age_ms, up_to);
     q
@@ -65,7 +66,7 @@ pub(super) fn count_purgeable<DB: Dialect>(age_ms: i64, up_to: Option<i64>) -> Q
 
 /// Requeued rows go back to `pending`, claimable now; `last_error` stays. A parked row gets a
 /// fresh attempt budget (`retry_count` 0); a retryable one keeps its count.
-pub(super) fn requeue_set<DB: Dialect>() -> QueryBuilder<DB> {
+pub(super) fn requeue_set<DB: Backend>() -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     QueryBuilder::new(format!(
         "UPDATE room_outbox SET retry_count = CASE WHEN status = 'failed' THEN 0 ELSE retry_count END, \
@@ -77,7 +78,7 @@ pub(super) fn requeue_set<DB: Dialect>() -> QueryBuilder<DB> {
 /// The rows a requeue targets, in id order, locked until the transaction ends (the ids it
 /// reports are exactly the rows it changes): the given events where requeueable, or a page of
 /// `status` after `after_id`.
-pub(super) fn requeue_select<DB: Dialect>(target: &RequeueTarget<'_>, limit: i64) -> QueryBuilder<DB> {
+pub(super) fn requeue_select<DB: Backend>(target: &RequeueTarget<'_>, limit: i64) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("SELECT id, event_id FROM room_outbox WHERE ");
     match target {
         RequeueTarget::EventIds(event_ids) => {
@@ -101,7 +102,7 @@ pub(super) fn requeue_select<DB: Dialect>(target: &RequeueTarget<'_>, limit: i64
 }
 
 /// The requeue itself, on rows [`requeue_select`] locked.
-pub(super) fn requeue_ids<DB: Dialect>(ids: &[i64]) -> QueryBuilder<DB> {
+pub(super) fn requeue_ids<DB: Backend>(ids: &[i64]) -> QueryBuilder<DB> {
     let mut q = requeue_set::<DB>();
     q.push("id IN ");
     push_ids(&mut q, ids);
@@ -109,7 +110,7 @@ pub(super) fn requeue_ids<DB: Dialect>(ids: &[i64]) -> QueryBuilder<DB> {
 }
 
 /// One purge batch's ids, by ascending id, on the status index.
-pub(super) fn purge_ids<DB: Dialect>(age_ms: i64, up_to: Option<i64>, limit: i64) -> QueryBuilder<DB> {
+pub(super) fn purge_ids<DB: Backend>(age_ms: i64, up_to: Option<i64>, limit: i64) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!(
         "SELECT id FROM room_outbox{} WHERE ",
         DB::index_hint("idx_room_outbox_status")
@@ -122,7 +123,7 @@ pub(super) fn purge_ids<DB: Dialect>(age_ms: i64, up_to: Option<i64>, limit: i64
 
 /// Deletes the rows [`purge_ids`] found, re-checking the predicate: a row requeued meanwhile is
 /// not deleted.
-pub(super) fn purge_delete<DB: Dialect>(age_ms: i64, up_to: Option<i64>, ids: &[i64]) -> QueryBuilder<DB> {
+pub(super) fn purge_delete<DB: Backend>(age_ms: i64, up_to: Option<i64>, ids: &[i64]) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("DELETE FROM room_outbox WHERE ");
     push_purgeable(&mut q, age_ms, up_to);
     q.push(" AND id IN ");

@@ -1,8 +1,8 @@
-//! Private row shapes read back from the tables, converted into the public types.
+//! The command path's row shapes read back from the tables, converted into the public types.
 
 use super::types::{GiftTotalRow, StoredCommand};
 
-/// `room_snapshot` as read by [`load_snapshot`](super::room_sql::load_snapshot).
+/// `room_snapshot` as read by [`load_snapshot`](super::read_sql::load_snapshot).
 #[derive(sqlx::FromRow)]
 pub(super) struct RoomRow {
     pub(super) version: i64,
@@ -15,14 +15,14 @@ pub(super) struct EpochRow {
     pub(super) epoch: i64,
 }
 
-/// `room_member` as read by [`load_members`](super::room_sql::load_members).
+/// `room_member` as read by [`load_members`](super::read_sql::load_members).
 #[derive(sqlx::FromRow)]
 pub(super) struct MemberRow {
     pub(super) user_id: String,
     pub(super) joined_at_ms: i64,
 }
 
-/// `room_gift_total` as read by [`load_gift_totals`](super::room_sql::load_gift_totals).
+/// `room_gift_total` as read by [`load_gift_totals`](super::read_sql::load_gift_totals).
 #[derive(sqlx::FromRow)]
 pub(super) struct GiftRow {
     user_id: String,
@@ -40,7 +40,7 @@ impl From<GiftRow> for GiftTotalRow {
     }
 }
 
-/// `room_command_log` as read by [`find_command`](super::room_sql::find_command).
+/// `room_command_log` as read by [`find_command`](super::read_sql::find_command).
 #[derive(sqlx::FromRow)]
 pub(super) struct CommandRow {
     command_id: String,
@@ -66,13 +66,13 @@ impl From<CommandRow> for StoredCommand {
     }
 }
 
-/// `room_snapshot.version` alone, as read by [`room_version`](super::room_sql::room_version).
+/// `room_snapshot.version` alone, as read by [`room_version`](super::read_sql::room_version).
 #[derive(sqlx::FromRow)]
 pub(super) struct VersionRow {
     pub(super) version: i64,
 }
 
-/// One event of a room's history, as read by [`room_events_after`](super::sync_sql::room_events_after).
+/// One event of a room's history, as read by [`room_events_after`](super::outbox_sql::room_events_after).
 #[derive(sqlx::FromRow)]
 pub(super) struct HistoryRow {
     pub(super) room_version: i64,

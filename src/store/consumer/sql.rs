@@ -1,5 +1,5 @@
-//! The SQL of [`ConsumerRepository`](super::ConsumerRepository), once for both backends;
-//! `consumer_impl.rs` runs it on the repository's pool.
+//! The statements of the event consumers ([`ConsumerRepository`](super::ConsumerRepository)),
+//! built once for both backends over a [`Backend`]; `mod.rs` runs them on the repository's pool.
 //!
 //! The lease fences count on `rows_affected` being the rows a statement *matched*: sqlx opens
 //! MySQL sessions with CLIENT_FOUND_ROWS (and every write here moves `updated_at_ms` anyway),
@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use sqlx::QueryBuilder;
 
-use super::consumer::{AuditEntry, ConsumerLease, ConsumerRow, ResetTo};
-use super::sql::{Dialect, millis};
-use super::types::StoreError;
+use super::types::{AuditEntry, ConsumerLease, ConsumerRow, ResetTo};
+use crate::store::backend::Backend;
+use crate::store::backend::bind::{insert_or_ignore, millis};
+use crate::store::error::{StoreError, short_error};
 
 /// `room_event_consumer` as read, with the lease's time left on the database clock.
 #[derive(sqlx::FromRow)]
@@ -47,7 +48,7 @@ pub(super) struct Holder {
 
 /// Takes the lease when it is free, expired or already `owner`'s (`<=`: a lease ending now is
 /// over, as `list` reports it).
-pub(super) fn take<DB: Dialect>(lease: ConsumerLease<'_>) -> QueryBuilder<DB> {
+pub(super) fn take<DB: Backend>(lease: ConsumerLease<'_>) -> QueryBuilder<DB> {
     let now = DB::NOW_MS;
     let mut q = QueryBuilder::new("UPDATE room_event_consumer SET owner = ");
     DB::bind_str(&mut q, lease.owner);
@@ -62,18 +63,19 @@ pub(super) fn take<DB: Dialect>(lease: ConsumerLease<'_>) -> QueryBuilder<DB> {
 }
 
 /// Creates the row, free at position 0; an existing row is left as it is.
-pub(super) fn create<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
-    super::sql::insert_or_ignore("room_event_consumer", &[("name", name)], "updated_at_ms", "name")
+pub(super) fn create<DB: Backend>(name: &str) -> QueryBuilder<DB> {
+    insert_or_ignore("room_event_consumer", &[("name", name)], "updated_at_ms", "name")
 }
 
-pub(super) fn holder<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
+/// The position and owner of `name`.
+pub(super) fn holder<DB: Backend>(name: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("SELECT position, owner FROM room_event_consumer WHERE name = ");
     DB::bind_str(&mut q, name);
     q
 }
 
 /// Appends the lease renewal and the owner fence of every write of a running consumer.
-fn push_renewal<DB: Dialect>(q: &mut QueryBuilder<DB>, lease: ConsumerLease<'_>) {
+fn push_renewal<DB: Backend>(q: &mut QueryBuilder<DB>, lease: ConsumerLease<'_>) {
     let now = DB::NOW_MS;
     q.push(format!(", lease_until_ms = {now} + "));
     DB::bind_i64(q, millis(lease.ttl));
@@ -85,7 +87,7 @@ fn push_renewal<DB: Dialect>(q: &mut QueryBuilder<DB>, lease: ConsumerLease<'_>)
 
 /// Fenced on the owner and on the position it moves from: a reset (or another instance) that
 /// moved the consumer in between wins.
-pub(super) fn advance<DB: Dialect>(lease: ConsumerLease<'_>, from: i64, to: i64) -> QueryBuilder<DB> {
+pub(super) fn advance<DB: Backend>(lease: ConsumerLease<'_>, from: i64, to: i64) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("UPDATE room_event_consumer SET last_error = NULL, position = ");
     DB::bind_i64(&mut q, to);
     push_renewal(&mut q, lease);
@@ -94,14 +96,16 @@ pub(super) fn advance<DB: Dialect>(lease: ConsumerLease<'_>, from: i64, to: i64)
     q
 }
 
-pub(super) fn record_error<DB: Dialect>(lease: ConsumerLease<'_>, error: &str) -> QueryBuilder<DB> {
+/// Records a failed delivery (shortened to what `last_error` holds), fenced on the owner.
+pub(super) fn record_error<DB: Backend>(lease: ConsumerLease<'_>, error: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("UPDATE room_event_consumer SET last_error = ");
-    DB::bind_str(&mut q, &super::short_error(error));
+    DB::bind_str(&mut q, &short_error(error));
     push_renewal(&mut q, lease);
     q
 }
 
-pub(super) fn release<DB: Dialect>(lease: ConsumerLease<'_>) -> QueryBuilder<DB> {
+/// Frees the lease if its owner still holds it.
+pub(super) fn release<DB: Backend>(lease: ConsumerLease<'_>) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!(
         "UPDATE room_event_consumer SET owner = NULL, lease_until_ms = 0, updated_at_ms = {} WHERE name = ",
         DB::NOW_MS
@@ -113,7 +117,7 @@ pub(super) fn release<DB: Dialect>(lease: ConsumerLease<'_>) -> QueryBuilder<DB>
 }
 
 /// A walk of the primary key: no index but the PK is needed, however many rows IM delivered.
-pub(super) fn events_after<DB: Dialect>(position: i64, limit: u32) -> QueryBuilder<DB> {
+pub(super) fn events_after<DB: Backend>(position: i64, limit: u32) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
         "SELECT id, event_id, event_type, room_id, envelope, created_at_ms, trace_context FROM room_outbox \
          WHERE id > ",
@@ -125,7 +129,7 @@ pub(super) fn events_after<DB: Dialect>(position: i64, limit: u32) -> QueryBuild
 }
 
 /// The age of the first event after `position`, on the database clock (no row: caught up).
-pub(super) fn lag<DB: Dialect>(position: i64) -> QueryBuilder<DB> {
+pub(super) fn lag<DB: Backend>(position: i64) -> QueryBuilder<DB> {
     let mut q =
         QueryBuilder::new(format!("SELECT {} - created_at_ms FROM room_outbox WHERE id > ", DB::NOW_MS));
     DB::bind_i64(&mut q, position);
@@ -133,11 +137,13 @@ pub(super) fn lag<DB: Dialect>(position: i64) -> QueryBuilder<DB> {
     q
 }
 
-pub(super) fn now<DB: Dialect>() -> QueryBuilder<DB> {
+/// The database clock.
+pub(super) fn now<DB: Backend>() -> QueryBuilder<DB> {
     QueryBuilder::new(format!("SELECT {}", DB::NOW_MS))
 }
 
-pub(super) fn list<DB: Dialect>() -> QueryBuilder<DB> {
+/// Every consumer row, by name, with the lease's time left.
+pub(super) fn list<DB: Backend>() -> QueryBuilder<DB> {
     QueryBuilder::new(format!(
         "SELECT name, position, owner, lease_until_ms - {} AS remaining_ms, updated_at_ms, last_error \
          FROM room_event_consumer ORDER BY name",
@@ -146,7 +152,7 @@ pub(super) fn list<DB: Dialect>() -> QueryBuilder<DB> {
 }
 
 /// The position of `name`, locked until the reset's transaction ends.
-pub(super) fn locked_position<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
+pub(super) fn locked_position<DB: Backend>(name: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("SELECT position FROM room_event_consumer WHERE name = ");
     DB::bind_str(&mut q, name);
     q.push(DB::LOCKING_READ);
@@ -158,7 +164,7 @@ pub(super) fn locked_position<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
 /// (receivers dedup on event id) beats skipping a newer one; with nothing that recent, the
 /// newest id (everything stored is older); with nothing stored, 0. A scan of `room_outbox`:
 /// an operator's command, on a table retention keeps small.
-pub(super) fn reset_target<DB: Dialect>(to: ResetTo) -> Result<QueryBuilder<DB>, StoreError> {
+pub(super) fn reset_target<DB: Backend>(to: ResetTo) -> Result<QueryBuilder<DB>, StoreError> {
     match to {
         ResetTo::Id(id) if id < 0 => {
             Err(StoreError::Config(format!("reset position {id} is negative: outbox ids start at 1")))
@@ -179,7 +185,7 @@ pub(super) fn reset_target<DB: Dialect>(to: ResetTo) -> Result<QueryBuilder<DB>,
 }
 
 /// Moves `name` to `position` and frees its lease, creating the row when missing.
-pub(super) fn reset<DB: Dialect>(name: &str, position: i64) -> QueryBuilder<DB> {
+pub(super) fn reset<DB: Backend>(name: &str, position: i64) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
         "INSERT INTO room_event_consumer (name, position, owner, lease_until_ms, updated_at_ms) VALUES (",
     );
@@ -191,12 +197,13 @@ pub(super) fn reset<DB: Dialect>(name: &str, position: i64) -> QueryBuilder<DB> 
     q
 }
 
-pub(super) fn positions<DB: Dialect>() -> QueryBuilder<DB> {
+/// `(name, position)` of every stored consumer.
+pub(super) fn positions<DB: Backend>() -> QueryBuilder<DB> {
     QueryBuilder::new("SELECT name, position FROM room_event_consumer")
 }
 
 /// Deletes the row of `name`.
-pub(super) fn retire<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
+pub(super) fn retire<DB: Backend>(name: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("DELETE FROM room_event_consumer WHERE name = ");
     DB::bind_str(&mut q, name);
     q
@@ -205,7 +212,7 @@ pub(super) fn retire<DB: Dialect>(name: &str) -> QueryBuilder<DB> {
 /// One multi-row INSERT; a row whose `event_id` is there already changes nothing (an upsert
 /// that rewrites the key with itself, not an insert-ignore, which on MySQL would also turn a
 /// too-long value into a warning and a silently truncated row).
-pub(super) fn append_audit<DB: Dialect>(entries: &[AuditEntry]) -> QueryBuilder<DB> {
+pub(super) fn append_audit<DB: Backend>(entries: &[AuditEntry]) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
         "INSERT INTO room_audit_log (event_id, event_type, room_id, envelope, occurred_at_ms, recorded_at_ms) VALUES ",
     );
@@ -224,7 +231,8 @@ pub(super) fn append_audit<DB: Dialect>(entries: &[AuditEntry]) -> QueryBuilder<
     q
 }
 
-pub(super) fn audit_entries<DB: Dialect>(room_id: Option<&str>, limit: u32) -> QueryBuilder<DB> {
+/// Up to `limit` audit entries (of `room_id` only, when given), in the order recorded.
+pub(super) fn audit_entries<DB: Backend>(room_id: Option<&str>, limit: u32) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
         "SELECT event_id, event_type, room_id, envelope, occurred_at_ms FROM room_audit_log",
     );

@@ -1,15 +1,50 @@
-//! What only the embedded SQLite file does: opening it (creating it, or refusing to) and its
-//! migrations. SQLite has one writer at a time: every write transaction takes the write lock up
-//! front (`BEGIN IMMEDIATE`, see the dialect); WAL mode lets readers run beside it.
+//! The embedded SQLite file (the default: `cargo run` works anywhere): its [`Backend`] impl,
+//! and what only it does — opening the file (creating it, or refusing to) and its migrations.
+//! SQLite has one writer at a time: every write transaction takes the write lock up front
+//! (`BEGIN IMMEDIATE`); WAL mode lets readers run beside it.
 
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::Sqlite;
+use futures::future::BoxFuture;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sqlx::{Pool, Sqlite};
 
-use super::repository::SqlRepository;
-use super::types::StoreError;
+use super::open_writers::OpenWriters;
+use super::purge_lock::PurgeLock;
+use super::{Backend, SqlRepository, assignments, written_alike};
+use crate::store::error::StoreError;
+
+/// The store on an embedded SQLite file (the default: `cargo run` works anywhere).
+pub type SqliteRepository = SqlRepository<Sqlite>;
+
+impl Backend for Sqlite {
+    const NOW_MS: &'static str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
+    // Command transactions start with BEGIN IMMEDIATE: the write lock is already held.
+    const LOCKING_READ: &'static str = "";
+    // WAL: a read transaction sees one snapshot from its first read to its end.
+    const SHARED_READ: &'static str = "";
+    // Claims run in BEGIN IMMEDIATE: the one write lock is held.
+    const CLAIM_LOCK: &'static str = "";
+    // Text compares with the column's own collation (BINARY) already.
+    const COLUMN_COLLATION: &'static str = "";
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    fn upsert(key: &str, columns: &[&str]) -> String {
+        format!(" ON CONFLICT ({key}) DO UPDATE SET {}", assignments(columns, |c| format!("excluded.{c}")))
+    }
+    fn index_hint(index: &str) -> String {
+        format!(" INDEXED BY {index}")
+    }
+    written_alike!();
+    const OPEN_WRITERS: Option<OpenWriters> = None;
+    fn access_denied(_error: &sqlx::Error) -> bool {
+        false
+    }
+    // One file, one writer at a time, and deletes are idempotent: the lock holds nothing.
+    fn try_purge_lock(_pool: &Pool<Self>) -> BoxFuture<'_, Result<Option<PurgeLock>, StoreError>> {
+        Box::pin(async { Ok(Some(PurgeLock::none())) })
+    }
+}
 
 impl SqlRepository<Sqlite> {
     /// Opens (creating when the URL says `mode=rwc`) the file and its parent directory.

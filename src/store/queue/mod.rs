@@ -1,17 +1,22 @@
 //! [`OutboxQueue`]: the outbox as the worker's work queue — claims by room under a lease, the
 //! claimed batch's fenced marks, lease renewal — and its one SQL implementation, for
-//! [`SqlRepository`] over any [`Backend`]. Every time comparison uses the database's clock,
-//! never the node's.
+//! [`SqlRepository`] over any [`Backend`]: the claim in `claim/`, the batch mark in `marks.rs`,
+//! the other statements in `sql.rs`, the values in `types.rs`. Every time comparison uses the
+//! database's clock, never the node's.
+
+mod claim;
+mod marks;
+mod sql;
+mod types;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::backend::{Backend, Run};
-use super::outbox_types::{Claim, ClaimedBatch, MarkReport, PublishResult};
-use super::repository::SqlRepository;
-use super::types::StoreError;
-use super::{flows, queue_sql};
+pub use self::types::{Claim, ClaimScope, ClaimedBatch, Mark, MarkReport, PublishResult};
+use crate::store::backend::run::Run;
+use crate::store::backend::{Backend, SqlRepository};
+use crate::store::error::StoreError;
 
 /// The outbox worker's view of the store; see the module docs.
 #[async_trait]
@@ -55,7 +60,7 @@ pub trait OutboxQueue: Send + Sync + std::fmt::Debug {
 impl<DB: Backend> OutboxQueue for SqlRepository<DB> {
     async fn claim_outbox(&self, claim: &Claim) -> Result<ClaimedBatch, StoreError> {
         // SQLite: one writer at a time; the claim takes the write lock up front.
-        flows::claim(self.pool.begin_with(DB::BEGIN_WRITE).await?, claim).await
+        claim::claim(self.pool.begin_with(DB::BEGIN_WRITE).await?, claim).await
     }
 
     async fn finish_claimed(
@@ -67,24 +72,24 @@ impl<DB: Backend> OutboxQueue for SqlRepository<DB> {
             return Ok(MarkReport::default());
         }
         let tx = self.pool.begin_with(DB::BEGIN_WRITE).await?;
-        flows::finish_claimed(tx, worker_id, results).await
+        marks::finish_claimed(tx, worker_id, results).await
     }
 
     async fn release_claimed(&self, worker_id: &str, ids: &[i64]) -> Result<u64, StoreError> {
         if ids.is_empty() {
             return Ok(0);
         }
-        let mut q = queue_sql::release_claimed::<DB>(worker_id, ids);
+        let mut q = sql::release_claimed::<DB>(worker_id, ids);
         Ok(q.execute(&self.pool).await?)
     }
 
     async fn renew_lease(&self, worker_id: &str, lease: Duration) -> Result<u64, StoreError> {
-        let mut q = queue_sql::renew_lease::<DB>(worker_id, lease);
+        let mut q = sql::renew_lease::<DB>(worker_id, lease);
         Ok(q.execute(&self.pool).await?)
     }
 
     async fn next_claimable_in(&self) -> Result<Option<Duration>, StoreError> {
-        let mut q = queue_sql::next_claimable::<DB>();
+        let mut q = sql::next_claimable::<DB>();
         let wait: Option<(i64,)> = q.fetch_optional(&self.pool).await?;
         Ok(wait.map(|(ms,)| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
     }

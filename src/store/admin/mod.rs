@@ -1,7 +1,8 @@
 //! [`OutboxAdmin`]: the operator's view of `room_outbox` (SPEC §11) — backlog stats, listing,
 //! look a row up by event id, requeue parked or retryable rows, and purge old delivered rows in
 //! small batches by primary key — and its one SQL implementation, for [`SqlRepository`] over
-//! any [`Backend`].
+//! any [`Backend`], running the statements of `sql.rs`; its values are in `types.rs`. Which
+//! instance may purge is the backend's [`PurgeLock`].
 //!
 //! Every write here is fenced on the row status: `delivering` rows (a worker holds their lease)
 //! and `delivered` rows are never requeued, and only `delivered` rows are ever deleted. A
@@ -9,76 +10,21 @@
 //! rows changed; a purge reads one batch of ids on the status index and deletes by primary key,
 //! re-checking the predicate. Ages use the database's clock.
 
+mod sql;
+mod types;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::admin_sql;
-use super::backend::{Backend, Run};
-use super::outbox_types::{self, OutboxQuery, OutboxRow, OutboxStats, OutboxStatus};
-use super::repository::SqlRepository;
-use super::types::StoreError;
-
-/// Largest purge batch: one `DELETE` touches at most this many rows.
-pub const MAX_PURGE_BATCH: u32 = 1000;
-/// Largest requeue batch (by status).
-pub const MAX_REQUEUE_BATCH: u32 = 1000;
-/// The statuses a requeue moves back to `pending`.
-pub const REQUEUEABLE: [OutboxStatus; 2] = [OutboxStatus::Retryable, OutboxStatus::Failed];
-/// Prefix of the MySQL advisory lock (`GET_LOCK`) that lets one instance at a time purge; the
-/// database name follows it, so services sharing a server do not block each other.
-pub const PURGE_LOCK_PREFIX: &str = "room_outbox_retention";
-
-/// Which rows a requeue targets.
-#[derive(Debug, Clone, Copy)]
-pub enum RequeueTarget<'a> {
-    /// These events, where their status is requeueable.
-    EventIds(&'a [String]),
-    /// One page of rows in `status` (which must be one of [`REQUEUEABLE`]) with an id above
-    /// `after_id`, by ascending id, at most `limit` (capped at [`MAX_REQUEUE_BATCH`]).
-    Status {
-        /// `retryable` or `failed`.
-        status: OutboxStatus,
-        /// Only ids greater than this (the caller's cursor).
-        after_id: i64,
-        /// At most this many rows.
-        limit: u32,
-    },
-}
-
-/// A row a requeue moved back to `pending`.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
-pub struct RequeuedRow {
-    /// Primary key.
-    pub id: i64,
-    /// The event.
-    pub event_id: String,
-}
-
-/// Held by the one instance allowed to purge. On MySQL it owns the session holding the advisory
-/// lock: [`PurgeLock::release`] releases it, and dropping it closes the session, which releases
-/// it too. On SQLite (one file, deletes are idempotent) it holds nothing.
-#[derive(Debug)]
-pub struct PurgeLock {
-    pub(super) session: Option<(sqlx::MySqlConnection, String)>,
-}
-
-impl PurgeLock {
-    /// A lock that holds nothing (SQLite).
-    pub(super) fn none() -> Self {
-        Self { session: None }
-    }
-
-    /// Releases the lock and closes its session.
-    pub async fn release(self) -> Result<(), StoreError> {
-        use sqlx::Connection;
-        if let Some((mut conn, name)) = self.session {
-            sqlx::query("SELECT RELEASE_LOCK(?)").bind(&name).execute(&mut conn).await?;
-            conn.close().await?;
-        }
-        Ok(())
-    }
-}
+pub use self::types::{
+    MAX_PURGE_BATCH, MAX_REQUEUE_BATCH, OutboxQuery, OutboxStats, REQUEUEABLE, RequeueTarget, RequeuedRow,
+};
+use crate::store::backend::purge_lock::PurgeLock;
+use crate::store::backend::run::Run;
+use crate::store::backend::{Backend, SqlRepository};
+use crate::store::error::StoreError;
+use crate::store::outbox_row::{OutboxRow, OutboxStatus};
 
 /// Operator operations on `room_outbox`; see the module docs.
 #[async_trait]
@@ -107,7 +53,7 @@ pub trait OutboxAdmin: Send + Sync {
     /// an event is deleted only once every enabled consumer has passed it. Returns how many rows
     /// were deleted; fewer than `limit` means nothing older is left.
     ///
-    /// [`ConsumerRepository::consumers_floor`]: super::ConsumerRepository::consumers_floor
+    /// [`ConsumerRepository::consumers_floor`]: crate::store::ConsumerRepository::consumers_floor
     async fn purge_delivered_batch(
         &self,
         older_than: Duration,
@@ -147,11 +93,10 @@ fn check_requeueable(status: OutboxStatus) -> Result<(), StoreError> {
 #[async_trait]
 impl<DB: Backend> OutboxAdmin for SqlRepository<DB> {
     async fn outbox_stats(&self) -> Result<OutboxStats, StoreError> {
-        let groups = admin_sql::outbox_stats::<DB>().fetch_all(&self.pool).await?;
-        let mut stats = outbox_types::stats_from_groups(groups);
+        let groups = sql::outbox_stats::<DB>().fetch_all(&self.pool).await?;
+        let mut stats = types::stats_from_groups(groups);
         if stats.failed > 0 {
-            let parked: Vec<(String, i64)> =
-                admin_sql::parked_by_reason::<DB>().fetch_all(&self.pool).await?;
+            let parked: Vec<(String, i64)> = sql::parked_by_reason::<DB>().fetch_all(&self.pool).await?;
             stats.parked_by_reason =
                 parked.into_iter().map(|(reason, n)| (reason, n.max(0) as u64)).collect();
         }
@@ -159,12 +104,12 @@ impl<DB: Backend> OutboxAdmin for SqlRepository<DB> {
     }
 
     async fn list_outbox(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError> {
-        let mut q = admin_sql::list_outbox::<DB>(query);
+        let mut q = sql::list_outbox::<DB>(query);
         Ok(q.fetch_all(&self.pool).await?)
     }
 
     async fn find_outbox(&self, event_id: &str) -> Result<Option<OutboxRow>, StoreError> {
-        let mut q = admin_sql::find_outbox::<DB>(event_id);
+        let mut q = sql::find_outbox::<DB>(event_id);
         Ok(q.fetch_optional(&self.pool).await?)
     }
 
@@ -178,18 +123,18 @@ impl<DB: Backend> OutboxAdmin for SqlRepository<DB> {
             }
         };
         let mut tx = self.pool.begin_with(DB::BEGIN_WRITE).await?;
-        let mut select = admin_sql::requeue_select::<DB>(&target, limit);
+        let mut select = sql::requeue_select::<DB>(&target, limit);
         let rows = select.fetch_all::<RequeuedRow>(&mut *tx).await?;
         if !rows.is_empty() {
             let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-            admin_sql::requeue_ids::<DB>(&ids).execute(&mut *tx).await?;
+            sql::requeue_ids::<DB>(&ids).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(rows)
     }
 
     async fn count_purgeable(&self, older_than: Duration, up_to: Option<i64>) -> Result<u64, StoreError> {
-        let mut q = admin_sql::count_purgeable::<DB>(age_ms(older_than), up_to);
+        let mut q = sql::count_purgeable::<DB>(age_ms(older_than), up_to);
         let (count,): (i64,) = q.fetch_one(&self.pool).await?;
         Ok(count.max(0) as u64)
     }
@@ -201,13 +146,13 @@ impl<DB: Backend> OutboxAdmin for SqlRepository<DB> {
         limit: u32,
     ) -> Result<u64, StoreError> {
         let age = age_ms(older_than);
-        let mut select = admin_sql::purge_ids::<DB>(age, up_to, batch_limit(limit, MAX_PURGE_BATCH));
+        let mut select = sql::purge_ids::<DB>(age, up_to, batch_limit(limit, MAX_PURGE_BATCH));
         let ids: Vec<(i64,)> = select.fetch_all(&self.pool).await?;
         if ids.is_empty() {
             return Ok(0);
         }
         let ids: Vec<i64> = ids.into_iter().map(|(id,)| id).collect();
-        let mut delete = admin_sql::purge_delete::<DB>(age, up_to, &ids);
+        let mut delete = sql::purge_delete::<DB>(age, up_to, &ids);
         Ok(delete.execute(&self.pool).await?)
     }
 

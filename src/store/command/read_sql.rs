@@ -1,0 +1,66 @@
+//! The command path's reads, built once for both backends over a [`Backend`]: a room as of one
+//! version (snapshot, members, gift totals: [`load_room`](super::commit::load_room)), its
+//! stored version, and the command log's rows of a command id.
+
+use sqlx::QueryBuilder;
+
+use super::types::CommandKey;
+use crate::store::backend::Backend;
+use crate::store::backend::bind::push_strs;
+
+/// A room's snapshot row, kept from writers until the load's transaction ends so the member
+/// and gift rows read next belong to the same version.
+pub(super) fn load_snapshot<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT version, state FROM room_snapshot WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(DB::SHARED_READ);
+    q
+}
+
+/// A room's members, by user id.
+pub(super) fn load_members<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT user_id, joined_at_ms FROM room_member WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(" ORDER BY user_id");
+    q
+}
+
+/// A room's gift totals.
+pub(super) fn load_gift_totals<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q =
+        QueryBuilder::new("SELECT user_id, total_value, first_version FROM room_gift_total WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q
+}
+
+/// The stored version of a room; `lock` appends the backend's locking read (held until commit).
+pub(super) fn room_version<DB: Backend>(room_id: &str, lock: bool) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT version FROM room_snapshot WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    if lock {
+        q.push(DB::LOCKING_READ);
+    }
+    q
+}
+
+/// The log's columns, as [`CommandRow`](super::rows::CommandRow) reads them, up to the
+/// command id the statement compares.
+const COMMAND_COLUMNS: &str = "SELECT command_id, caller, room_id, fingerprint, applied, room_version, outcome FROM room_command_log WHERE command_id";
+
+/// The log rows of `key`: its caller's, and one logged before commands had callers (at most
+/// two rows, on the unique key).
+pub(super) fn find_command<DB: Backend>(key: &CommandKey) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!("{COMMAND_COLUMNS} = "));
+    DB::bind_str(&mut q, &key.command_id);
+    q.push(" AND caller IN (");
+    DB::bind_str(&mut q, &key.caller);
+    q.push(", '')");
+    q
+}
+
+/// The log rows of any of these command ids (any caller: the caller picks its own).
+pub(super) fn find_commands<DB: Backend>(command_ids: &[String]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!("{COMMAND_COLUMNS} IN "));
+    push_strs(&mut q, command_ids);
+    q
+}
