@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::super::handoff::RoomRoute;
-use super::super::outcome::Delivery;
-use super::super::waiting::Waiting;
+use crate::room::publish::handoff::RoomRoute;
+use crate::room::command::outcome::Delivery;
+use crate::room::publish::waiting::Waiting;
 use crate::delivery::Quarantine;
 use crate::delivery::pack::{self, PackLimits};
 use crate::delivery::window::Window;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::{Charge, Payments};
 use crate::room::error::RoomError;
-use crate::room::outcome::CommandResponse;
+use crate::room::command::outcome::CommandResponse;
 
 /// Refund calls made before a refund is given up on (and logged for reconciliation).
 const REFUND_ATTEMPTS: u32 = 3;

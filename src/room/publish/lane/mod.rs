@@ -37,7 +37,7 @@ use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
 
 use super::handoff::{Handoff, Route};
-use super::outcome::Delivery;
+use crate::room::command::outcome::Delivery;
 use crate::delivery::action::Action;
 use crate::delivery::pack::PackLimits;
 use crate::delivery::split::Fate;
@@ -48,7 +48,7 @@ mod queue;
 mod refused;
 
 use queue::{Behind, Opened};
-pub(super) use queue::{Lane, LaneEvent};
+pub(in crate::room) use queue::{Lane, LaneEvent};
 
 /// What came of a message's send, for its events (those of its pack, in order).
 enum Sent {
@@ -63,25 +63,25 @@ enum Sent {
 /// What every room's lane task sends with: the delivery core's outlet (the permits and the
 /// shared stack), the pack limits, the time bounds, how many messages of a room may be in
 /// flight, and the hand-off to the worker.
-pub(super) struct Lanes {
-    pub(super) outlet: Outlet,
-    pub(super) handoff: Arc<Handoff>,
-    pub(super) pack: PackLimits,
+pub(in crate::room) struct Lanes {
+    pub(in crate::room) outlet: Outlet,
+    pub(in crate::room) handoff: Arc<Handoff>,
+    pub(in crate::room) pack: PackLimits,
     /// Messages of one room in flight at once (`im_batch.in_flight_per_room`, at least 1).
-    pub(super) in_flight: usize,
+    pub(in crate::room) in_flight: usize,
     /// Bounds one send, its wait for a rate-limit permit included; an event not sent within it
     /// after its commit goes to the worker.
-    pub(super) publish_timeout: Duration,
+    pub(in crate::room) publish_timeout: Duration,
     /// Longest a command's answer waits for its events' first send.
-    pub(super) sync_publish_wait: Duration,
+    pub(in crate::room) sync_publish_wait: Duration,
     /// The senders whose events go alone, shared with the outbox worker.
-    pub(super) quarantine: Arc<Quarantine>,
+    pub(in crate::room) quarantine: Arc<Quarantine>,
 }
 
 impl Lanes {
     /// Queues `events` (one batch's IM events, in order) on `lane` and starts its task when none
     /// runs.
-    pub(super) fn push(self: &Arc<Self>, lane: &Arc<Lane>, room: &str, events: Vec<LaneEvent>) {
+    pub(in crate::room) fn push(self: &Arc<Self>, lane: &Arc<Lane>, room: &str, events: Vec<LaneEvent>) {
         if !events.is_empty() && lane.queue(room, events) {
             tokio::spawn(Arc::clone(self).run(Arc::clone(lane)));
         }
