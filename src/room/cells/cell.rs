@@ -1,9 +1,9 @@
 //! Room cells: each room's state in memory behind its own lock, and its queue of commands.
 //!
 //! Commands of one room are queued on its cell and run by one drain task at a time (see
-//! [`crate::room::command::drain`]), which takes up to `max_commit_batch` queued commands and commits them
-//! together; different rooms run concurrently. Cells are created on first use, loaded lazily
-//! and dropped again when idle; the map of them is [`super::cell_map::Cells`].
+//! [`crate::room::command::drain`]), which takes up to `max_commit_batch` queued commands and
+//! commits them together; different rooms run concurrently. Cells are created on first use, loaded
+//! lazily and dropped again when idle; the map of them is [`super::cell_map::Cells`].
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Mutex as AsyncMutex;
 
-use crate::room::command::decide::Queued;
-use crate::room::publish::lane::Lane;
-use crate::room::presence::last_seen::LastSeen;
 use super::recent::RecentKeys;
 use crate::domain::{Change, RoomState, RoomStatus};
+use crate::room::command::decide::Queued;
+use crate::room::presence::last_seen::LastSeen;
+use crate::room::publish::lane::Lane;
 
 /// What a cell knows of its room.
 #[derive(Debug, Default)]

@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::decide::{Committed, Plan, Queued};
-use crate::room::error::RoomError;
-use crate::room::options::CommitStats;
 use super::outcome::{LoggedEvent, LoggedOutcome};
 use crate::cluster::shard_of;
 use crate::delivery::codec;
 use crate::domain::{Change, RoomId, RoomSnapshot, RoomState, SenderTotal, UserId};
+use crate::room::error::RoomError;
+use crate::room::options::CommitStats;
 use crate::store::{
     CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, RoomCommit, SharedCommandStore,
     SnapshotWrite, StoreError, StoredCommand,

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::room::error::RoomError;
-use crate::room::options::StillHolds;
 use super::outcome::CommandResponse;
 use crate::domain::{
     self, Applied, Change, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomState,
 };
+use crate::room::error::RoomError;
+use crate::room::options::StillHolds;
 use crate::store::CommandKey;
 use crate::telemetry::traces::Traced;
 

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::room::error::RoomError;
 use crate::domain::{Command, RoomId, RoomSnapshot};
+use crate::room::error::RoomError;
 use crate::wallet::WalletError;
 
 /// How far an event got by the time the command answered.

@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 
 use super::decide::Committed;
-use crate::room::error::RoomError;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
 use crate::delivery::codec;
 use crate::domain::{DomainError, RoomSnapshot};
+use crate::room::error::RoomError;
 use crate::store::{CommandKey, OutboxStatus, SharedCommandStore, StoredCommand};
 
 /// Answers repeated command ids from the command log.

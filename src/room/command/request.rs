@@ -1,10 +1,10 @@
-//! [`CommandRequest`]: one room command as [`RoomService::submit`](crate::room::RoomService::submit)
-//! takes it.
+//! [`CommandRequest`]: one room command as
+//! [`RoomService::submit`](crate::room::RoomService::submit) takes it.
 
 use std::sync::Arc;
 
-use crate::room::{StillHolds, Transport};
 use crate::domain::{Command, CommandId, RoomId};
+use crate::room::{StillHolds, Transport};
 
 /// One command for a room: what to apply, its idempotency key, the request it traces to, and
 /// how it came in.

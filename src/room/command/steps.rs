@@ -3,18 +3,18 @@
 
 use std::sync::Arc;
 
-use crate::room::Clock;
-use crate::room::cells::cell_map::Cells;
-use crate::room::cells::cell::{Cell, CellState};
 use super::commit::Commit;
-use crate::room::error::RoomError;
-use crate::room::history::History;
-use crate::room::cells::misses::Misses;
-use crate::room::options::RoomOptions;
 use super::pay::Payments;
 use super::replay::Replay;
-use crate::room::publish::sync_publish::SyncPublish;
 use crate::domain::{RoomId, RoomState};
+use crate::room::Clock;
+use crate::room::cells::cell::{Cell, CellState};
+use crate::room::cells::cell_map::Cells;
+use crate::room::cells::misses::Misses;
+use crate::room::error::RoomError;
+use crate::room::history::History;
+use crate::room::options::RoomOptions;
+use crate::room::publish::sync_publish::SyncPublish;
 
 /// The cells and the steps a command goes through, each with its own data.
 pub(in crate::room) struct Steps {

@@ -78,7 +78,13 @@ impl LastSeen {
 
     /// A commit left the room as `state` after `changes`; the members it added are seen at
     /// their join time. Takes the write side only when the membership or the status changed.
-    pub(in crate::room) fn committed(&self, epoch: u64, state: Option<&RoomState>, changes: &[Change], now_ms: i64) {
+    pub(in crate::room) fn committed(
+        &self,
+        epoch: u64,
+        state: Option<&RoomState>,
+        changes: &[Change],
+        now_ms: i64,
+    ) {
         let members_changed = changes.iter().any(|c| !matches!(c, Change::SenderTotal { .. }));
         let open = state.is_some_and(|s| s.status == RoomStatus::Open);
         if !members_changed

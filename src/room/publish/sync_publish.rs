@@ -14,14 +14,14 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::room::command::decide::{Answer, Committed};
 use super::handoff::{Handoff, Route};
 use super::lane::{Lane, LaneEvent, Lanes};
-use crate::room::command::outcome::{Delivery, EventReceipt};
 use super::waiting::Waiting;
 use crate::delivery::pack::{self, PackLimits};
 use crate::delivery::{Outlet, Quarantine, SharedPermits};
 use crate::publish::{Event, Message, Outcome, Path, Publisher};
+use crate::room::command::decide::{Answer, Committed};
+use crate::room::command::outcome::{Delivery, EventReceipt};
 use crate::store::SharedCommandStore;
 use crate::telemetry::traces;
 

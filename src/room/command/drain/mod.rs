@@ -1,10 +1,10 @@
-//! A room's drain task ([`Drain`]), where the service runs its steps: while commands are
-//! queued on the cell, take up to `max_commit_batch` of them, decide them in order on the
-//! committed state ([`Decide`](super::decide::Decide)), ask the hand-off who sends their
-//! events ([`Route`]), commit them in ONE transaction ([`super::commit::Commit`]), swap memory,
-//! and hand them to the publish step ([`crate::room::publish::sync_publish::SyncPublish`]; what has nothing to
-//! publish is answered at once). The task is here; a batch's rounds from its decision to its
-//! answers (reload, repeats, bisection) are [`rounds`]'.
+//! A room's drain task ([`Drain`]), where the service runs its steps: while commands are queued on
+//! the cell, take up to `max_commit_batch` of them, decide them in order on the committed state
+//! ([`Decide`](super::decide::Decide)), ask the hand-off who sends their events ([`Route`]), commit
+//! them in ONE transaction ([`super::commit::Commit`]), swap memory, and hand them to the publish
+//! step ([`crate::room::publish::sync_publish::SyncPublish`]; what has nothing to publish is
+//! answered at once). The task is here; a batch's rounds from its decision to its answers (reload,
+//! repeats, bisection) are [`rounds`]'.
 //!
 //! The task is spawned, so a caller that goes away never interrupts a commit: its command is
 //! skipped if it was still queued, and runs to the end otherwise.
@@ -13,12 +13,12 @@ mod rounds;
 
 use std::sync::Arc;
 
-use crate::room::cells::cell::{Cell, CellState};
 use super::decide::{Answer, Queued};
-use crate::room::error::RoomError;
-use crate::room::publish::handoff::Route;
 use super::steps::Steps;
 use crate::domain::RoomId;
+use crate::room::cells::cell::{Cell, CellState};
+use crate::room::error::RoomError;
+use crate::room::publish::handoff::Route;
 
 /// The drain task of one room's cell; one per cell at a time.
 pub(in crate::room) struct Drain {

@@ -39,9 +39,9 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::room::error::RoomError;
 use super::outcome::CommandResponse;
 use crate::domain::{Command, MAX_GIFT_COUNT, MAX_UNIT_VALUE, RoomId};
+use crate::room::error::RoomError;
 use crate::store::{CommandKey, SharedCommandStore};
 use crate::wallet::{Debit, Wallet};
 use refund::{RefundedKeys, nothing_committed};

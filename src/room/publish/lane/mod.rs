@@ -1,17 +1,18 @@
 //! A room's publish lane (SPEC §12.1): the one place on the room's owner that sends the room's
 //! IM events, in `room_version` order, packing whatever of the room is ready when it sends.
 //!
-//! The lane is the command path's driver of the delivery core ([`crate::delivery`]). The drain
-//! task pushes each committed batch's IM events onto its room's [`Lane`] and goes on
-//! committing. One lane task per room at a time ([`Lanes::run`]) opens a message in the room's
-//! [`Window`] and takes its rate-limit permit **first**: at once, or — after answering the
-//! commands queued `pending` — once it comes; only then is the message packed
-//! ([`pack::next_pack`]) from whatever of the room is ready, up to `im_batch`, and sent through
-//! the shared stack (path `sync`). A room's turn under a busy quota so carries whatever of the
-//! room is ready at that turn; an idle room sends each event at once. A permit that came under
-//! another shard lease epoch than the one its message opened under packs only what was queued
-//! at the opening (the room may have moved away and back: what came later is not this send's).
-//! Events the filter answers without a call never enter the lane (see [`super::sync_publish`]).
+//! The lane is the command path's driver of the delivery core ([`crate::delivery`]). The drain task
+//! pushes each committed batch's IM events onto its room's [`Lane`] and goes on committing. One
+//! lane task per room at a time ([`Lanes::run`]) opens a message in the room's
+//! [`Window`](crate::delivery::window::Window) and takes its rate-limit permit **first**: at once,
+//! or — after answering the commands queued `pending` — once it comes; only then is the message
+//! packed ([`pack::next_pack`](crate::delivery::pack::next_pack)) from whatever of the room is
+//! ready, up to `im_batch`, and sent through the shared stack (path `sync`). A room's turn under a
+//! busy quota so carries whatever of the room is ready at that turn; an idle room sends each event
+//! at once. A permit that came under another shard lease epoch than the one its message opened
+//! under packs only what was queued at the opening (the room may have moved away and back: what
+//! came later is not this send's). Events the filter answers without a call never enter the lane
+//! (see [`super::sync_publish`]).
 //!
 //! A command waits for its own events only while their send can happen at once: when its
 //! events are in the pack being sent, until the stack says it must wait for a permit, and
@@ -37,12 +38,12 @@ use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
 
 use super::handoff::{Handoff, Route};
-use crate::room::command::outcome::Delivery;
 use crate::delivery::action::Action;
 use crate::delivery::pack::PackLimits;
 use crate::delivery::split::Fate;
 use crate::delivery::{Outlet, Quarantine};
 use crate::publish::{self, Event, Message, Path};
+use crate::room::command::outcome::Delivery;
 
 mod queue;
 mod refused;
