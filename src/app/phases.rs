@@ -17,11 +17,11 @@ use crate::api::readiness::DbPing;
 use crate::api::{AppState, Lifecycle, NodeInfo};
 use crate::cluster::{LeaseKeeper, Ownership};
 use crate::config::Settings;
+use crate::delivery::{Quarantine, SharedPermits};
 use crate::grpc::{self, GrpcOptions};
 use crate::http::{self, PublicOptions};
-use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
-use crate::delivery::{Quarantine, SharedPermits};
 use crate::publish::Publisher;
+use crate::publish::tencent::wire::MAX_GROUP_ID_BYTES;
 use crate::room::{RoomOptions, RoomService, system_clock};
 use crate::store::SharedRepository;
 

@@ -30,7 +30,6 @@ impl Default for PackLimits {
     }
 }
 
-
 /// What the packer reads of a queued event.
 pub trait Ready {
     /// The event's type, as stored.

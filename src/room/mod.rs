@@ -1,55 +1,54 @@
-//! Room Cells and the command pipeline.
+//! Room cells and the command pipeline.
 //!
 //! [`RoomService`] owns one cell per room: the room's state in memory behind a lock and a
 //! queue of its commands, so the commands of one room run in order while different rooms run
-//! concurrently. A cell loads lazily from the database; the cells live in a sharded map
-//! (`cell_map`) that the janitor walks one shard at a time. Reads and heartbeats (`reads`)
-//! of a room that does not exist leave no cell behind, and such misses are remembered briefly
-//! in a bounded cache (`misses`).
+//! concurrently. A command is validated, paid for (gifts), queued on its room's cell, run by
+//! the cell's drain task through the pipeline's steps, published in room order, and answered.
 //!
-//! Queued commands go through explicit steps, each a type of its own with its own data:
-//! `Decide` (pure: the domain applies them one after another), `Commit` (one transaction for the batch — group commit: each command's
-//! log and outbox rows, one snapshot write, the member and gift rows they changed — swapped
-//! into memory only after commit) and `SyncPublish` (the room's IM events onto its lane, which
-//! sends them in room order through the shared publish stack, packed several to a message;
-//! marked delivered best-effort by the [`marker::DeliveryMarker`], which batches the marks of
-//! concurrent commands). A repeated command id is answered from the log (`Replay`).
-//! With a wallet configured, a gift is paid for before it is queued and its debit refunded
-//! when nothing was committed (`Payments`). [`RoomService`] orchestrates them.
+//! The folders, in the order a command meets them:
+//!
+//! - `cells/`: the cells — a room's state and its queue (`cell`), the sharded map of them the
+//!   janitor walks (`cell_map`), the rooms found missing lately so reads of unknown rooms
+//!   leave nothing behind (`misses`), and the identities of a room's last commits (`recent`).
+//! - `command/`: the command pipeline, each step a type of its own with its own data: the
+//!   request, payment for gifts (`pay`: a debit before queueing, refunded when nothing was
+//!   committed), the drain task and its steps — `Decide` (pure: the domain applies the queued
+//!   commands one after another), `Commit` (one transaction for the batch — group commit: each
+//!   command's log and outbox rows, one snapshot write, the member and gift rows they changed —
+//!   swapped into memory only after commit) — a repeated command id answered from the log
+//!   (`Replay`), and the response (`outcome`).
+//! - `publish/`: the command path's driver of the delivery core (`src/delivery`):
+//!   `SyncPublish` puts the room's IM events onto its lane, which sends them in room order
+//!   through the shared publish stack, packed several to a message; the hand-off gives a room
+//!   to the outbox worker and back; what went through is marked delivered best-effort by the
+//!   [`marker::DeliveryMarker`], which batches the marks of concurrent commands.
+//! - [`presence`]: when each member was last seen (`last_seen`), and the background workers:
+//!   the presence stale worker, the cell janitor, the refund sweeper.
+//! - `history/`: the rooms' event history, read by clients catching up.
+//!
+//! At the top: the service ([`RoomService`], `service.rs`: submit and its orchestration of
+//! the steps; `reads.rs`: the reads and heartbeats, served from the cells), its options
+//! ([`RoomOptions`]) and its errors ([`RoomError`]).
 
-mod cell_map;
 mod cells;
-mod commit;
-mod decide;
-mod drain;
+mod command;
 mod error;
-mod handoff;
 mod history;
-mod lane;
-mod last_seen;
-pub mod marker;
-mod misses;
 mod options;
-mod outcome;
-mod pay;
 pub mod presence;
+mod publish;
 mod reads;
-mod recent;
-mod replay;
-mod request;
 mod service;
-mod steps;
-mod sync_publish;
-mod waiting;
 
+pub use command::outcome::{CommandResponse, Delivery, EventReceipt};
+pub use command::request::CommandRequest;
 pub use error::RoomError;
 pub use history::{DEFAULT_EVENTS_LIMIT, EventPage, MAX_EVENTS_LIMIT};
-pub use last_seen::Heartbeats;
 pub use options::{
     CommitStats, DEFAULT_MAX_COMMIT_BATCH, DEFAULT_SYNC_PUBLISH_WAIT, RoomOptions, StillHolds,
 };
-pub use outcome::{CommandResponse, Delivery, EventReceipt};
-pub use request::CommandRequest;
+pub use presence::last_seen::Heartbeats;
+pub use publish::marker;
 pub use service::RoomService;
 
 use std::sync::Arc;
@@ -88,7 +87,7 @@ pub fn register_zero_series(transports: &[Transport]) {
         COMMAND_LATENCY_SECONDS, COMMANDS_TOTAL, LABEL_COMMAND, LABEL_RESULT, LABEL_TRANSPORT,
     };
     for command in Command::NAMES {
-        for result in outcome::RESULT_LABELS {
+        for result in command::outcome::RESULT_LABELS {
             for transport in transports {
                 metrics::counter!(COMMANDS_TOTAL, LABEL_COMMAND => command, LABEL_RESULT => result, LABEL_TRANSPORT => transport.as_str())
                     .increment(0);

@@ -1,17 +1,17 @@
-//! The service's reads (the room's snapshot, its members) and heartbeats, served from the
-//! cells, and what they leave behind: nothing, for a room that does not exist. Such a room is
-//! answered from the misses remembered lately ([`super::misses`]) without a cell or a database
-//! read; otherwise a read holds the room's cell as a [`ReadCell`], which takes the cell away
-//! again when the room turned out missing and nobody else uses it.
+//! The service's reads (the room's snapshot, its members) and heartbeats, served from the cells,
+//! and what they leave behind: nothing, for a room that does not exist. Such a room is answered
+//! from the misses remembered lately ([`crate::room::cells::misses`]) without a cell or a database
+//! read; otherwise a read holds the room's cell as a [`ReadCell`], which takes the cell away again
+//! when the room turned out missing and nobody else uses it.
 
 use tokio::time::Instant;
 
-use super::cell_map::ReadCell;
 use super::error::RoomError;
 use super::history::EventPage;
-use super::last_seen::Heartbeats;
 use super::service::RoomService;
 use crate::domain::{DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId};
+use crate::room::cells::cell_map::ReadCell;
+use crate::room::presence::last_seen::Heartbeats;
 
 impl RoomService {
     /// The room's IM events after version `after` (at most `limit`, 1..=300), from its event

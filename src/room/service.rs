@@ -1,6 +1,6 @@
-//! [`RoomService`]: validate → pay (gifts) → queue on the room's cell → the cell's drain task
-//! runs the steps ([`super::drain`]: decide, commit, swap memory, publish in room order) →
-//! respond. The queries and heartbeats, served from the cells, are in [`super::reads`].
+//! [`RoomService`]: validate → pay (gifts) → queue on the room's cell → the cell's drain task runs
+//! the steps ([`crate::room::command::drain`]: decide, commit, swap memory, publish in room order)
+//! → respond. The queries and heartbeats, served from the cells, are in [`super::reads`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,24 +8,24 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::Clock;
-use super::cell_map::Cells;
-use super::cells::Cell;
-use super::commit::Commit;
-use super::decide::{Queued, Reply};
-use super::drain::Drain;
 use super::error::RoomError;
 use super::history::History;
-use super::marker::MarkerStats;
-use super::misses::Misses;
 use super::options::{CommitStats, RoomOptions};
-use super::outcome::{CommandResponse, fingerprint, result_label};
-use super::pay::Payments;
-use super::replay::Replay;
-use super::request::CommandRequest;
-use super::steps::Steps;
-use super::sync_publish::{PublishSettings, SyncPublish};
 use crate::domain::{Command, CommandId, DomainError, RoomId, UserId};
 use crate::publish::Publisher;
+use crate::room::cells::cell::Cell;
+use crate::room::cells::cell_map::Cells;
+use crate::room::cells::misses::Misses;
+use crate::room::command::commit::Commit;
+use crate::room::command::decide::{Queued, Reply};
+use crate::room::command::drain::Drain;
+use crate::room::command::outcome::{CommandResponse, fingerprint, result_label};
+use crate::room::command::pay::Payments;
+use crate::room::command::replay::Replay;
+use crate::room::command::request::CommandRequest;
+use crate::room::command::steps::Steps;
+use crate::room::publish::marker::MarkerStats;
+use crate::room::publish::sync_publish::{PublishSettings, SyncPublish};
 use crate::store::{CommandKey, SharedCommandStore};
 use crate::telemetry::names;
 use crate::telemetry::traces::{self, Traced};

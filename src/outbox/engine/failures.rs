@@ -48,7 +48,14 @@ impl Engine {
         }
     }
 
-    pub(super) fn log_row(&self, level: tracing::Level, row: &OutboxRow, status: &str, error: &str, message: &str) {
+    pub(super) fn log_row(
+        &self,
+        level: tracing::Level,
+        row: &OutboxRow,
+        status: &str,
+        error: &str,
+        message: &str,
+    ) {
         let retry_count =
             if status == "pending" { row.retry_count } else { row.retry_count.saturating_add(1) };
         macro_rules! emit {

@@ -1,6 +1,6 @@
 //! Rooms found missing lately. A read or heartbeat of a room that does not exist is answered
 //! from here for [`HOLD`] after the database said so, and leaves nothing else behind (no cell:
-//! see [`super::reads`]), so a flood of distinct unknown room ids costs
+//! see [`crate::room::reads`]), so a flood of distinct unknown room ids costs
 //! at most [`CAPACITY`] small entries (quick_cache's CLOCK-Pro eviction), and a flood of the
 //! same unknown id costs one database read per [`HOLD`].
 //!
@@ -24,7 +24,7 @@ pub const HOLD: Duration = Duration::from_secs(5);
 pub const CAPACITY: usize = 16_384;
 
 /// The rooms found missing lately, each until its entry's end.
-pub(super) struct Misses {
+pub(in crate::room) struct Misses {
     cache: Cache<RoomId, Instant>,
     /// Bumped by every [`Misses::forget`]: a miss read before a bump may be older than the
     /// room's creation, so it is not remembered.
@@ -49,7 +49,7 @@ impl Misses {
     }
 
     /// True when `room_id` was found missing within [`HOLD`] before `at`.
-    pub(super) fn contains(&self, room_id: &RoomId, at: Instant) -> bool {
+    pub(in crate::room) fn contains(&self, room_id: &RoomId, at: Instant) -> bool {
         let Some(until) = self.cache.get(room_id) else { return false };
         if at < until {
             return true;
@@ -60,14 +60,14 @@ impl Misses {
     }
 
     /// The generation to hand to [`Misses::remember`]: taken before the database is read.
-    pub(super) fn generation(&self) -> u64 {
+    pub(in crate::room) fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
     }
 
     /// Remembers that the database said at `at` that `room_id` does not exist, in a read
     /// started at `generation`. Not remembered (or removed again at once) when a room was
     /// created here since: the read may predate that creation.
-    pub(super) fn remember(&self, room_id: &RoomId, generation: u64, at: Instant) {
+    pub(in crate::room) fn remember(&self, room_id: &RoomId, generation: u64, at: Instant) {
         if self.generation() != generation {
             return;
         }
@@ -80,14 +80,14 @@ impl Misses {
     }
 
     /// Forgets `room_id`'s miss: it was just created here.
-    pub(super) fn forget(&self, room_id: &RoomId) {
+    pub(in crate::room) fn forget(&self, room_id: &RoomId) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.cache.remove(room_id);
     }
 
     /// Misses remembered now.
     #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::room) fn len(&self) -> usize {
         self.cache.len()
     }
 }

@@ -39,9 +39,9 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use super::error::RoomError;
 use super::outcome::CommandResponse;
 use crate::domain::{Command, MAX_GIFT_COUNT, MAX_UNIT_VALUE, RoomId};
+use crate::room::error::RoomError;
 use crate::store::{CommandKey, SharedCommandStore};
 use crate::wallet::{Debit, Wallet};
 use refund::{RefundedKeys, nothing_committed};
@@ -59,7 +59,7 @@ pub(crate) fn wallet_key(key: &CommandKey) -> String {
 
 /// A gift's debit, the wallet it is taken from, the room the gift is for, and the command it
 /// pays for.
-pub(super) struct Charge {
+pub(in crate::room) struct Charge {
     wallet: Arc<dyn Wallet>,
     debit: Debit,
     room_id: String,
@@ -68,7 +68,7 @@ pub(super) struct Charge {
 }
 
 /// Gifts paid from the wallet (none configured: gifts are free).
-pub(super) struct Payments {
+pub(in crate::room) struct Payments {
     wallet: Option<Arc<dyn Wallet>>,
     /// The command log (a logged `command_id` is never debited) and the refund records.
     repo: SharedCommandStore,
@@ -77,13 +77,13 @@ pub(super) struct Payments {
 
 impl Payments {
     /// Payments from `wallet`, asking `repo` whether a command is logged already.
-    pub(super) fn new(wallet: Option<Arc<dyn Wallet>>, repo: SharedCommandStore) -> Self {
+    pub(in crate::room) fn new(wallet: Option<Arc<dyn Wallet>>, repo: SharedCommandStore) -> Self {
         Self { wallet, repo, refunded: RefundedKeys::default() }
     }
 
     /// What `command` costs when it is a gift and a wallet is configured. A gift whose count
     /// or unit value is out of range costs nothing: the domain refuses it unpaid.
-    pub(super) fn charge(
+    pub(in crate::room) fn charge(
         &self,
         room_id: &RoomId,
         key: &CommandKey,
@@ -109,7 +109,7 @@ impl Payments {
 
     /// Runs `queued` (the command's way through its cell), paid for first when there is a
     /// `charge`.
-    pub(super) async fn paid<F>(
+    pub(in crate::room) async fn paid<F>(
         self: &Arc<Self>,
         charge: Option<Charge>,
         queued: F,

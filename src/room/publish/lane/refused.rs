@@ -11,8 +11,8 @@
 //! ([`Handoff::park`]), before anything after it is sent; when that fails, or a part fails
 //! otherwise, the event and everything after it go to the worker, as today.
 //!
-//! [`Handoff::extend_guard`]: super::super::handoff::Handoff::extend_guard
-//! [`Handoff::park`]: super::super::handoff::Handoff::park
+//! [`Handoff::extend_guard`]: crate::room::publish::handoff::Handoff::extend_guard
+//! [`Handoff::park`]: crate::room::publish::handoff::Handoff::park
 
 use std::sync::Mutex;
 

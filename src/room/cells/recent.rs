@@ -13,23 +13,23 @@ use std::collections::{HashSet, VecDeque};
 use crate::store::CommandKey;
 
 /// Committed command identities a room's cell remembers.
-pub(super) const RECENT_KEYS: usize = 512;
+pub(in crate::room) const RECENT_KEYS: usize = 512;
 
 /// The last [`RECENT_KEYS`] command identities committed in a room, oldest first.
 #[derive(Debug, Default)]
-pub(super) struct RecentKeys {
+pub(in crate::room) struct RecentKeys {
     order: VecDeque<CommandKey>,
     keys: HashSet<CommandKey>,
 }
 
 impl RecentKeys {
     /// True when `key` was committed lately.
-    pub(super) fn contains(&self, key: &CommandKey) -> bool {
+    pub(in crate::room) fn contains(&self, key: &CommandKey) -> bool {
         self.keys.contains(key)
     }
 
     /// Remembers `key` as committed, forgetting the oldest beyond [`RECENT_KEYS`].
-    pub(super) fn insert(&mut self, key: CommandKey) {
+    pub(in crate::room) fn insert(&mut self, key: CommandKey) {
         if self.keys.insert(key.clone()) {
             self.order.push_back(key);
         }

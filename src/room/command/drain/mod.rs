@@ -1,10 +1,10 @@
-//! A room's drain task ([`Drain`]), where the service runs its steps: while commands are
-//! queued on the cell, take up to `max_commit_batch` of them, decide them in order on the
-//! committed state ([`Decide`](super::decide::Decide)), ask the hand-off who sends their
-//! events ([`Route`]), commit them in ONE transaction ([`super::commit::Commit`]), swap memory,
-//! and hand them to the publish step ([`super::sync_publish::SyncPublish`]; what has nothing to
-//! publish is answered at once). The task is here; a batch's rounds from its decision to its
-//! answers (reload, repeats, bisection) are [`rounds`]'.
+//! A room's drain task ([`Drain`]), where the service runs its steps: while commands are queued on
+//! the cell, take up to `max_commit_batch` of them, decide them in order on the committed state
+//! ([`Decide`](super::decide::Decide)), ask the hand-off who sends their events ([`Route`]), commit
+//! them in ONE transaction ([`super::commit::Commit`]), swap memory, and hand them to the publish
+//! step ([`crate::room::publish::sync_publish::SyncPublish`]; what has nothing to publish is
+//! answered at once). The task is here; a batch's rounds from its decision to its answers (reload,
+//! repeats, bisection) are [`rounds`]'.
 //!
 //! The task is spawned, so a caller that goes away never interrupts a commit: its command is
 //! skipped if it was still queued, and runs to the end otherwise.
@@ -13,15 +13,15 @@ mod rounds;
 
 use std::sync::Arc;
 
-use super::cells::{Cell, CellState};
 use super::decide::{Answer, Queued};
-use super::error::RoomError;
-use super::handoff::Route;
 use super::steps::Steps;
 use crate::domain::RoomId;
+use crate::room::cells::cell::{Cell, CellState};
+use crate::room::error::RoomError;
+use crate::room::publish::handoff::Route;
 
 /// The drain task of one room's cell; one per cell at a time.
-pub(super) struct Drain {
+pub(in crate::room) struct Drain {
     steps: Arc<Steps>,
     room_id: RoomId,
     cell: Arc<Cell>,
@@ -29,14 +29,14 @@ pub(super) struct Drain {
 
 impl Drain {
     /// The drain task of `cell`, the cell of `room_id`.
-    pub(super) fn new(steps: Arc<Steps>, room_id: RoomId, cell: Arc<Cell>) -> Self {
+    pub(in crate::room) fn new(steps: Arc<Steps>, room_id: RoomId, cell: Arc<Cell>) -> Self {
         Self { steps, room_id, cell }
     }
 
     /// Runs the cell's queue dry. A cell left holding no room (commands sent to a room that
     /// does not exist) goes with the task, as a read's does: unknown rooms leave nothing behind
     /// in memory.
-    pub(super) async fn run(self) {
+    pub(in crate::room) async fn run(self) {
         self.run_dry().await;
         // The task's own reference goes with it, so the map can tell whether anyone else holds
         // the cell.

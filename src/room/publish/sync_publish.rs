@@ -14,38 +14,38 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::decide::{Answer, Committed};
 use super::handoff::{Handoff, Route};
 use super::lane::{Lane, LaneEvent, Lanes};
-use super::outcome::{Delivery, EventReceipt};
 use super::waiting::Waiting;
 use crate::delivery::pack::{self, PackLimits};
 use crate::delivery::{Outlet, Quarantine, SharedPermits};
 use crate::publish::{Event, Message, Outcome, Path, Publisher};
+use crate::room::command::decide::{Answer, Committed};
+use crate::room::command::outcome::{Delivery, EventReceipt};
 use crate::store::SharedCommandStore;
 use crate::telemetry::traces;
 
 /// How the publish step sends.
 #[derive(Debug, Clone)]
-pub(super) struct PublishSettings {
+pub(in crate::room) struct PublishSettings {
     /// Bounds one send of a lane, its wait for a rate-limit permit included; an event not
     /// sent within it after its commit goes to the worker.
-    pub(super) publish_timeout: Duration,
+    pub(in crate::room) publish_timeout: Duration,
     /// Longest a command's answer waits for its events' first send.
-    pub(super) sync_publish_wait: Duration,
+    pub(in crate::room) sync_publish_wait: Duration,
     /// How many events one message carries.
-    pub(super) pack: PackLimits,
+    pub(in crate::room) pack: PackLimits,
     /// Messages of one room in flight at once.
-    pub(super) in_flight_per_room: usize,
+    pub(in crate::room) in_flight_per_room: usize,
     /// The senders whose events go alone, shared with the outbox worker.
-    pub(super) quarantine: Arc<Quarantine>,
+    pub(in crate::room) quarantine: Arc<Quarantine>,
     /// Where the lanes take their permits, shared with the outbox worker.
-    pub(super) permits: SharedPermits,
+    pub(in crate::room) permits: SharedPermits,
 }
 
 /// The publish step: committed events through the shared stack in room order (the lanes),
 /// the hand-off to the worker.
-pub(super) struct SyncPublish {
+pub(in crate::room) struct SyncPublish {
     outlet: Outlet,
     lanes: Arc<Lanes>,
     handoff: Arc<Handoff>,
@@ -56,7 +56,7 @@ impl SyncPublish {
     /// Publishes through `publisher`, marking through a marker task of its own over `repo`
     /// (so it must be called inside a Tokio runtime); wakes `worker_wake` when events are left
     /// to the worker.
-    pub(super) fn new(
+    pub(in crate::room) fn new(
         publisher: Publisher,
         repo: SharedCommandStore,
         settings: PublishSettings,
@@ -86,7 +86,7 @@ impl SyncPublish {
 
     /// The hand-off between the lanes and the worker (the route of a commit, its claim guard,
     /// the delivery marks).
-    pub(super) fn handoff(&self) -> &Handoff {
+    pub(in crate::room) fn handoff(&self) -> &Handoff {
         &self.handoff
     }
 
@@ -96,7 +96,7 @@ impl SyncPublish {
     /// answers them `pending` and wakes the worker.
     /// `started`: taken before the batch's INSERT, so the lane's deadline never outlasts the
     /// rows' claim guard however long the COMMIT took.
-    pub(super) async fn publish(
+    pub(in crate::room) async fn publish(
         &self,
         lane: &Arc<Lane>,
         answers: Vec<Answer>,

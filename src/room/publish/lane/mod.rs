@@ -1,17 +1,18 @@
 //! A room's publish lane (SPEC §12.1): the one place on the room's owner that sends the room's
 //! IM events, in `room_version` order, packing whatever of the room is ready when it sends.
 //!
-//! The lane is the command path's driver of the delivery core ([`crate::delivery`]). The drain
-//! task pushes each committed batch's IM events onto its room's [`Lane`] and goes on
-//! committing. One lane task per room at a time ([`Lanes::run`]) opens a message in the room's
-//! [`Window`] and takes its rate-limit permit **first**: at once, or — after answering the
-//! commands queued `pending` — once it comes; only then is the message packed
-//! ([`pack::next_pack`]) from whatever of the room is ready, up to `im_batch`, and sent through
-//! the shared stack (path `sync`). A room's turn under a busy quota so carries whatever of the
-//! room is ready at that turn; an idle room sends each event at once. A permit that came under
-//! another shard lease epoch than the one its message opened under packs only what was queued
-//! at the opening (the room may have moved away and back: what came later is not this send's).
-//! Events the filter answers without a call never enter the lane (see [`super::sync_publish`]).
+//! The lane is the command path's driver of the delivery core ([`crate::delivery`]). The drain task
+//! pushes each committed batch's IM events onto its room's [`Lane`] and goes on committing. One
+//! lane task per room at a time ([`Lanes::run`]) opens a message in the room's
+//! [`Window`](crate::delivery::window::Window) and takes its rate-limit permit **first**: at once,
+//! or — after answering the commands queued `pending` — once it comes; only then is the message
+//! packed ([`pack::next_pack`](crate::delivery::pack::next_pack)) from whatever of the room is
+//! ready, up to `im_batch`, and sent through the shared stack (path `sync`). A room's turn under a
+//! busy quota so carries whatever of the room is ready at that turn; an idle room sends each event
+//! at once. A permit that came under another shard lease epoch than the one its message opened
+//! under packs only what was queued at the opening (the room may have moved away and back: what
+//! came later is not this send's). Events the filter answers without a call never enter the lane
+//! (see [`super::sync_publish`]).
 //!
 //! A command waits for its own events only while their send can happen at once: when its
 //! events are in the pack being sent, until the stack says it must wait for a permit, and
@@ -37,18 +38,18 @@ use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
 
 use super::handoff::{Handoff, Route};
-use super::outcome::Delivery;
 use crate::delivery::action::Action;
 use crate::delivery::pack::PackLimits;
 use crate::delivery::split::Fate;
 use crate::delivery::{Outlet, Quarantine};
 use crate::publish::{self, Event, Message, Path};
+use crate::room::command::outcome::Delivery;
 
 mod queue;
 mod refused;
 
 use queue::{Behind, Opened};
-pub(super) use queue::{Lane, LaneEvent};
+pub(in crate::room) use queue::{Lane, LaneEvent};
 
 /// What came of a message's send, for its events (those of its pack, in order).
 enum Sent {
@@ -63,25 +64,25 @@ enum Sent {
 /// What every room's lane task sends with: the delivery core's outlet (the permits and the
 /// shared stack), the pack limits, the time bounds, how many messages of a room may be in
 /// flight, and the hand-off to the worker.
-pub(super) struct Lanes {
-    pub(super) outlet: Outlet,
-    pub(super) handoff: Arc<Handoff>,
-    pub(super) pack: PackLimits,
+pub(in crate::room) struct Lanes {
+    pub(in crate::room) outlet: Outlet,
+    pub(in crate::room) handoff: Arc<Handoff>,
+    pub(in crate::room) pack: PackLimits,
     /// Messages of one room in flight at once (`im_batch.in_flight_per_room`, at least 1).
-    pub(super) in_flight: usize,
+    pub(in crate::room) in_flight: usize,
     /// Bounds one send, its wait for a rate-limit permit included; an event not sent within it
     /// after its commit goes to the worker.
-    pub(super) publish_timeout: Duration,
+    pub(in crate::room) publish_timeout: Duration,
     /// Longest a command's answer waits for its events' first send.
-    pub(super) sync_publish_wait: Duration,
+    pub(in crate::room) sync_publish_wait: Duration,
     /// The senders whose events go alone, shared with the outbox worker.
-    pub(super) quarantine: Arc<Quarantine>,
+    pub(in crate::room) quarantine: Arc<Quarantine>,
 }
 
 impl Lanes {
     /// Queues `events` (one batch's IM events, in order) on `lane` and starts its task when none
     /// runs.
-    pub(super) fn push(self: &Arc<Self>, lane: &Arc<Lane>, room: &str, events: Vec<LaneEvent>) {
+    pub(in crate::room) fn push(self: &Arc<Self>, lane: &Arc<Lane>, room: &str, events: Vec<LaneEvent>) {
         if !events.is_empty() && lane.queue(room, events) {
             tokio::spawn(Arc::clone(self).run(Arc::clone(lane)));
         }

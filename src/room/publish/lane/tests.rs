@@ -5,9 +5,9 @@ use tokio::sync::oneshot;
 
 use super::*;
 use crate::publish::Priority;
-use crate::room::decide::Reply;
-use crate::room::outcome::CommandResponse;
-use crate::room::waiting::Waiting;
+use crate::room::command::decide::Reply;
+use crate::room::command::outcome::CommandResponse;
+use crate::room::publish::waiting::Waiting;
 
 fn event(id: &str, sender: &str) -> LaneEvent {
     let response =

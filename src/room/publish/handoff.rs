@@ -31,7 +31,7 @@ use crate::store::SharedCommandStore;
 
 /// How often, at most, a room on the worker's route asks the database whether it may go back
 /// to its lane.
-pub(super) const ORDER_CHECK_EVERY: Duration = Duration::from_millis(250);
+pub(in crate::room) const ORDER_CHECK_EVERY: Duration = Duration::from_millis(250);
 
 /// Added to twice `publish_timeout` for the claim guard of a lane's rows: the lane starts
 /// sending an event within one `publish_timeout` of its commit, and the send ends within
@@ -40,7 +40,7 @@ const CLAIM_MARGIN: Duration = Duration::from_secs(1);
 
 /// Who sends a room's IM events next.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) enum Route {
+pub(in crate::room) enum Route {
     /// The room's lane, right after commit; the rows are guarded from the worker meanwhile.
     Lane,
     /// The outbox worker; the rows are claimable at once.
@@ -51,7 +51,7 @@ pub(super) enum Route {
 /// A room's route, and the shard lease epoch the room is served under (a new epoch sends the
 /// room to the worker's route); one per cell.
 #[derive(Debug, Default)]
-pub(super) struct RoomRoute {
+pub(in crate::room) struct RoomRoute {
     state: Mutex<RouteState>,
     /// 0 without a cluster.
     epoch: AtomicU64,
@@ -70,23 +70,23 @@ impl RoomRoute {
     }
 
     /// Who sends the room's events now.
-    pub(super) fn current(&self) -> Route {
+    pub(in crate::room) fn current(&self) -> Route {
         self.lock().route
     }
 
     /// The room's events go to the worker until an order check gives them back to the lane.
-    pub(super) fn to_worker(&self) {
+    pub(in crate::room) fn to_worker(&self) {
         self.lock().route = Route::Worker;
     }
 
     /// The shard lease epoch the room is served under.
-    pub(super) fn epoch(&self) -> u64 {
+    pub(in crate::room) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }
 
     /// Records that the room is served under `epoch`; true when that is a new one (the caller
     /// unloads the cell, which sends the room to the worker).
-    pub(super) fn enter_epoch(&self, epoch: u64) -> bool {
+    pub(in crate::room) fn enter_epoch(&self, epoch: u64) -> bool {
         self.epoch.swap(epoch, Ordering::AcqRel) != epoch
     }
 
@@ -110,7 +110,7 @@ impl RoomRoute {
 
 /// The steps of the hand-off shared by every room: the order check, the claim guard, the
 /// delivery marks and the release of what a lane gives up.
-pub(super) struct Handoff {
+pub(in crate::room) struct Handoff {
     repo: SharedCommandStore,
     marker: DeliveryMarker,
     /// The claim guard of rows committed on the lane's route.
@@ -122,7 +122,7 @@ impl Handoff {
     /// The hand-off over `repo`, with lane sends bounded by `publish_timeout`; starts its
     /// delivery marker task (so it must be called inside a Tokio runtime) and wakes
     /// `worker_wake` when it gives events to the worker.
-    pub(super) fn new(
+    pub(in crate::room) fn new(
         repo: SharedCommandStore,
         publish_timeout: Duration,
         worker_wake: Option<Arc<Notify>>,
@@ -132,12 +132,12 @@ impl Handoff {
     }
 
     /// The delivery marker the lanes' successes go to.
-    pub(super) fn marker(&self) -> &DeliveryMarker {
+    pub(in crate::room) fn marker(&self) -> &DeliveryMarker {
         &self.marker
     }
 
     /// How long the rows of a batch committed on `route` are not claimable by the worker.
-    pub(super) fn claim_after(&self, route: Route) -> Duration {
+    pub(in crate::room) fn claim_after(&self, route: Route) -> Duration {
         match route {
             Route::Lane => self.lane_claim_after,
             Route::Worker => Duration::ZERO,
@@ -147,7 +147,7 @@ impl Handoff {
     /// The route of the batch about to commit on `room` (asked by its drain task before each
     /// commit, under the cell's lock): the current one, or the lane's again once the database
     /// shows nothing of the room undelivered (asked at most every [`ORDER_CHECK_EVERY`]).
-    pub(super) async fn route_for_commit(&self, room: &RoomId, route: &RoomRoute) -> Route {
+    pub(in crate::room) async fn route_for_commit(&self, room: &RoomId, route: &RoomRoute) -> Route {
         if route.current() == Route::Lane {
             return Route::Lane;
         }
@@ -168,14 +168,14 @@ impl Handoff {
     }
 
     /// Marks `event_ids` delivered (best effort, batched with other commands' marks).
-    pub(super) fn delivered(&self, event_ids: Vec<String>) {
+    pub(in crate::room) fn delivered(&self, event_ids: Vec<String>) {
         self.marker.submit(event_ids);
     }
 
     /// Parks the lane's event `event_id`, which IM refused alone for its content: `failed`
     /// with `reason` and `error`, fenced on its row's claim guard (no worker holds it). False
     /// when it could not (the guard passed, the database failed): the worker takes it then.
-    pub(super) async fn park(&self, event_id: &str, reason: &str, error: &str) -> bool {
+    pub(in crate::room) async fn park(&self, event_id: &str, reason: &str, error: &str) -> bool {
         match self.repo.park_pending(event_id, reason, error).await {
             Ok(parked) => parked,
             Err(store_error) => {
@@ -189,7 +189,7 @@ impl Handoff {
     /// their current guard: the time by which a send of theirs must start, as for events just
     /// committed (`publish_timeout` from before the write). `None` when any of them is no
     /// longer the lane's (or the database failed): the worker takes them then.
-    pub(super) async fn extend_guard(
+    pub(in crate::room) async fn extend_guard(
         &self,
         event_ids: &[String],
         publish_timeout: Duration,
@@ -208,7 +208,7 @@ impl Handoff {
     /// Gives `event_ids` (the room is on the worker's route already) to the worker: claimable
     /// at once, after the marks of the earlier ones are written (so the worker sees those
     /// delivered), and the worker woken.
-    pub(super) async fn give_to_worker(&self, event_ids: Vec<String>) {
+    pub(in crate::room) async fn give_to_worker(&self, event_ids: Vec<String>) {
         if event_ids.is_empty() {
             return;
         }
@@ -220,7 +220,7 @@ impl Handoff {
     }
 
     /// Wakes the worker: rows claimable at once are waiting.
-    pub(super) fn wake_worker(&self) {
+    pub(in crate::room) fn wake_worker(&self) {
         if let Some(wake) = &self.worker_wake {
             wake.notify_one();
         }

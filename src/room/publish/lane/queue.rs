@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::super::handoff::RoomRoute;
-use super::super::outcome::Delivery;
-use super::super::waiting::Waiting;
 use crate::delivery::Quarantine;
 use crate::delivery::pack::{self, PackLimits};
 use crate::delivery::window::Window;
 use crate::publish::{Event, Path};
+use crate::room::command::outcome::Delivery;
+use crate::room::publish::handoff::RoomRoute;
+use crate::room::publish::waiting::Waiting;
 
 /// One IM event waiting in a lane.
 pub(in crate::room) struct LaneEvent {

@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::decide::{Committed, Plan, Queued};
-use super::error::RoomError;
-use super::options::CommitStats;
 use super::outcome::{LoggedEvent, LoggedOutcome};
 use crate::cluster::shard_of;
 use crate::delivery::codec;
 use crate::domain::{Change, RoomId, RoomSnapshot, RoomState, SenderTotal, UserId};
+use crate::room::error::RoomError;
+use crate::room::options::CommitStats;
 use crate::store::{
     CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, RoomCommit, SharedCommandStore,
     SnapshotWrite, StoreError, StoredCommand,
@@ -21,7 +21,7 @@ use crate::store::{
 use crate::telemetry::traces::Traced;
 
 /// What became of a batch's write.
-pub(super) enum Written {
+pub(in crate::room) enum Written {
     /// Committed.
     Committed,
     /// Nothing was written: these command ids of the batch are logged already (retries).
@@ -40,13 +40,13 @@ pub(super) enum Written {
 
 impl Written {
     /// The answer when the room moved on again after a reload.
-    pub(super) fn moved_twice() -> RoomError {
+    pub(in crate::room) fn moved_twice() -> RoomError {
         RoomError::VersionConflict("room was changed concurrently by another node; retry the command".into())
     }
 }
 
 /// Writes decided batches and loads rooms; counts the transactions.
-pub(super) struct Commit {
+pub(in crate::room) struct Commit {
     repo: SharedCommandStore,
     transactions: AtomicU64,
     commands: AtomicU64,
@@ -54,12 +54,12 @@ pub(super) struct Commit {
 
 impl Commit {
     /// Commits through `repo`.
-    pub(super) fn new(repo: SharedCommandStore) -> Self {
+    pub(in crate::room) fn new(repo: SharedCommandStore) -> Self {
         Self { repo, transactions: AtomicU64::new(0), commands: AtomicU64::new(0) }
     }
 
     /// Room transactions committed and the commands they logged.
-    pub(super) fn stats(&self) -> CommitStats {
+    pub(in crate::room) fn stats(&self) -> CommitStats {
         CommitStats {
             transactions: self.transactions.load(Ordering::Relaxed),
             commands: self.commands.load(Ordering::Relaxed),
@@ -68,7 +68,7 @@ impl Commit {
 
     /// Writes `plan` (decided on `items`) in one transaction fenced on `fence`, its outbox rows
     /// not claimable by the worker before `claim_after` has passed.
-    pub(super) async fn write(
+    pub(in crate::room) async fn write(
         &self,
         room_id: &RoomId,
         items: &[Queued],
@@ -126,7 +126,7 @@ impl Commit {
     }
 
     /// True when the stored room is not at `cell_version` (`None`: no room).
-    pub(super) async fn is_stale(
+    pub(in crate::room) async fn is_stale(
         &self,
         room_id: &RoomId,
         cell_version: Option<u64>,
@@ -135,7 +135,7 @@ impl Commit {
     }
 
     /// The room as committed (`None`: it does not exist).
-    pub(super) async fn load(&self, room_id: &RoomId) -> Result<Option<RoomState>, RoomError> {
+    pub(in crate::room) async fn load(&self, room_id: &RoomId) -> Result<Option<RoomState>, RoomError> {
         let Some(stored) = self.repo.load_room(room_id.as_str()).await? else {
             return Ok(None);
         };

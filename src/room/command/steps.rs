@@ -1,44 +1,44 @@
 //! [`Steps`]: the cells and the steps a command goes through, shared by the service's handles
-//! ([`super::service::RoomService`]) and the rooms' drain tasks ([`super::drain`]).
+//! ([`crate::room::service::RoomService`]) and the rooms' drain tasks ([`super::drain`]).
 
 use std::sync::Arc;
 
-use super::Clock;
-use super::cell_map::Cells;
-use super::cells::{Cell, CellState};
 use super::commit::Commit;
-use super::error::RoomError;
-use super::history::History;
-use super::misses::Misses;
-use super::options::RoomOptions;
 use super::pay::Payments;
 use super::replay::Replay;
-use super::sync_publish::SyncPublish;
 use crate::domain::{RoomId, RoomState};
+use crate::room::Clock;
+use crate::room::cells::cell::{Cell, CellState};
+use crate::room::cells::cell_map::Cells;
+use crate::room::cells::misses::Misses;
+use crate::room::error::RoomError;
+use crate::room::history::History;
+use crate::room::options::RoomOptions;
+use crate::room::publish::sync_publish::SyncPublish;
 
 /// The cells and the steps a command goes through, each with its own data.
-pub(super) struct Steps {
-    pub(super) cells: Cells,
+pub(in crate::room) struct Steps {
+    pub(in crate::room) cells: Cells,
     /// Rooms found missing lately: reads and heartbeats of them leave no cell behind.
-    pub(super) misses: Misses,
-    pub(super) options: RoomOptions,
-    pub(super) clock: Clock,
+    pub(in crate::room) misses: Misses,
+    pub(in crate::room) options: RoomOptions,
+    pub(in crate::room) clock: Clock,
     /// Pays for gifts before they are queued.
-    pub(super) payments: Arc<Payments>,
+    pub(in crate::room) payments: Arc<Payments>,
     /// Writes decided batches and loads rooms.
-    pub(super) commit: Commit,
+    pub(in crate::room) commit: Commit,
     /// Answers repeated command ids from the log.
-    pub(super) replay: Replay,
+    pub(in crate::room) replay: Replay,
     /// Publishes committed events in room order and marks them.
-    pub(super) publish: SyncPublish,
+    pub(in crate::room) publish: SyncPublish,
     /// Reads the rooms' event history.
-    pub(super) history: History,
+    pub(in crate::room) history: History,
 }
 
 impl Steps {
     /// The commit fence of the room while this node owns it (`None` without a cluster);
     /// unloads a cell loaded under another epoch (the room may have moved on elsewhere).
-    pub(super) fn fence(
+    pub(in crate::room) fn fence(
         &self,
         room_id: &RoomId,
         cell: &Cell,
@@ -51,7 +51,7 @@ impl Steps {
 
     /// Loads the cell's state from the database if it is not loaded yet (its presence seeded
     /// at load time); the room, if any.
-    pub(super) async fn loaded<'a>(
+    pub(in crate::room) async fn loaded<'a>(
         &self,
         room_id: &RoomId,
         cell: &Cell,

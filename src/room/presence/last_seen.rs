@@ -26,7 +26,7 @@ pub struct Heartbeats {
 
 /// One room's presence.
 #[derive(Debug, Default)]
-pub(super) struct LastSeen {
+pub(in crate::room) struct LastSeen {
     /// `None` while the cell's state is not loaded.
     state: RwLock<Option<Loaded>>,
 }
@@ -67,18 +67,24 @@ impl LastSeen {
     }
 
     /// The cell's state was loaded under `epoch`: every member is seen at `now_ms`.
-    pub(super) fn seed(&self, epoch: u64, state: Option<&RoomState>, now_ms: i64) {
+    pub(in crate::room) fn seed(&self, epoch: u64, state: Option<&RoomState>, now_ms: i64) {
         *self.write() = Some(Loaded { epoch, room: Room::seeded(state, now_ms) });
     }
 
     /// The cell's state was unloaded.
-    pub(super) fn clear(&self) {
+    pub(in crate::room) fn clear(&self) {
         *self.write() = None;
     }
 
     /// A commit left the room as `state` after `changes`; the members it added are seen at
     /// their join time. Takes the write side only when the membership or the status changed.
-    pub(super) fn committed(&self, epoch: u64, state: Option<&RoomState>, changes: &[Change], now_ms: i64) {
+    pub(in crate::room) fn committed(
+        &self,
+        epoch: u64,
+        state: Option<&RoomState>,
+        changes: &[Change],
+        now_ms: i64,
+    ) {
         let members_changed = changes.iter().any(|c| !matches!(c, Change::SenderTotal { .. }));
         let open = state.is_some_and(|s| s.status == RoomStatus::Open);
         if !members_changed
@@ -122,7 +128,7 @@ impl LastSeen {
 
     /// Heartbeats of `user_ids` at `now_ms`, when the state is loaded under `epoch` (`None`
     /// otherwise: the caller loads it first). A closed room or a missing one is refused.
-    pub(super) fn touch(
+    pub(in crate::room) fn touch(
         &self,
         epoch: u64,
         user_ids: &[UserId],
@@ -153,7 +159,7 @@ impl LastSeen {
     }
 
     /// When `user_id` was last seen, if the room is loaded, open and has them.
-    pub(super) fn last_seen(&self, user_id: &UserId) -> Option<i64> {
+    pub(in crate::room) fn last_seen(&self, user_id: &UserId) -> Option<i64> {
         match &self.read().as_ref()?.room {
             Room::Open(members) => members.get(user_id).map(|c| c.load(Ordering::Relaxed)),
             Room::Missing | Room::Closed => None,
@@ -161,7 +167,7 @@ impl LastSeen {
     }
 
     /// Members of a loaded open room last seen at or before `cutoff_ms`.
-    pub(super) fn stale(&self, cutoff_ms: i64) -> Vec<UserId> {
+    pub(in crate::room) fn stale(&self, cutoff_ms: i64) -> Vec<UserId> {
         match self.read().as_ref().map(|l| &l.room) {
             Some(Room::Open(members)) => members
                 .iter()

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use super::{Drain, failed};
 use crate::domain::RoomState;
-use crate::room::cells::{Cell, CellState};
-use crate::room::commit::Written;
-use crate::room::decide::{Answer, Decide, Decision, Plan, Queued};
+use crate::room::cells::cell::{Cell, CellState};
+use crate::room::command::commit::Written;
+use crate::room::command::decide::{Answer, Decide, Decision, Plan, Queued};
 use crate::room::error::RoomError;
-use crate::room::handoff::Route;
+use crate::room::publish::handoff::Route;
 
 impl Drain {
     /// Decides and commits `items` in rounds until every one is answered: a round that

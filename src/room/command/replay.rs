@@ -5,26 +5,26 @@
 use std::collections::HashMap;
 
 use super::decide::Committed;
-use super::error::RoomError;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
 use crate::delivery::codec;
 use crate::domain::{DomainError, RoomSnapshot};
+use crate::room::error::RoomError;
 use crate::store::{CommandKey, OutboxStatus, SharedCommandStore, StoredCommand};
 
 /// Answers repeated command ids from the command log.
-pub(super) struct Replay {
+pub(in crate::room) struct Replay {
     repo: SharedCommandStore,
 }
 
 impl Replay {
     /// Reads the log through `repo`.
-    pub(super) fn new(repo: SharedCommandStore) -> Self {
+    pub(in crate::room) fn new(repo: SharedCommandStore) -> Self {
         Self { repo }
     }
 
     /// Answers a command id found in the log (with `room` as the room now), or `refused` when
     /// it is not there. Called with the cell locked.
-    pub(super) async fn answer(
+    pub(in crate::room) async fn answer(
         &self,
         key: &CommandKey,
         fingerprint: &str,

@@ -10,8 +10,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::{Charge, Payments};
+use crate::room::command::outcome::CommandResponse;
 use crate::room::error::RoomError;
-use crate::room::outcome::CommandResponse;
 
 /// Refund calls made before a refund is given up on (and logged for reconciliation).
 const REFUND_ATTEMPTS: u32 = 3;

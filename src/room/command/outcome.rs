@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::error::RoomError;
 use crate::domain::{Command, RoomId, RoomSnapshot};
+use crate::room::error::RoomError;
 use crate::wallet::WalletError;
 
 /// How far an event got by the time the command answered.
@@ -61,7 +61,7 @@ pub(crate) struct LoggedEvent {
 }
 
 /// Every value [`result_label`] answers.
-pub(super) const RESULT_LABELS: [&str; 8] = [
+pub(in crate::room) const RESULT_LABELS: [&str; 8] = [
     "replayed",
     "applied",
     "not_applied",
@@ -74,7 +74,7 @@ pub(super) const RESULT_LABELS: [&str; 8] = [
 
 /// The `result` label of `room_commands_total` for a command's answer (one of
 /// [`RESULT_LABELS`]).
-pub(super) fn result_label(result: &Result<CommandResponse, RoomError>) -> &'static str {
+pub(in crate::room) fn result_label(result: &Result<CommandResponse, RoomError>) -> &'static str {
     match result {
         Ok(r) if r.replayed => "replayed",
         Ok(r) if r.applied => "applied",

@@ -5,12 +5,12 @@ use std::sync::{Arc, Mutex};
 
 use tracing::Span;
 
-use super::decide::Reply;
-use super::outcome::{CommandResponse, Delivery, EventReceipt};
+use crate::room::command::decide::Reply;
+use crate::room::command::outcome::{CommandResponse, Delivery, EventReceipt};
 
 /// A command's answer while its events are published: answered once every event is settled
 /// (or when dropped, with what is not settled yet `pending`).
-pub(super) struct Waiting {
+pub(in crate::room) struct Waiting {
     state: Mutex<Option<WaitingState>>,
     /// The command's `lane` span when its trace is sampled: it ends when the lane lets go of
     /// the command's last event.
@@ -25,7 +25,7 @@ struct WaitingState {
 }
 
 impl Waiting {
-    pub(super) fn new(
+    pub(in crate::room) fn new(
         response: CommandResponse,
         receipts: Vec<EventReceipt>,
         reply: Reply,
@@ -38,7 +38,7 @@ impl Waiting {
 
     /// Settles the command's `index`-th event; the command is answered once all are. A
     /// second settlement of an event, or one after the answer, changes nothing.
-    pub(super) fn settle(&self, index: usize, delivery: Delivery) {
+    pub(in crate::room) fn settle(&self, index: usize, delivery: Delivery) {
         let mut slot = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let Some(state) = slot.as_mut() else { return };
         if let (Some(receipt), Some(settled)) = (state.receipts.get_mut(index), state.settled.get_mut(index))

@@ -1,21 +1,21 @@
-//! [`CommandRequest`]: one room command as [`RoomService::submit`](super::RoomService::submit)
-//! takes it.
+//! [`CommandRequest`]: one room command as
+//! [`RoomService::submit`](crate::room::RoomService::submit) takes it.
 
 use std::sync::Arc;
 
-use super::{StillHolds, Transport};
 use crate::domain::{Command, CommandId, RoomId};
+use crate::room::{StillHolds, Transport};
 
 /// One command for a room: what to apply, its idempotency key, the request it traces to, and
 /// how it came in.
 pub struct CommandRequest {
-    pub(super) room_id: RoomId,
-    pub(super) command_id: CommandId,
-    pub(super) request_id: String,
-    pub(super) command: Command,
-    pub(super) transport: Transport,
-    pub(super) still: Option<Arc<StillHolds>>,
-    pub(super) caller: Option<String>,
+    pub(in crate::room) room_id: RoomId,
+    pub(in crate::room) command_id: CommandId,
+    pub(in crate::room) request_id: String,
+    pub(in crate::room) command: Command,
+    pub(in crate::room) transport: Transport,
+    pub(in crate::room) still: Option<Arc<StillHolds>>,
+    pub(in crate::room) caller: Option<String>,
 }
 
 impl CommandRequest {

@@ -8,32 +8,32 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::error::RoomError;
-use super::options::StillHolds;
 use super::outcome::CommandResponse;
 use crate::domain::{
     self, Applied, Change, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomState,
 };
+use crate::room::error::RoomError;
+use crate::room::options::StillHolds;
 use crate::store::CommandKey;
 use crate::telemetry::traces::Traced;
 
 /// A command waiting on its room's cell.
-pub(super) struct Queued {
-    pub(super) command_id: CommandId,
+pub(in crate::room) struct Queued {
+    pub(in crate::room) command_id: CommandId,
     /// Who sent it: with `command_id`, the command's identity ([`CommandKey`]).
-    pub(super) caller: String,
-    pub(super) request_id: String,
-    pub(super) command: Command,
+    pub(in crate::room) caller: String,
+    pub(in crate::room) request_id: String,
+    pub(in crate::room) command: Command,
     /// SHA-256 of the room id and command body (see [`super::outcome::fingerprint`]).
-    pub(super) fingerprint: String,
+    pub(in crate::room) fingerprint: String,
     /// Apply only if this still holds for the room at its turn (presence removals).
-    pub(super) still: Option<Arc<StillHolds>>,
+    pub(in crate::room) still: Option<Arc<StillHolds>>,
     /// The command's span when its trace is sampled (SPEC §13.4).
-    pub(super) trace: Option<Traced>,
+    pub(in crate::room) trace: Option<Traced>,
     /// Where the answer goes (and the answers of identical copies queued with it); closed
     /// when every caller went away (the command is then skipped if it has not been taken into
     /// a batch yet).
-    pub(super) reply: Reply,
+    pub(in crate::room) reply: Reply,
 }
 
 /// Where a queued command's answer goes: its caller, and the callers of identical copies of it
@@ -41,30 +41,30 @@ pub(super) struct Queued {
 /// is answered what the command was, as a replay (SPEC §13.1: one caller's duplicate costs the
 /// batch nothing).
 #[derive(Debug)]
-pub(super) struct Reply {
+pub(in crate::room) struct Reply {
     first: oneshot::Sender<Result<CommandResponse, RoomError>>,
     copies: Vec<oneshot::Sender<Result<CommandResponse, RoomError>>>,
 }
 
 impl Reply {
     /// The answer of one caller.
-    pub(super) fn new(sender: oneshot::Sender<Result<CommandResponse, RoomError>>) -> Self {
+    pub(in crate::room) fn new(sender: oneshot::Sender<Result<CommandResponse, RoomError>>) -> Self {
         Self { first: sender, copies: Vec::new() }
     }
 
     /// True when nobody waits for the answer any more.
-    pub(super) fn is_closed(&self) -> bool {
+    pub(in crate::room) fn is_closed(&self) -> bool {
         self.first.is_closed() && self.copies.iter().all(oneshot::Sender::is_closed)
     }
 
     /// `copy`, an identical command queued later, is answered with this one.
-    pub(super) fn take_copy(&mut self, copy: Reply) {
+    pub(in crate::room) fn take_copy(&mut self, copy: Reply) {
         self.copies.push(copy.first);
         self.copies.extend(copy.copies);
     }
 
     /// Answers the command and its copies (as replays).
-    pub(super) fn send(self, answer: Result<CommandResponse, RoomError>) {
+    pub(in crate::room) fn send(self, answer: Result<CommandResponse, RoomError>) {
         for copy in self.copies {
             let replayed = answer.clone().map(|mut response| {
                 response.replayed = true;
@@ -78,7 +78,7 @@ impl Reply {
 
 impl Queued {
     /// The command's identity.
-    pub(super) fn key(&self) -> CommandKey {
+    pub(in crate::room) fn key(&self) -> CommandKey {
         CommandKey::new(self.caller.clone(), self.command_id.as_str())
     }
 }
@@ -93,16 +93,16 @@ impl std::fmt::Debug for Queued {
 }
 
 /// One command's answer after its batch was decided and committed, before publishing.
-pub(super) type Answer = (Queued, Result<Committed, RoomError>);
+pub(in crate::room) type Answer = (Queued, Result<Committed, RoomError>);
 
 /// A decided command waiting to be published: its response so far and its events.
-pub(super) struct Committed {
-    pub(super) response: CommandResponse,
-    pub(super) envelopes: Vec<(EventEnvelope, Arc<str>)>,
+pub(in crate::room) struct Committed {
+    pub(in crate::room) response: CommandResponse,
+    pub(in crate::room) envelopes: Vec<(EventEnvelope, Arc<str>)>,
 }
 
 /// What became of one command of a batch.
-pub(super) enum Decision {
+pub(in crate::room) enum Decision {
     /// Applied, a no-op, or skipped (its condition no longer held).
     Done(Committed),
     /// Refused by the domain; the command log is asked first whether it is a repeat.
@@ -110,29 +110,29 @@ pub(super) enum Decision {
 }
 
 /// A batch decided on one state.
-pub(super) struct Plan {
+pub(in crate::room) struct Plan {
     /// One per queued command, in order.
-    pub(super) decisions: Vec<Decision>,
+    pub(in crate::room) decisions: Vec<Decision>,
     /// The commands to log (applied or no-op), by their index in the batch.
-    pub(super) logged: Vec<usize>,
+    pub(in crate::room) logged: Vec<usize>,
     /// The member and gift-total changes of the applied commands, in order.
-    pub(super) changes: Vec<Change>,
+    pub(in crate::room) changes: Vec<Change>,
     /// The room version the batch was decided on (0: no room).
-    pub(super) expected_version: u64,
+    pub(in crate::room) expected_version: u64,
     /// Some command was applied: the room's snapshot is written.
-    pub(super) changed: bool,
+    pub(in crate::room) changed: bool,
     /// The room after the batch.
-    pub(super) state: Option<RoomState>,
+    pub(in crate::room) state: Option<RoomState>,
 }
 
 impl Plan {
     /// True when no command is logged (every one refused or skipped): nothing to commit.
-    pub(super) fn writes_nothing(&self) -> bool {
+    pub(in crate::room) fn writes_nothing(&self) -> bool {
         self.logged.is_empty()
     }
 
     /// A logged command's answer so far and events (`index` from [`Plan::logged`]).
-    pub(super) fn committed(&self, index: usize) -> Option<&Committed> {
+    pub(in crate::room) fn committed(&self, index: usize) -> Option<&Committed> {
         match self.decisions.get(index) {
             Some(Decision::Done(committed)) => Some(committed),
             _ => None,
@@ -141,19 +141,19 @@ impl Plan {
 }
 
 /// The decide step: the domain applied to one room's commands at one instant.
-pub(super) struct Decide<'a> {
+pub(in crate::room) struct Decide<'a> {
     room_id: &'a RoomId,
     now_ms: i64,
 }
 
 impl<'a> Decide<'a> {
     /// Decides commands of `room_id` at `now_ms`.
-    pub(super) fn new(room_id: &'a RoomId, now_ms: i64) -> Self {
+    pub(in crate::room) fn new(room_id: &'a RoomId, now_ms: i64) -> Self {
         Self { room_id, now_ms }
     }
 
     /// Applies `items` in order to `state` (the room as committed at its version).
-    pub(super) fn batch(&self, state: Option<&RoomState>, items: &[Queued]) -> Plan {
+    pub(in crate::room) fn batch(&self, state: Option<&RoomState>, items: &[Queued]) -> Plan {
         let mut plan = Plan {
             decisions: Vec::with_capacity(items.len()),
             logged: Vec::new(),

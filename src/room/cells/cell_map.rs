@@ -14,17 +14,17 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
-use super::cells::{Cell, CellState, lock};
+use super::cell::{Cell, CellState, lock};
 use crate::domain::{RoomId, RoomStatus, UserId};
 
 /// Shards of the map.
-pub(super) const SHARDS: usize = 64;
+pub(in crate::room) const SHARDS: usize = 64;
 
 type Shard = HashMap<RoomId, Arc<Cell>>;
 
 /// Every cell of this process, by room.
 #[derive(Debug)]
-pub(super) struct Cells {
+pub(in crate::room) struct Cells {
     shards: Box<[Mutex<Shard>]>,
     hasher: std::collections::hash_map::RandomState,
 }
@@ -42,7 +42,7 @@ impl Cells {
     }
 
     /// The room's cell, created when missing, marked used at `now_ms`.
-    pub(super) fn get(&self, room_id: &RoomId, now_ms: i64) -> Arc<Cell> {
+    pub(in crate::room) fn get(&self, room_id: &RoomId, now_ms: i64) -> Arc<Cell> {
         let mut shard = lock(self.shard(room_id));
         let cell = shard.entry(room_id.clone()).or_default();
         cell.touch(now_ms);
@@ -50,17 +50,17 @@ impl Cells {
     }
 
     /// The room's cell, if it has one (not created, not marked used).
-    pub(super) fn find(&self, room_id: &RoomId) -> Option<Arc<Cell>> {
+    pub(in crate::room) fn find(&self, room_id: &RoomId) -> Option<Arc<Cell>> {
         lock(self.shard(room_id)).get(room_id).cloned()
     }
 
     /// Commands queued on a room's cell (0 when it has none).
-    pub(super) fn queued(&self, room_id: &RoomId) -> usize {
+    pub(in crate::room) fn queued(&self, room_id: &RoomId) -> usize {
         lock(self.shard(room_id)).get(room_id).map_or(0, |cell| cell.queued())
     }
 
     /// How many cells are in memory.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::room) fn len(&self) -> usize {
         self.shards.iter().map(|shard| lock(shard).len()).sum()
     }
 
@@ -68,7 +68,7 @@ impl Cells {
     /// drops the cell from the map when it holds no room and nobody else holds it (the last
     /// reader of a room that does not exist, or the drain task that refused its commands,
     /// takes its cell away with it).
-    pub(super) fn release(&self, room_id: &RoomId, cell: Arc<Cell>) {
+    pub(in crate::room) fn release(&self, room_id: &RoomId, cell: Arc<Cell>) {
         let mut shard = lock(self.shard(room_id));
         let ours = shard.get(room_id).is_some_and(|c| Arc::ptr_eq(c, &cell));
         // Let go under the lock, where clones are made: the count below is then exact.
@@ -86,7 +86,7 @@ impl Cells {
     /// Open rooms loaded in memory and their members (with `joined_at_ms`) last seen at or
     /// before `cutoff_ms`. Presence is scanned without the rooms' locks; only a room with stale
     /// members is copied under its lock (O(1): the maps are persistent) for their join times.
-    pub(super) async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<(UserId, i64)>)> {
+    pub(in crate::room) async fn stale_members(&self, cutoff_ms: i64) -> Vec<(RoomId, Vec<(UserId, i64)>)> {
         let mut stale = Vec::new();
         for shard in &self.shards {
             for (room_id, cell) in Self::copy(shard) {
@@ -114,7 +114,7 @@ impl Cells {
     /// rooms, rooms without members unused since `cutoff_ms`, and rooms not `owned` here.
     /// Returns how many. Walks shard by shard: each shard's lock is held to copy it and again
     /// to drop the cells found idle, never while deciding (`owned` runs without any lock).
-    pub(super) fn evict_idle(&self, cutoff_ms: i64, owned: impl Fn(&RoomId) -> bool) -> usize {
+    pub(in crate::room) fn evict_idle(&self, cutoff_ms: i64, owned: impl Fn(&RoomId) -> bool) -> usize {
         self.evict_idle_with(cutoff_ms, owned, || {})
     }
 
@@ -163,7 +163,7 @@ impl Cells {
 
 /// A read's or heartbeat's hold of a room's cell; when dropped, the cell goes too if it holds
 /// no room and nobody else holds it ([`Cells::release`]).
-pub(super) struct ReadCell<'a> {
+pub(in crate::room) struct ReadCell<'a> {
     cells: &'a Cells,
     room_id: &'a RoomId,
     cell: Option<Arc<Cell>>,
@@ -171,7 +171,7 @@ pub(super) struct ReadCell<'a> {
 
 impl<'a> ReadCell<'a> {
     /// Holds `cell`, `room_id`'s cell in `cells`.
-    pub(super) fn new(cells: &'a Cells, room_id: &'a RoomId, cell: Arc<Cell>) -> Self {
+    pub(in crate::room) fn new(cells: &'a Cells, room_id: &'a RoomId, cell: Arc<Cell>) -> Self {
         Self { cells, room_id, cell: Some(cell) }
     }
 }

@@ -2,6 +2,12 @@
 //! older than `stale_after` leave through the normal command pipeline (LeaveRoom, reason
 //! `stale`), so their RoomUserLeft goes through the outbox like any other event. The cell
 //! janitor, and the sweeper of gift refunds the wallet has not confirmed.
+//!
+//! What the stale worker reads is each cell's presence (`last_seen`): when each member was
+//! last seen, kept beside the room's state and outside its commit lock, so a heartbeat never
+//! waits for a commit.
+
+pub(in crate::room) mod last_seen;
 
 use std::sync::Arc;
 use std::time::Duration;
