@@ -2,7 +2,7 @@
 //! `ROOM_SERVICE_TEST_REDIS_URL`; each test uses a key of its own), a closed port, and private
 //! `redis-server`s this module starts and kills.
 //!
-//! The figures are printed: `cargo test --lib rate_limit::cluster -- --nocapture`.
+//! The figures are printed: `cargo test --lib permits::cluster -- --nocapture`.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
