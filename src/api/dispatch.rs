@@ -3,10 +3,11 @@
 //! owner's end of the hop runs it through the same [`serve`], so a request answers the same
 //! whichever node and edge it reached.
 
+use super::error::ApiError;
 use super::forward::wire::Hop;
 use super::operation::{Credential, Operation, Outcome, RoomRequest};
 use super::rooms::{members_page, run_command, run_heartbeat, run_heartbeats};
-use super::{ApiError, AppState};
+use super::state::AppState;
 use crate::auth::{Auth, Caller};
 
 /// Serves `request` here, or at its room's owner; a request that came over a hop for a room

@@ -12,11 +12,33 @@ use ::http::HeaderValue;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::ApiError;
-use super::rooms::{HeartbeatsAnswer, MembersPage};
+use super::error::ApiError;
 use crate::auth::Caller;
-use crate::domain::{Command, CommandId, RoomId, RoomSnapshot, UserId};
+use crate::domain::{Command, CommandId, MemberView, RoomId, RoomSnapshot, UserId};
 use crate::room::{CommandResponse, Transport};
+
+/// Largest body the batch heartbeat route takes whatever `http.body_limit_bytes` says: its
+/// largest valid request, 1000 user ids of 64 bytes (about 67 KB of JSON), fits. gRPC's limit
+/// (one for every method) and a forwarded hop's are at least this too.
+pub const BATCH_HEARTBEAT_BYTES: usize = 72 * 1024;
+
+/// What `POST /v1/rooms/{id}/heartbeats` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatsAnswer {
+    /// How many distinct ids are members (their presence refreshed).
+    pub alive: usize,
+    /// The ids that are not members, in request order (each once).
+    pub unknown: Vec<UserId>,
+}
+
+/// A page of members (`GET /v1/rooms/{room_id}/members`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MembersPage {
+    /// Members in user id order.
+    pub members: Vec<MemberView>,
+    /// Pass as `after` for the next page; null on the last page.
+    pub next_after: Option<UserId>,
+}
 
 /// What is asked of a room: every forwardable request of both APIs. (A page of the room's
 /// events is not here: any node serves it from the database, it never travels.)

@@ -6,25 +6,18 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::{ApiError, AppState};
+use super::error::ApiError;
+pub use super::operation::{HeartbeatsAnswer, MembersPage};
+use super::state::AppState;
 use crate::auth::policy::{self, Act};
 use crate::auth::{AuthError, Caller};
-use crate::domain::{Command, CommandId, MemberView, RoomId, UserId};
+use crate::domain::{Command, CommandId, RoomId, UserId};
 use crate::room::{CommandRequest, CommandResponse, Transport};
 
 /// At most this many user ids in one `heartbeats` call.
 pub const MAX_HEARTBEAT_IDS: usize = 1_000;
-
-/// What `POST /v1/rooms/{id}/heartbeats` answers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeartbeatsAnswer {
-    /// How many distinct ids are members (their presence refreshed).
-    pub alive: usize,
-    /// The ids that are not members, in request order (each once).
-    pub unknown: Vec<UserId>,
-}
 
 /// Runs a command that came in over `transport` from `caller`: refused while draining, when
 /// its `command_id` carries the reserved prefix, when the caller may not do it (403: acting as
@@ -118,15 +111,6 @@ pub fn check_heartbeat_ids(user_ids: &[UserId]) -> Result<(), ApiError> {
 pub const DEFAULT_MEMBERS_LIMIT: usize = 100;
 /// Largest page of the members listing.
 pub const MAX_MEMBERS_LIMIT: u32 = 1000;
-
-/// A page of members (`GET /v1/rooms/{room_id}/members`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MembersPage {
-    /// Members in user id order.
-    pub members: Vec<MemberView>,
-    /// Pass as `after` for the next page; null on the last page.
-    pub next_after: Option<UserId>,
-}
 
 /// A page of at most `limit` members after `after`, for either API.
 pub async fn members_page(

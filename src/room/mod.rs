@@ -42,70 +42,13 @@ mod service;
 
 pub use command::outcome::{CommandResponse, Delivery, EventReceipt};
 pub use command::request::CommandRequest;
+pub use command::transport::{Transport, register_zero_series};
 pub use error::RoomError;
 pub use history::{DEFAULT_EVENTS_LIMIT, EventPage, MAX_EVENTS_LIMIT};
 pub use options::{
-    CommitStats, DEFAULT_MAX_COMMIT_BATCH, DEFAULT_SYNC_PUBLISH_WAIT, RoomOptions, StillHolds,
+    Clock, CommitStats, DEFAULT_MAX_COMMIT_BATCH, DEFAULT_SYNC_PUBLISH_WAIT, RoomOptions, StillHolds,
+    system_clock,
 };
 pub use presence::last_seen::Heartbeats;
 pub use publish::marker;
 pub use service::RoomService;
-
-use std::sync::Arc;
-
-/// Where a command came from: the `transport` label of `room_commands_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// The HTTP API (`/v1/rooms...`).
-    Http,
-    /// The gRPC API (`room.v1.RoomService`).
-    Grpc,
-    /// Issued by the service itself (the presence worker's evictions) or called in-process.
-    Internal,
-}
-
-impl Transport {
-    /// Every transport.
-    pub const ALL: [Transport; 3] = [Transport::Http, Transport::Grpc, Transport::Internal];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Transport::Http => "http",
-            Transport::Grpc => "grpc",
-            Transport::Internal => "internal",
-        }
-    }
-}
-
-/// Exports `room_commands_total` at 0 for every command, result and one of `transports`, and
-/// an empty `room_command_latency_seconds` for every command, before the first command: the
-/// dashboard's command panels read 0 rather than "No data".
-pub fn register_zero_series(transports: &[Transport]) {
-    use crate::domain::Command;
-    use crate::telemetry::names::{
-        COMMAND_LATENCY_SECONDS, COMMANDS_TOTAL, LABEL_COMMAND, LABEL_RESULT, LABEL_TRANSPORT,
-    };
-    for command in Command::NAMES {
-        for result in command::outcome::RESULT_LABELS {
-            for transport in transports {
-                metrics::counter!(COMMANDS_TOTAL, LABEL_COMMAND => command, LABEL_RESULT => result, LABEL_TRANSPORT => transport.as_str())
-                    .increment(0);
-            }
-        }
-        let _ = metrics::histogram!(COMMAND_LATENCY_SECONDS, LABEL_COMMAND => command);
-    }
-}
-
-/// Wall clock in milliseconds since the epoch; injectable so presence tests control time.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
-
-/// The system clock.
-pub fn system_clock() -> Clock {
-    Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
-    })
-}

@@ -1,4 +1,4 @@
-//! The settings of the room service and what it reports about its commits.
+//! The settings of the room service, its clock, and what it reports about its commits.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,4 +88,17 @@ pub struct CommitStats {
     pub transactions: u64,
     /// Commands logged by them (applied or no-op).
     pub commands: u64,
+}
+
+/// Wall clock in milliseconds since the epoch; injectable so presence tests control time.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    })
 }

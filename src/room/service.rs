@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::Clock;
 use super::error::RoomError;
 use super::history::History;
+use super::options::Clock;
 use super::options::{CommitStats, RoomOptions};
 use crate::domain::{Command, CommandId, DomainError, RoomId, UserId};
 use crate::publish::Publisher;

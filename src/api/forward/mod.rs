@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::ApiError;
+use super::error::ApiError;
 use super::operation::{Outcome, RoomRequest};
 use crate::cluster::{Cluster, Located, Owner};
 use crate::telemetry::{names, traces};

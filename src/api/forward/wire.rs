@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::Answered;
-use crate::api::operation::{Credential, Operation, RoomRequest, Sender};
-use crate::api::{ApiError, BATCH_HEARTBEAT_BYTES, error};
+use crate::api::error::{self, ApiError};
+use crate::api::operation::{BATCH_HEARTBEAT_BYTES, Credential, Operation, RoomRequest, Sender};
 use crate::auth::Caller;
 use crate::domain::RoomId;
 use crate::room::Transport;

@@ -9,7 +9,8 @@
 //!   (one transaction for the batch — group commit — swapped into memory only after commit),
 //!   then the publish step (`room::publish`).
 //! - [`replay`]: a repeated command id answered from the command log.
-//! - [`outcome`]: the response to a command and its logged form.
+//! - [`outcome`]: the response to a command and its logged form; [`transport`]: where it came
+//!   from.
 
 pub(in crate::room) mod commit;
 pub(in crate::room) mod decide;
@@ -19,3 +20,4 @@ pub(in crate::room) mod pay;
 pub(in crate::room) mod replay;
 pub(in crate::room) mod request;
 pub(in crate::room) mod steps;
+pub(in crate::room) mod transport;

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use super::transport::Transport;
 use crate::domain::{Command, CommandId, RoomId};
-use crate::room::{StillHolds, Transport};
+use crate::room::options::StillHolds;
 
 /// One command for a room: what to apply, its idempotency key, the request it traces to, and
 /// how it came in.

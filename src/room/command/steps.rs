@@ -7,12 +7,12 @@ use super::commit::Commit;
 use super::pay::Payments;
 use super::replay::Replay;
 use crate::domain::{RoomId, RoomState};
-use crate::room::Clock;
 use crate::room::cells::cell::{Cell, CellState};
 use crate::room::cells::cell_map::Cells;
 use crate::room::cells::misses::Misses;
 use crate::room::error::RoomError;
 use crate::room::history::History;
+use crate::room::options::Clock;
 use crate::room::options::RoomOptions;
 use crate::room::publish::sync_publish::SyncPublish;
 
