@@ -5,6 +5,7 @@
 
 mod content_sender;
 mod grpc_flood;
+mod hop;
 mod money;
 mod packs;
 mod readers;
