@@ -123,6 +123,7 @@ mod tests {
                 body: Arc::from(format!(r#"{{"event_id":"{id}"}}"#)),
                 sender: None,
                 trace: None,
+                admin: None,
             };
             Message::new("r".into(), Path::Webhook, vec![event])
         };

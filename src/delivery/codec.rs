@@ -56,6 +56,7 @@ impl Event {
             body,
             sender: envelope.actor().map(Arc::from),
             trace: None,
+            admin: None,
         }
     }
 }

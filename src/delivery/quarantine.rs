@@ -151,6 +151,7 @@ mod tests {
             body: "{}".into(),
             sender: Some(sender.into()),
             trace: None,
+            admin: None,
         }
     }
 

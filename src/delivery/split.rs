@@ -184,6 +184,7 @@ mod tests {
                 body: "{}".into(),
                 sender: Some((*sender).into()),
                 trace: None,
+                admin: None,
             })
             .collect()
     }

@@ -12,6 +12,7 @@
 //! This module knows nothing of rooms, storage or HTTP, so another sink (the webhook and audit
 //! consumers) reuses the layers around a different leaf (with `tower`'s rate limit).
 
+pub mod admin;
 pub mod classify;
 pub mod error;
 pub mod filter;
@@ -24,6 +25,7 @@ pub mod tencent;
 #[cfg(test)]
 pub(crate) mod test_support;
 
+pub use admin::{AdminApi, AdminCall};
 pub use classify::classify;
 pub use error::ErrorClass;
 
@@ -83,6 +85,10 @@ pub struct Event {
     /// command's `lane` span, the parent of the call's span; from an outbox row the command's
     /// span, which the redelivery's span links to.
     pub trace: Option<SpanContext>,
+    /// The IM group operation its outbox row carries besides (or instead of) a message
+    /// (SPEC §14.2): such an event is a message of its own, and none of its room's other
+    /// messages is in flight beside it.
+    pub admin: Option<Arc<AdminCall>>,
 }
 
 impl Event {

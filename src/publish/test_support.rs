@@ -25,6 +25,7 @@ pub(crate) fn message(event_type: &'static str, path: Path) -> Message {
         body: Arc::from(SECRET_BODY),
         sender: None,
         trace: None,
+        admin: None,
     };
     Message::new("room-1".to_owned(), path, vec![event])
 }

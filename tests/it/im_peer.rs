@@ -63,6 +63,7 @@ fn message(event_id: &str) -> Message {
         body: Arc::from(envelope.to_string()),
         sender: None,
         trace: None,
+        admin: None,
     };
     Message::new("r1".into(), Path::Sync, vec![event])
 }

@@ -46,6 +46,7 @@ fn message(event_id: &str, body: &str) -> Message {
         body: body.into(),
         sender: None,
         trace: None,
+        admin: None,
     };
     Message::new("room-1".into(), Path::Sync, vec![event])
 }

@@ -5,7 +5,15 @@ use crate::publish::error::{Classify, ErrorClass};
 use crate::publish::{Event, Path};
 
 fn event(id: &str, event_type: &'static str, priority: Priority, body: &str) -> Event {
-    Event { event_id: id.into(), event_type, priority, body: body.into(), sender: None, trace: None }
+    Event {
+        event_id: id.into(),
+        event_type,
+        priority,
+        body: body.into(),
+        sender: None,
+        trace: None,
+        admin: None,
+    }
 }
 
 fn message(body: &str) -> Message {

@@ -21,6 +21,7 @@ fn event(id: &str, sender: &str) -> LaneEvent {
             body: "{}".into(),
             sender: Some(sender.into()),
             trace: None,
+            admin: None,
         },
         start_by: Instant::now() + Duration::from_secs(10),
         waiting: Waiting::new(response, Vec::new(), Reply::new(reply), tracing::Span::none()),
