@@ -6,7 +6,7 @@
 use super::error::ApiError;
 use super::forward::wire::Hop;
 use super::operation::{Credential, Operation, Outcome, RoomRequest};
-use super::rooms::{members_page, run_command, run_heartbeat, run_heartbeats};
+use super::rooms::{members_page, moderation_page, run_command, run_heartbeat, run_heartbeats};
 use super::state::AppState;
 use crate::auth::{Auth, Caller};
 
@@ -72,6 +72,11 @@ async fn execute(state: &AppState, request: RoomRequest) -> Result<Outcome, ApiE
         Operation::Snapshot => Ok(Outcome::Snapshot(state.rooms.snapshot(&room_id).await?)),
         Operation::Members { after, limit } => {
             members_page(state, &room_id, after.as_ref(), limit).await.map(Outcome::Members)
+        }
+        Operation::Moderation { kind, after, limit } => {
+            moderation_page(state, caller, &room_id, kind, after.as_ref(), limit)
+                .await
+                .map(Outcome::Moderation)
         }
     }
 }

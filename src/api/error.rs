@@ -32,6 +32,8 @@ pub struct ApiError {
     pub challenge: Option<&'static str>,
     /// `Retry-After` of a 429, in whole seconds.
     pub retry_after: Option<u64>,
+    /// When a ban ends, for a `banned` refusal (the error object's `until_ms`).
+    pub until_ms: Option<i64>,
 }
 
 impl ApiError {
@@ -43,6 +45,7 @@ impl ApiError {
             message: message.into(),
             challenge: None,
             retry_after: None,
+            until_ms: None,
         }
     }
 
@@ -194,6 +197,13 @@ impl From<DomainError> for ApiError {
             DomainError::RoomClosed => (StatusCode::CONFLICT, "room_closed"),
             DomainError::NotMember { .. } => (StatusCode::CONFLICT, "not_member"),
             DomainError::HeatOverflow => (StatusCode::CONFLICT, "heat_overflow"),
+            DomainError::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden"),
+            DomainError::Banned { until_ms } => {
+                let error = ApiError::new(StatusCode::CONFLICT, "banned", message);
+                return ApiError { until_ms: Some(until_ms), ..error };
+            }
+            DomainError::TooManyAdmins { .. } => (StatusCode::CONFLICT, "too_many_admins"),
+            DomainError::AttributeConflict { .. } => (StatusCode::CONFLICT, "attribute_conflict"),
         };
         ApiError::new(status, code, message)
     }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::error::ApiError;
 use crate::auth::Caller;
-use crate::domain::{Command, CommandId, MemberView, RoomId, RoomSnapshot, UserId};
+use crate::domain::{Command, CommandId, MemberView, RestrictionKind, RoomId, RoomSnapshot, UserId};
 use crate::room::{CommandResponse, Transport};
 
 /// Largest body the batch heartbeat route takes whatever `http.body_limit_bytes` says: its
@@ -71,6 +71,39 @@ pub enum Operation {
         /// At most this many.
         limit: usize,
     },
+    /// A page of the room's active mutes and bans (owner, admins, services).
+    Moderation {
+        /// One kind only.
+        kind: Option<RestrictionKind>,
+        /// Entries of users after this one.
+        after: Option<UserId>,
+        /// About this many (a user's entries are never split).
+        limit: usize,
+    },
+}
+
+/// One active mute or ban (`GET /v1/rooms/{room_id}/moderation`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModerationEntry {
+    /// Who.
+    pub user_id: UserId,
+    /// `mute` or `ban`.
+    pub kind: RestrictionKind,
+    /// When it ends (ms since the epoch).
+    pub until_ms: i64,
+    /// A ban's reason ("" for a mute).
+    pub reason: String,
+    /// Who imposed it.
+    pub by: String,
+}
+
+/// A page of active mutes and bans.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModerationPage {
+    /// Entries by user id (a user's ban before their mute).
+    pub entries: Vec<ModerationEntry>,
+    /// Pass as `after` for the next page; null on the last page.
+    pub next_after: Option<UserId>,
 }
 
 impl Operation {
@@ -94,6 +127,8 @@ pub enum Outcome {
     Snapshot(RoomSnapshot),
     /// The page of members.
     Members(MembersPage),
+    /// The page of mutes and bans.
+    Moderation(ModerationPage),
 }
 
 impl Outcome {
@@ -129,6 +164,14 @@ impl Outcome {
         }
     }
 
+    /// The answer of a [`Operation::Moderation`].
+    pub fn moderation(self) -> Result<ModerationPage, ApiError> {
+        match self {
+            Outcome::Moderation(page) => Ok(page),
+            other => Err(other.mismatch()),
+        }
+    }
+
     /// The answer of a [`Operation::Members`].
     pub fn members(self) -> Result<MembersPage, ApiError> {
         match self {
@@ -145,6 +188,7 @@ impl Outcome {
             Outcome::Heartbeats(_) => "heartbeats",
             Outcome::Snapshot(_) => "snapshot",
             Outcome::Members(_) => "members",
+            Outcome::Moderation(_) => "moderation",
         }
     }
 

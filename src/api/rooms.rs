@@ -9,11 +9,11 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::error::ApiError;
-pub use super::operation::{HeartbeatsAnswer, MembersPage};
+pub use super::operation::{HeartbeatsAnswer, MembersPage, ModerationEntry, ModerationPage};
 use super::state::AppState;
 use crate::auth::policy::{self, Act};
 use crate::auth::{AuthError, Caller};
-use crate::domain::{Command, CommandId, RoomId, UserId};
+use crate::domain::{Actor, Command, CommandId, RestrictionKind, RoomId, UserId};
 use crate::room::{CommandRequest, CommandResponse, Transport};
 
 /// At most this many user ids in one `heartbeats` call.
@@ -47,17 +47,37 @@ pub async fn run_command(
             ),
         ));
     }
+    // The room checks the actor's role (SPEC §14.2); here only that it is the caller.
     policy::authorize(caller, Act::Command(&command)).map_err(refused)?;
-    if let (Command::CloseRoom, Caller::User(_)) = (&command, caller) {
-        // The owner never changes, so the room as it is now tells; a room that does not
-        // exist answers so (and cannot come to exist with another owner meanwhile).
-        let room = state.rooms.snapshot(&room_id).await?;
-        policy::owner_may_close(caller, &room.owner_id).map_err(refused)?;
-    }
     state.auth.check_rate(caller).map_err(refused)?;
     let request =
         CommandRequest::new(room_id, command_id, request_id, command).via(transport).by(caller.identity());
     Ok(state.rooms.submit(request).await?)
+}
+
+/// Who a moderation command acts as (SPEC §14.2): the authenticated principal — a user, or a
+/// service token (`svc:<name>`, or the user its `actor_id` names: a gateway acting for one);
+/// under `auth.mode: none` the body's `actor_id`, which is then required. A user naming
+/// someone else is 403, as for `user_id`.
+pub fn moderator(caller: &Caller, actor_id: Option<UserId>) -> Result<Actor, ApiError> {
+    closer(caller, actor_id)?.ok_or_else(|| {
+        ApiError::invalid("actor_id", "required without authentication (auth.mode: none): who acts")
+    })
+}
+
+/// Who closes a room: as [`moderator`], but an anonymous caller may name nobody (a close
+/// under `auth.mode: none`, as before roles).
+pub fn closer(caller: &Caller, actor_id: Option<UserId>) -> Result<Option<Actor>, ApiError> {
+    match (caller, actor_id) {
+        (Caller::User(me), Some(other)) if *me != other => Err(refused(AuthError::Forbidden {
+            field: "actor_id",
+            why: "must be the caller's own user id (only a service token acts for others)",
+        })),
+        (Caller::User(me), _) => Ok(Some(Actor::User(me.clone()))),
+        (Caller::Service(_) | Caller::Anonymous, Some(user)) => Ok(Some(Actor::User(user))),
+        (Caller::Service(name), None) => Ok(Some(Actor::Service(name.clone()))),
+        (Caller::Anonymous, None) => Ok(None),
+    }
 }
 
 /// A refusal of the caller, counted.
@@ -126,6 +146,32 @@ pub async fn members_page(
         members.last().map(|m| m.user_id.clone())
     });
     Ok(MembersPage { members, next_after: next_after.flatten() })
+}
+
+/// A page of the room's active mutes and bans for `caller` (an admin of the room at least, or
+/// a service), for either API.
+pub async fn moderation_page(
+    state: &AppState,
+    caller: &Caller,
+    room_id: &RoomId,
+    kind: Option<RestrictionKind>,
+    after: Option<&UserId>,
+    limit: usize,
+) -> Result<ModerationPage, ApiError> {
+    let actor = closer(caller, None)?;
+    let (page, more) = state.rooms.moderation(room_id, actor.as_ref(), kind, after, limit.max(1)).await?;
+    let next_after = if more { page.last().map(|(_, user, _)| user.clone()) } else { None };
+    let entries = page
+        .into_iter()
+        .map(|(kind, user_id, r)| ModerationEntry {
+            user_id,
+            kind,
+            until_ms: r.until_ms,
+            reason: r.reason,
+            by: r.by,
+        })
+        .collect();
+    Ok(ModerationPage { entries, next_after })
 }
 
 /// A page of a room's event history (`GET /v1/rooms/{room_id}/events`, gRPC `ListEvents`).

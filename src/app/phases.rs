@@ -71,10 +71,22 @@ impl Core {
             in_flight_per_room: settings.im_batch.in_flight_per_room,
             quarantine: quarantine.clone(),
             permits: permits.clone(),
+            max_admins: settings.rooms.max_admins,
+            idle_close_after: settings.rooms.idle_close_after,
+            groups: groups(settings),
         };
         let rooms = RoomService::new(repo.clone(), publisher.clone(), room_options, system_clock());
         Ok(Self { repo, keeper, ownership, rooms, publisher, worker_wake, quarantine, permits })
     }
+}
+
+/// The IM group operations the rooms' events carry: with IM on, `tencent_im.manage_groups`
+/// and `.avchatroom_ban`; none with IM off.
+pub(super) fn groups(settings: &Settings) -> crate::delivery::groups::Groups {
+    settings.tencent_im.as_ref().map_or(crate::delivery::groups::Groups::NONE, |_im| {
+        // The switches arrive with the IM admin calls (helper branch im-admin).
+        crate::delivery::groups::Groups { manage: true, ban: false }
+    })
 }
 
 /// Phase 3: the three listeners, bound (a port in use fails the start here, naming its key).

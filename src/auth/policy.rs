@@ -1,11 +1,12 @@
 //! What a caller may do (SPEC §12.3): act only as itself — CreateRoom's `owner_id`,
 //! Join/Leave's and a heartbeat's `user_id`, SendGift's `sender_id` must be the caller; the
 //! batch heartbeat needs a service token; a service (or, with `mode: none`, anyone) acts for
-//! anyone. Closing a room is the owner's alone, which only the room knows:
-//! [`owner_may_close`] is asked with the room's owner.
+//! anyone. A moderation command's actor (`by`, SPEC §14.2) must be the caller too: a user
+//! itself, a service its own `svc:<name>` or any user it acts for; only an anonymous caller
+//! (mode none) closes a room naming nobody. What the actor's role allows, only the room knows.
 
 use super::{AuthError, Caller};
-use crate::domain::{Command, UserId};
+use crate::domain::{Actor, Command, UserId};
 
 /// What a request asks to do, as far as authorization goes.
 #[derive(Debug, Clone, Copy)]
@@ -18,7 +19,7 @@ pub enum Act<'a> {
     Heartbeats,
 }
 
-/// Refuses `act` unless `caller` may do it (CloseRoom: see [`owner_may_close`]).
+/// Refuses `act` unless `caller` may do it (a role in the room is the room's to check).
 pub fn authorize(caller: &Caller, act: Act<'_>) -> Result<(), AuthError> {
     let (field, user) = match act {
         Act::Command(Command::CreateRoom { owner_id, .. }) => ("owner_id", owner_id),
@@ -26,7 +27,13 @@ pub fn authorize(caller: &Caller, act: Act<'_>) -> Result<(), AuthError> {
             ("user_id", user_id)
         }
         Act::Command(Command::SendGift { sender_id, .. }) => ("sender_id", sender_id),
-        Act::Command(Command::CloseRoom) => return Ok(()),
+        Act::Command(command @ Command::CloseRoom { .. }) => {
+            return actor_is_caller(caller, command.by(), true);
+        }
+        Act::Command(command) if command.by().is_some() => {
+            return actor_is_caller(caller, command.by(), false);
+        }
+        Act::Command(_) => return Ok(()),
         Act::Heartbeat(user_id) => ("user_id", user_id),
         Act::Heartbeats if matches!(caller, Caller::User(_)) => {
             return Err(AuthError::Forbidden {
@@ -46,12 +53,23 @@ pub fn authorize(caller: &Caller, act: Act<'_>) -> Result<(), AuthError> {
     }
 }
 
-/// Refuses closing a room owned by `owner` unless `caller` is that owner (or a service).
-pub fn owner_may_close(caller: &Caller, owner: &UserId) -> Result<(), AuthError> {
-    if caller.may_act_as(owner) {
+/// Refuses a command whose actor is not `caller` (nobody: only an anonymous caller's close,
+/// when `nobody_ok`).
+fn actor_is_caller(caller: &Caller, by: Option<&Actor>, nobody_ok: bool) -> Result<(), AuthError> {
+    let ok = match (by, caller) {
+        (Some(Actor::User(user)), _) => caller.may_act_as(user),
+        (Some(Actor::Service(name)), Caller::Service(me)) => name == me,
+        (Some(Actor::Service(_)), _) => false,
+        (None, Caller::Anonymous) => nobody_ok,
+        (None, _) => false,
+    };
+    if ok {
         Ok(())
     } else {
-        Err(AuthError::Forbidden { field: "room_id", why: "only the room's owner closes it" })
+        Err(AuthError::Forbidden {
+            field: "actor_id",
+            why: "must be the caller (only a service token acts for others)",
+        })
     }
 }
 
@@ -99,14 +117,31 @@ mod tests {
     }
 
     #[test]
-    fn services_and_anonymous_callers_act_for_anyone_and_only_the_owner_closes() {
+    fn services_and_anonymous_callers_act_for_anyone_and_a_moderator_is_the_caller() {
         let join = Command::JoinRoom { user_id: user("bob") };
         for caller in [Caller::Service("gateway".into()), Caller::Anonymous] {
             assert_eq!(field_of(authorize(&caller, Act::Command(&join))), None);
             assert_eq!(field_of(authorize(&caller, Act::Heartbeats)), None);
-            assert_eq!(field_of(owner_may_close(&caller, &user("alice"))), None);
         }
-        assert_eq!(field_of(owner_may_close(&Caller::User(user("bob")), &user("alice"))), Some("room_id"));
-        assert_eq!(field_of(owner_may_close(&Caller::User(user("alice")), &user("alice"))), None);
+        let mute = |by| Command::MuteUser { by, user_id: user("carol"), duration_s: 60 };
+        let bob = Caller::User(user("bob"));
+        assert_eq!(field_of(authorize(&bob, Act::Command(&mute(Actor::User(user("bob")))))), None);
+        assert_eq!(
+            field_of(authorize(&bob, Act::Command(&mute(Actor::User(user("alice")))))),
+            Some("actor_id")
+        );
+        assert_eq!(
+            field_of(authorize(&bob, Act::Command(&mute(Actor::Service("ops".into()))))),
+            Some("actor_id")
+        );
+        let ops = Caller::Service("ops".into());
+        assert_eq!(field_of(authorize(&ops, Act::Command(&mute(Actor::Service("ops".into()))))), None);
+        assert_eq!(
+            field_of(authorize(&ops, Act::Command(&mute(Actor::Service("root".into()))))),
+            Some("actor_id")
+        );
+        let close_by_nobody = Command::CloseRoom { by: None, idle: false };
+        assert_eq!(field_of(authorize(&Caller::Anonymous, Act::Command(&close_by_nobody))), None);
+        assert_eq!(field_of(authorize(&bob, Act::Command(&close_by_nobody))), Some("actor_id"));
     }
 }

@@ -25,6 +25,7 @@
 
 pub mod action;
 pub mod codec;
+pub mod groups;
 pub mod pack;
 pub mod permits;
 pub mod quarantine;

@@ -2,11 +2,14 @@
 
 use serde_json::json;
 
-use super::command::{Command, CommandContext, LeaveReason};
+use super::command::{Actor, CloseReason, Command, CommandContext, LeaveReason};
 use super::error::DomainError;
 use super::event::{Event, EventType};
 use super::ids::{GiftId, UserId};
-use super::state::{Member, RoomState, RoomStatus, SenderTotal};
+use super::state::{LiveFigures, Member, Restriction, RestrictionKind, RoomState, RoomStatus, SenderTotal};
+
+pub mod attributes;
+pub mod moderation;
 
 /// What a command changed beyond the small snapshot: the rows the storage writes for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +34,22 @@ pub enum Change {
         user_id: UserId,
         /// Their running total.
         total: SenderTotal,
+    },
+    /// A user was muted or banned (or its mute or ban changed).
+    Restricted {
+        /// Mute or ban.
+        kind: RestrictionKind,
+        /// Who.
+        user_id: UserId,
+        /// Until when, why, by whom.
+        restriction: Restriction,
+    },
+    /// A user's mute or ban was lifted.
+    Lifted {
+        /// Mute or ban.
+        kind: RestrictionKind,
+        /// Who.
+        user_id: UserId,
     },
 }
 
@@ -76,17 +95,30 @@ pub fn apply(
         return Err(DomainError::RoomClosed);
     }
     let mut draft = Draft::of(state);
+    let now = ctx.now_ms;
     let events = match command {
         Command::CreateRoom { .. } => return Err(DomainError::RoomExists),
-        Command::JoinRoom { user_id } => draft.join(user_id, ctx.now_ms),
+        Command::JoinRoom { user_id } => draft.join(user_id, now)?,
         Command::LeaveRoom { user_id, reason } => draft.leave(user_id, *reason),
         Command::SendGift { sender_id, receiver_id, gift_id, count, unit_value } => {
             Some(draft.send_gift(sender_id, receiver_id, gift_id, *count, *unit_value)?)
         }
-        Command::CloseRoom => Some(draft.close()),
+        Command::CloseRoom { by, idle } => draft.close(by.as_ref(), *idle, now)?,
+        Command::SetAdmin { by, user_id, admin } => draft.set_admin(by, user_id, *admin, ctx.max_admins)?,
+        Command::MuteUser { by, user_id, duration_s } => draft.mute(by, user_id, *duration_s, now)?,
+        Command::KickUser { by, user_id, ban_s, reason } => {
+            Some(draft.kick(by, user_id, *ban_s, reason, now)?)
+        }
+        Command::UnbanUser { by, user_id } => draft.unban(by, user_id, now)?,
+        Command::MuteAll { by, muted } => draft.mute_all(by, *muted)?,
+        Command::UpdateRoomInfo { by, info } => draft.update_info(by, info)?,
+        Command::SetAttributes { by, write } => draft.set_attributes(by, write)?,
     };
     Ok(match events {
-        Some(events) => Applied { state: draft.state, events, changes: draft.changes, applied: true },
+        Some(events) => {
+            draft.state.figures.last_command_ms = now;
+            Applied { state: draft.state, events, changes: draft.changes, applied: true }
+        }
         None => Applied::noop(state),
     })
 }
@@ -107,18 +139,22 @@ impl Draft {
         Self { state: next, changes: Vec::with_capacity(1) }
     }
 
-    /// A member joins; `None` when `user_id` is one already.
-    fn join(&mut self, user_id: &UserId, now_ms: i64) -> Option<Vec<Event>> {
+    /// A member joins; `None` when `user_id` is one already; refused while they are banned.
+    fn join(&mut self, user_id: &UserId, now_ms: i64) -> Result<Option<Vec<Event>>, DomainError> {
         let next = &mut self.state;
         if next.members.contains_key(user_id) {
-            return None;
+            return Ok(None);
+        }
+        if let Some(ban) = next.ban_of(user_id, now_ms) {
+            return Err(DomainError::Banned { until_ms: ban.until_ms });
         }
         next.members.insert(user_id.clone(), Member { joined_at_ms: now_ms });
+        next.figures.peak_members = next.figures.peak_members.max(next.members.len() as u64);
         self.changes.push(Change::MemberJoined { user_id: user_id.clone(), joined_at_ms: now_ms });
-        Some(vec![event(
+        Ok(Some(vec![event(
             EventType::RoomUserJoined,
             json!({"user_id": user_id, "joined_at_ms": now_ms, "member_count": next.members.len()}),
-        )])
+        )]))
     }
 
     /// A member leaves; `None` when `user_id` is none.
@@ -150,6 +186,7 @@ impl Draft {
         }
         let value = u64::from(count) * u64::from(unit_value);
         let total = add_gift(next, sender_id, value)?;
+        next.figures.gifts += 1;
         self.changes.push(Change::SenderTotal { user_id: sender_id.clone(), total });
         let mut events = vec![
             event(
@@ -171,25 +208,58 @@ impl Draft {
         Ok(events)
     }
 
-    /// The room closes and every member is removed.
-    fn close(&mut self) -> Vec<Event> {
+    /// The room closes, every member removed, with the live's summary: by its owner, an
+    /// operator, or itself when `idle` (`None` when a member came in meanwhile).
+    fn close(
+        &mut self,
+        by: Option<&Actor>,
+        idle: bool,
+        now_ms: i64,
+    ) -> Result<Option<Vec<Event>>, DomainError> {
         let next = &mut self.state;
+        let reason = match (idle, by) {
+            (true, _) if !next.members.is_empty() => return Ok(None),
+            (true, _) => CloseReason::Idle,
+            (false, Some(Actor::Service(_))) => CloseReason::Admin,
+            (false, Some(actor)) => {
+                next.require(actor, moderation::Role::Owner)?;
+                CloseReason::Owner
+            }
+            (false, None) => CloseReason::Owner,
+        };
         let removed = next.members.len();
         next.members = Default::default();
         next.status = RoomStatus::Closed;
         self.changes.push(Change::MembersCleared);
-        vec![event(EventType::RoomClosed, json!({"members_removed": removed}))]
+        let LiveFigures { created_at_ms, peak_members, gifts, .. } = next.figures;
+        let summary = json!({
+            "duration_ms": now_ms.saturating_sub(created_at_ms).max(0),
+            "peak_members": peak_members,
+            "gifts": gifts,
+            "gift_value": next.heat,
+            "unique_senders": next.senders.len(),
+        });
+        Ok(Some(vec![event(
+            EventType::RoomClosed,
+            json!({"members_removed": removed, "reason": reason, "by": by, "summary": summary}),
+        )]))
     }
 }
 
-fn create(owner_id: &UserId, title: &str, ctx: &CommandContext) -> Result<Applied, DomainError> {
+/// A title of 1–`max` characters without control characters.
+fn check_title(title: &str, max: usize) -> Result<(), DomainError> {
     let chars = title.chars().count();
-    if chars == 0 || chars > MAX_TITLE_CHARS || title.chars().any(char::is_control) {
+    if chars == 0 || chars > max || title.chars().any(char::is_control) {
         return Err(DomainError::InvalidArgument {
             field: "title",
-            reason: format!("must be 1–{MAX_TITLE_CHARS} characters without control characters"),
+            reason: format!("must be 1–{max} characters without control characters"),
         });
     }
+    Ok(())
+}
+
+fn create(owner_id: &UserId, title: &str, ctx: &CommandContext) -> Result<Applied, DomainError> {
+    check_title(title, MAX_TITLE_CHARS)?;
     let state = RoomState {
         room_id: ctx.room_id.clone(),
         owner_id: owner_id.clone(),
@@ -200,6 +270,18 @@ fn create(owner_id: &UserId, title: &str, ctx: &CommandContext) -> Result<Applie
         senders: Default::default(),
         gift_rank: Vec::new(),
         version: 1,
+        admins: Default::default(),
+        muted_all: false,
+        announcement: String::new(),
+        cover_url: String::new(),
+        attributes: Default::default(),
+        mutes: Default::default(),
+        bans: Default::default(),
+        figures: LiveFigures {
+            created_at_ms: ctx.now_ms,
+            last_command_ms: ctx.now_ms,
+            ..LiveFigures::default()
+        },
     };
     let events = vec![event(EventType::RoomCreated, json!({"owner_id": owner_id, "title": title}))];
     Ok(Applied { state, events, changes: Vec::new(), applied: true })

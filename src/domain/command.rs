@@ -1,8 +1,89 @@
 //! Room commands and the context they are applied in.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::ids::{CommandId, GiftId, RoomId, UserId};
+
+/// Who a moderation command acts as (SPEC §14.2): a user, or an operator's backend holding a
+/// service token, which may do anything. Its wire form — the `by` of the events — is the user's
+/// id or `svc:<name>` (a user id holds no `:`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Actor {
+    /// A user.
+    User(UserId),
+    /// A service token's holder, by its name.
+    Service(String),
+}
+
+impl Actor {
+    /// The wire form.
+    pub fn wire(&self) -> String {
+        match self {
+            Actor::User(user) => user.to_string(),
+            Actor::Service(name) => format!("svc:{name}"),
+        }
+    }
+}
+
+impl From<Actor> for String {
+    fn from(actor: Actor) -> String {
+        actor.wire()
+    }
+}
+
+impl TryFrom<String> for Actor {
+    type Error = super::ids::IdError;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        match value.strip_prefix("svc:") {
+            Some(name) => Ok(Actor::Service(name.to_owned())),
+            None => UserId::parse(value).map(Actor::User),
+        }
+    }
+}
+
+/// Why a room closed (`RoomClosed.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseReason {
+    /// Its owner closed it.
+    Owner,
+    /// An operator (a service token) closed it.
+    Admin,
+    /// It stayed empty and silent for `rooms.idle_close_after`.
+    Idle,
+}
+
+/// What `POST /v1/rooms/{id}/attributes` asks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttributeWrite {
+    /// Keys to set, with their new values.
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+    /// Keys to delete.
+    #[serde(default)]
+    pub delete: Vec<String>,
+    /// The write happens only if each key is at this version (0: absent).
+    #[serde(default)]
+    pub expect: BTreeMap<String, u64>,
+}
+
+/// What `POST /v1/rooms/{id}/info` changes: the fields given.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InfoChange {
+    /// New title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// New announcement ("" removes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub announcement: Option<String>,
+    /// New cover URL ("" removes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cover_url: Option<String>,
+}
 
 /// Why a member left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,13 +134,92 @@ pub enum Command {
         unit_value: u32,
     },
     /// Close the room and remove every member.
-    CloseRoom,
+    CloseRoom {
+        /// Who closes it (`None`: an anonymous caller under `auth.mode: none`, or the service
+        /// itself for an idle room).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Actor>,
+        /// The room closes itself: it stayed empty and silent.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        idle: bool,
+    },
+    /// Appoint or remove an admin (the owner's).
+    SetAdmin {
+        /// Who asks.
+        by: Actor,
+        /// Who.
+        user_id: UserId,
+        /// Admin or not.
+        admin: bool,
+    },
+    /// Mute a user for `duration_s` seconds (0 lifts the mute).
+    MuteUser {
+        /// Who asks.
+        by: Actor,
+        /// Who.
+        user_id: UserId,
+        /// Seconds, 0–30 days.
+        duration_s: u32,
+    },
+    /// Remove a user and ban them for `ban_s` seconds (0: remove only).
+    KickUser {
+        /// Who asks.
+        by: Actor,
+        /// Who.
+        user_id: UserId,
+        /// Seconds, 0–30 days.
+        ban_s: u32,
+        /// Why (≤ 200 bytes).
+        reason: String,
+    },
+    /// Lift a ban.
+    UnbanUser {
+        /// Who asks.
+        by: Actor,
+        /// Who.
+        user_id: UserId,
+    },
+    /// Mute or unmute everyone but the owner and admins.
+    MuteAll {
+        /// Who asks.
+        by: Actor,
+        /// On or off.
+        muted: bool,
+    },
+    /// Change the title, announcement or cover.
+    UpdateRoomInfo {
+        /// Who asks.
+        by: Actor,
+        /// The fields to change.
+        #[serde(flatten)]
+        info: InfoChange,
+    },
+    /// Set and delete attributes, conditionally.
+    SetAttributes {
+        /// Who asks.
+        by: Actor,
+        /// The write.
+        #[serde(flatten)]
+        write: AttributeWrite,
+    },
 }
 
 impl Command {
     /// Every [name](Self::name), in declaration order.
-    pub const NAMES: [&'static str; 5] =
-        ["create_room", "join_room", "leave_room", "send_gift", "close_room"];
+    pub const NAMES: [&'static str; 12] = [
+        "create_room",
+        "join_room",
+        "leave_room",
+        "send_gift",
+        "close_room",
+        "set_admin",
+        "mute_user",
+        "kick_user",
+        "unban_user",
+        "mute_all",
+        "update_room_info",
+        "set_attributes",
+    ];
 
     /// Bounded name used in logs, metrics and the command log.
     pub fn name(&self) -> &'static str {
@@ -68,18 +228,44 @@ impl Command {
             Command::JoinRoom { .. } => "join_room",
             Command::LeaveRoom { .. } => "leave_room",
             Command::SendGift { .. } => "send_gift",
-            Command::CloseRoom => "close_room",
+            Command::CloseRoom { .. } => "close_room",
+            Command::SetAdmin { .. } => "set_admin",
+            Command::MuteUser { .. } => "mute_user",
+            Command::KickUser { .. } => "kick_user",
+            Command::UnbanUser { .. } => "unban_user",
+            Command::MuteAll { .. } => "mute_all",
+            Command::UpdateRoomInfo { .. } => "update_room_info",
+            Command::SetAttributes { .. } => "set_attributes",
+        }
+    }
+
+    /// Who a moderation command acts as (`by`); `None` for the commands of a member.
+    pub fn by(&self) -> Option<&Actor> {
+        match self {
+            Command::CloseRoom { by, .. } => by.as_ref(),
+            Command::SetAdmin { by, .. }
+            | Command::MuteUser { by, .. }
+            | Command::KickUser { by, .. }
+            | Command::UnbanUser { by, .. }
+            | Command::MuteAll { by, .. }
+            | Command::UpdateRoomInfo { by, .. }
+            | Command::SetAttributes { by, .. } => Some(by),
+            _ => None,
         }
     }
 
     /// The user the command acts as: the owner it creates a room for, who joins or leaves, who
-    /// sends a gift; `None` for CloseRoom (it names nobody).
+    /// sends a gift, the user a moderation command acts as (`by`); `None` for a command naming
+    /// nobody (a service's or an anonymous close).
     pub fn acting_user(&self) -> Option<&UserId> {
         match self {
             Command::CreateRoom { owner_id, .. } => Some(owner_id),
             Command::JoinRoom { user_id } | Command::LeaveRoom { user_id, .. } => Some(user_id),
             Command::SendGift { sender_id, .. } => Some(sender_id),
-            Command::CloseRoom => None,
+            other => match other.by() {
+                Some(Actor::User(user)) => Some(user),
+                _ => None,
+            },
         }
     }
 }
@@ -96,4 +282,6 @@ pub struct CommandContext {
     pub request_id: String,
     /// Wall-clock time of the command (ms since the epoch).
     pub now_ms: i64,
+    /// `rooms.max_admins`.
+    pub max_admins: usize,
 }

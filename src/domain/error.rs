@@ -29,4 +29,30 @@ pub enum DomainError {
     /// The room's heat would overflow.
     #[error("gift would overflow the room's heat")]
     HeatOverflow,
+    /// The actor's role is below what the command needs.
+    #[error("forbidden: needs the room's {needs} role")]
+    Forbidden {
+        /// The role it needs: `owner`, `admin` or `service`.
+        needs: &'static str,
+    },
+    /// The user is banned from the room.
+    #[error("banned from the room until {until_ms} (ms since the epoch)")]
+    Banned {
+        /// When the ban ends.
+        until_ms: i64,
+    },
+    /// The room has `rooms.max_admins` admins already.
+    #[error("the room has its {max} admins already")]
+    TooManyAdmins {
+        /// The limit.
+        max: usize,
+    },
+    /// An attribute is not at the version the write expected.
+    #[error("attribute {key:?} is at version {version}")]
+    AttributeConflict {
+        /// The key.
+        key: String,
+        /// Its version now (0: absent).
+        version: u64,
+    },
 }

@@ -24,11 +24,27 @@ pub enum EventType {
     RoomRankChanged,
     /// The room was closed.
     RoomClosed,
+    /// An admin was appointed or removed.
+    RoomRoleChanged,
+    /// A user was muted.
+    RoomUserMuted,
+    /// A user's mute was lifted.
+    RoomUserUnmuted,
+    /// A user was removed (and banned).
+    RoomUserKicked,
+    /// A user's ban was lifted.
+    RoomUserUnbanned,
+    /// Everyone was muted, or unmuted.
+    RoomMuteAllChanged,
+    /// The title, announcement or cover changed.
+    RoomInfoChanged,
+    /// Attributes were set or deleted.
+    RoomAttributesChanged,
 }
 
 impl EventType {
     /// Every event type.
-    pub const ALL: [EventType; 7] = [
+    pub const ALL: [EventType; 15] = [
         EventType::RoomCreated,
         EventType::RoomUserJoined,
         EventType::RoomUserLeft,
@@ -36,6 +52,14 @@ impl EventType {
         EventType::RoomHeatChanged,
         EventType::RoomRankChanged,
         EventType::RoomClosed,
+        EventType::RoomRoleChanged,
+        EventType::RoomUserMuted,
+        EventType::RoomUserUnmuted,
+        EventType::RoomUserKicked,
+        EventType::RoomUserUnbanned,
+        EventType::RoomMuteAllChanged,
+        EventType::RoomInfoChanged,
+        EventType::RoomAttributesChanged,
     ];
 
     /// The wire name.
@@ -48,6 +72,14 @@ impl EventType {
             EventType::RoomHeatChanged => "RoomHeatChanged",
             EventType::RoomRankChanged => "RoomRankChanged",
             EventType::RoomClosed => "RoomClosed",
+            EventType::RoomRoleChanged => "RoomRoleChanged",
+            EventType::RoomUserMuted => "RoomUserMuted",
+            EventType::RoomUserUnmuted => "RoomUserUnmuted",
+            EventType::RoomUserKicked => "RoomUserKicked",
+            EventType::RoomUserUnbanned => "RoomUserUnbanned",
+            EventType::RoomMuteAllChanged => "RoomMuteAllChanged",
+            EventType::RoomInfoChanged => "RoomInfoChanged",
+            EventType::RoomAttributesChanged => "RoomAttributesChanged",
         }
     }
 
@@ -63,13 +95,16 @@ impl EventType {
         Self::ALL.into_iter().filter(|t| !t.reaches_im()).map(Self::as_str).collect()
     }
 
-    /// Gifts and room close matter most to viewers.
+    /// Gifts, a kick and the room's close matter most to viewers (a kicked client leaves the
+    /// group on it: Tencent cannot remove a member of an AVChatRoom).
     pub fn is_high_priority(self) -> bool {
-        matches!(self, EventType::RoomGiftSent | EventType::RoomClosed)
+        matches!(self, EventType::RoomGiftSent | EventType::RoomClosed | EventType::RoomUserKicked)
     }
 
-    /// The payload field naming the user whose action the event tells (a gift's sender, the
-    /// member who joined or left); `None` for the events no member acts in.
+    /// The payload field naming the user whose action (and words) the event tells: a gift's
+    /// sender, the member who joined or left, the moderator of a moderation event (`by`: a
+    /// kick's reason, an announcement, attribute values are theirs); `None` for the events no
+    /// member acts in.
     pub fn actor_field(self) -> Option<&'static str> {
         match self {
             EventType::RoomGiftSent => Some("sender_id"),
@@ -78,6 +113,14 @@ impl EventType {
             | EventType::RoomHeatChanged
             | EventType::RoomRankChanged
             | EventType::RoomClosed => None,
+            EventType::RoomRoleChanged
+            | EventType::RoomUserMuted
+            | EventType::RoomUserUnmuted
+            | EventType::RoomUserKicked
+            | EventType::RoomUserUnbanned
+            | EventType::RoomMuteAllChanged
+            | EventType::RoomInfoChanged
+            | EventType::RoomAttributesChanged => Some("by"),
         }
     }
 }
@@ -175,7 +218,7 @@ pub fn envelope_id(caller_id: &str) -> String {
 /// (`"` and `\` take two bytes), every number at its widest. `im_batch.max_bytes` may not be
 /// set below it, so no command that passed the edge makes an event IM cannot take (the test
 /// below derives the bound from the id limits).
-pub const LARGEST_IM_EVENT_BYTES: usize = 1024;
+pub const LARGEST_IM_EVENT_BYTES: usize = 6 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -193,6 +236,7 @@ mod tests {
                 .expect("a command id at its limit"),
             request_id: crate::domain::RequestId::parse(printable.clone()).expect("a request id").to_string(),
             now_ms: i64::MIN,
+            max_admins: crate::domain::DEFAULT_MAX_ADMINS,
         };
         assert!(crate::domain::UserId::parse(name.clone()).is_ok());
         let payloads = [
@@ -243,6 +287,7 @@ mod tests {
             command_id: crate::domain::CommandId::parse("c1".to_owned()).unwrap(),
             request_id: "q1".into(),
             now_ms: 1,
+            max_admins: crate::domain::DEFAULT_MAX_ADMINS,
         };
         let envelope =
             |event_type, payload| EventEnvelope::new(Event { event_type, payload }, &ctx, 2, uuid_like());

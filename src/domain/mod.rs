@@ -13,11 +13,14 @@ mod ids;
 mod proptests;
 mod state;
 
+pub use apply::attributes::{MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES};
+pub use apply::moderation::{DEFAULT_MAX_ADMINS, MAX_RESTRICTION_S, Role};
 pub use apply::{Applied, Change, MAX_GIFT_COUNT, MAX_UNIT_VALUE, apply};
-pub use command::{Command, CommandContext, LeaveReason};
+pub use command::{Actor, AttributeWrite, CloseReason, Command, CommandContext, InfoChange, LeaveReason};
 pub use error::DomainError;
 pub use event::{ENVELOPE_ID_HEX, Event, EventEnvelope, EventType, LARGEST_IM_EVENT_BYTES, envelope_id};
 pub use ids::{CommandId, GiftId, IdError, RESERVED_COMMAND_PREFIX, RequestId, RoomId, UserId};
 pub use state::{
-    GIFT_RANK_SIZE, Member, MemberView, RankEntry, RoomSnapshot, RoomState, RoomStatus, SenderTotal,
+    Attribute, GIFT_RANK_SIZE, LiveFigures, Member, MemberView, RankEntry, Restriction, RestrictionKind,
+    RoomSnapshot, RoomState, RoomStatus, SenderTotal, StoredRestriction,
 };

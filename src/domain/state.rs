@@ -5,9 +5,10 @@
 //! a room of 10 or 100,000 members. The room is persisted in three parts: the small
 //! [`RoomSnapshot`] (one row, the version fence), one row per member and one per gift sender.
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use imbl::OrdMap;
+use imbl::{OrdMap, OrdSet};
 use serde::{Deserialize, Serialize};
 
 use super::ids::{RoomId, UserId};
@@ -61,6 +62,72 @@ pub struct RankEntry {
     pub total_value: u64,
 }
 
+/// One of a room's attributes (SPEC §14.2): its value and version — the room version of the
+/// command that last wrote it, so a version is never reused, even after a delete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attribute {
+    /// The value.
+    pub value: String,
+    /// The room version that wrote it.
+    pub version: u64,
+}
+
+/// A mute or a ban of one user (SPEC §14.2): stored one row each, like members, never in the
+/// snapshot. In force while the room's clock is before `until_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restriction {
+    /// When it ends (ms since the epoch).
+    pub until_ms: i64,
+    /// A ban's reason (empty for a mute).
+    pub reason: String,
+    /// Who imposed it (an `Actor`'s wire form).
+    pub by: String,
+}
+
+impl Restriction {
+    /// True while it holds at `now_ms`.
+    pub fn holds_at(&self, now_ms: i64) -> bool {
+        now_ms < self.until_ms
+    }
+}
+
+/// Which restriction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestrictionKind {
+    /// May not speak in the IM group.
+    Mute,
+    /// Removed, and may not rejoin.
+    Ban,
+}
+
+impl RestrictionKind {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestrictionKind::Mute => "mute",
+            RestrictionKind::Ban => "ban",
+        }
+    }
+}
+
+/// The figures of a room's live, kept as it runs and told in its close (SPEC §14.2).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveFigures {
+    /// When the room was created (ms since the epoch).
+    #[serde(default)]
+    pub created_at_ms: i64,
+    /// The most members it had at once.
+    #[serde(default)]
+    pub peak_members: u64,
+    /// Gift commands applied.
+    #[serde(default)]
+    pub gifts: u64,
+    /// When its last command was applied (ms since the epoch): idle close counts from it.
+    #[serde(default)]
+    pub last_command_ms: i64,
+}
+
 /// The whole state of one room, as kept in its cell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoomState {
@@ -82,6 +149,22 @@ pub struct RoomState {
     pub gift_rank: Vec<RankEntry>,
     /// +1 per applied command.
     pub version: u64,
+    /// Appointed admins (at most `rooms.max_admins`).
+    pub admins: OrdSet<UserId>,
+    /// Everyone but the owner and admins muted in the IM group.
+    pub muted_all: bool,
+    /// The pinned announcement ("" for none).
+    pub announcement: String,
+    /// The cover image URL ("" for none).
+    pub cover_url: String,
+    /// Attributes by key.
+    pub attributes: BTreeMap<String, Attribute>,
+    /// Mutes by user (rows of their own; an expired one is ignored until pruned).
+    pub mutes: OrdMap<UserId, Restriction>,
+    /// Bans by user (likewise).
+    pub bans: OrdMap<UserId, Restriction>,
+    /// The live's figures so far.
+    pub figures: LiveFigures,
 }
 
 /// A member as shown by the members listing.
@@ -114,7 +197,28 @@ pub struct RoomSnapshot {
     pub member_count: u64,
     /// Top senders.
     pub gift_rank: Vec<RankEntry>,
+    /// Appointed admins, by user id.
+    #[serde(default)]
+    pub admins: Vec<UserId>,
+    /// Whether everyone but the owner and admins is muted.
+    #[serde(default)]
+    pub muted_all: bool,
+    /// The pinned announcement.
+    #[serde(default)]
+    pub announcement: String,
+    /// The cover image URL.
+    #[serde(default)]
+    pub cover_url: String,
+    /// Attributes by key, with their versions.
+    #[serde(default)]
+    pub attributes: BTreeMap<String, Attribute>,
+    /// The live's figures so far.
+    #[serde(default)]
+    pub figures: LiveFigures,
 }
+
+/// A room's restrictions as stored: `(kind, user, restriction)`.
+pub type StoredRestriction = (RestrictionKind, UserId, Restriction);
 
 impl RoomState {
     /// Rebuilds a room from its persisted parts.
@@ -122,7 +226,15 @@ impl RoomState {
         snapshot: RoomSnapshot,
         members: impl IntoIterator<Item = (UserId, i64)>,
         senders: impl IntoIterator<Item = (UserId, SenderTotal)>,
+        restrictions: impl IntoIterator<Item = StoredRestriction>,
     ) -> RoomState {
+        let (mut mutes, mut bans) = (OrdMap::new(), OrdMap::new());
+        for (kind, user, restriction) in restrictions {
+            match kind {
+                RestrictionKind::Mute => mutes.insert(user, restriction),
+                RestrictionKind::Ban => bans.insert(user, restriction),
+            };
+        }
         RoomState {
             room_id: snapshot.room_id,
             owner_id: snapshot.owner_id,
@@ -133,6 +245,14 @@ impl RoomState {
             senders: senders.into_iter().collect(),
             gift_rank: snapshot.gift_rank,
             version: snapshot.version,
+            admins: snapshot.admins.into_iter().collect(),
+            muted_all: snapshot.muted_all,
+            announcement: snapshot.announcement,
+            cover_url: snapshot.cover_url,
+            attributes: snapshot.attributes,
+            mutes,
+            bans,
+            figures: snapshot.figures,
         }
     }
 
@@ -155,7 +275,39 @@ impl RoomState {
             heat: self.heat,
             member_count: self.members.len() as u64,
             gift_rank: self.gift_rank.clone(),
+            admins: self.admins.iter().cloned().collect(),
+            muted_all: self.muted_all,
+            announcement: self.announcement.clone(),
+            cover_url: self.cover_url.clone(),
+            attributes: self.attributes.clone(),
+            figures: self.figures.clone(),
         }
+    }
+
+    /// The ban holding `user` out at `now_ms`, if any.
+    pub fn ban_of(&self, user: &UserId, now_ms: i64) -> Option<&Restriction> {
+        self.bans.get(user).filter(|b| b.holds_at(now_ms))
+    }
+
+    /// Up to `limit` restrictions of `kind` in force at `now_ms`, after `after` (exclusive), in
+    /// user id order.
+    pub fn restrictions_page(
+        &self,
+        kind: RestrictionKind,
+        now_ms: i64,
+        after: Option<&UserId>,
+        limit: usize,
+    ) -> Vec<(UserId, Restriction)> {
+        let map = match kind {
+            RestrictionKind::Mute => &self.mutes,
+            RestrictionKind::Ban => &self.bans,
+        };
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        map.range::<_, UserId>((start, Bound::Unbounded))
+            .filter(|(_, r)| r.holds_at(now_ms))
+            .take(limit)
+            .map(|(u, r)| (u.clone(), r.clone()))
+            .collect()
     }
 
     /// Up to `limit` members after `after` (exclusive), in user id order.

@@ -7,7 +7,7 @@
 //! | `invalid_argument` | `INVALID_ARGUMENT` (the message starts with the field) |
 //! | `room_not_found` | `NOT_FOUND` |
 //! | `command_conflict` | `ALREADY_EXISTS` |
-//! | `version_conflict`, `room_exists`, `room_closed`, `not_member`, `heat_overflow`, `insufficient_balance`, `payment_refunded` | `FAILED_PRECONDITION` |
+//! | `version_conflict`, `room_exists`, `room_closed`, `not_member`, `banned` (with `until-ms` metadata), `too_many_admins`, `attribute_conflict`, `heat_overflow`, `insufficient_balance`, `payment_refunded` | `FAILED_PRECONDITION` |
 //! | `storage_unavailable`, `wallet_unavailable`, `draining`, `not_owner`, `owner_unavailable`, `request_timeout`, `overloaded` | `UNAVAILABLE` |
 //! | `too_large`, `rate_limited` (with `retry-after` metadata, in seconds) | `RESOURCE_EXHAUSTED` |
 //! | `payment_mismatch` | `ABORTED` |
@@ -21,6 +21,10 @@ use crate::api::ApiError;
 
 /// The metadata key carrying the stable error code.
 pub const ERROR_CODE: &str = "error-code";
+
+/// The metadata key of a `FAILED_PRECONDITION` `banned`: when the ban ends (ms since the
+/// epoch), as the HTTP error object's `until_ms`.
+pub const UNTIL_MS: &str = "until-ms";
 
 /// The metadata key of a `RESOURCE_EXHAUSTED` `rate_limited`: seconds to wait, as HTTP's
 /// `Retry-After`.
@@ -36,6 +40,9 @@ pub fn code(error_code: &str) -> Code {
         | "room_exists"
         | "room_closed"
         | "not_member"
+        | "banned"
+        | "too_many_admins"
+        | "attribute_conflict"
         | "heat_overflow"
         | "insufficient_balance"
         | "payment_refunded" => Code::FailedPrecondition,
@@ -56,10 +63,13 @@ pub fn code(error_code: &str) -> Code {
 
 /// `error` as a gRPC status.
 pub fn from_api(error: ApiError) -> Status {
-    let retry_after = error.retry_after;
+    let (retry_after, until_ms) = (error.retry_after, error.until_ms);
     let mut status = status(&error.code, error.message);
     if let Some(seconds) = retry_after {
         with_retry_after(&mut status, seconds);
+    }
+    if let Some(until_ms) = until_ms {
+        status.metadata_mut().insert(UNTIL_MS, until_ms.into());
     }
     status
 }

@@ -19,7 +19,8 @@ use crate::auth::Caller;
 
 /// The middleware: authenticates the request (reads only when they are not public).
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let read = request.method() == Method::GET;
+    // A page of mutes and bans is the moderators' (SPEC §14.2), never a public read.
+    let read = request.method() == Method::GET && !request.uri().path().ends_with("/moderation");
     let authorization = request.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
     match verify_caller(&state.auth, authorization, read).await {
         Ok(caller) => {

@@ -12,7 +12,10 @@ use crate::api::ApiError;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let mut body = json!({"error": {"code": self.code, "message": self.message}});
+        if let Some(until_ms) = self.until_ms {
+            body["error"]["until_ms"] = json!(until_ms);
+        }
         let mut response = (self.status, Json(body)).into_response();
         if let Some(challenge) = self.challenge {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));

@@ -24,6 +24,7 @@ pub mod error;
 pub mod extract;
 pub mod hop;
 pub mod metrics;
+pub mod moderation;
 pub mod rooms;
 pub mod server;
 
@@ -74,7 +75,7 @@ impl Default for PublicOptions {
 /// The routes of the public API, `(method, template)`, as [`public_router`] declares them:
 /// their request series are exported at 0 from startup ([`metrics::register_zero`]). The
 /// test `api::docs` fails when it and the router differ.
-pub const V1_ROUTES: [(&str, &str); 10] = [
+pub const V1_ROUTES: [(&str, &str); 18] = [
     ("POST", "/v1/rooms"),
     ("GET", "/v1/rooms/{room_id}"),
     ("POST", "/v1/rooms/{room_id}/join"),
@@ -85,6 +86,14 @@ pub const V1_ROUTES: [(&str, &str); 10] = [
     ("POST", "/v1/rooms/{room_id}/heartbeats"),
     ("GET", "/v1/rooms/{room_id}/members"),
     ("GET", "/v1/rooms/{room_id}/events"),
+    ("POST", "/v1/rooms/{room_id}/admins"),
+    ("POST", "/v1/rooms/{room_id}/mutes"),
+    ("POST", "/v1/rooms/{room_id}/kicks"),
+    ("POST", "/v1/rooms/{room_id}/unban"),
+    ("POST", "/v1/rooms/{room_id}/mute_all"),
+    ("POST", "/v1/rooms/{room_id}/info"),
+    ("POST", "/v1/rooms/{room_id}/attributes"),
+    ("GET", "/v1/rooms/{room_id}/moderation"),
 ];
 
 /// The public listener's router: `/v1/*` behind the edge, plus `/healthz` and `/readyz`.
@@ -104,6 +113,14 @@ pub fn public_router(state: AppState, options: PublicOptions) -> Router {
         )
         .route("/v1/rooms/{room_id}/members", get(rooms::members))
         .route("/v1/rooms/{room_id}/events", get(rooms::events))
+        .route("/v1/rooms/{room_id}/admins", post(moderation::admins))
+        .route("/v1/rooms/{room_id}/mutes", post(moderation::mutes))
+        .route("/v1/rooms/{room_id}/kicks", post(moderation::kicks))
+        .route("/v1/rooms/{room_id}/unban", post(moderation::unban))
+        .route("/v1/rooms/{room_id}/mute_all", post(moderation::mute_all))
+        .route("/v1/rooms/{room_id}/info", post(moderation::info))
+        .route("/v1/rooms/{room_id}/attributes", post(moderation::attributes))
+        .route("/v1/rooms/{room_id}/moderation", get(moderation::list))
         // Before the handlers forward: a request is verified where it arrives, and by the owner.
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), caller::authenticate))
         // The owner's end of the cluster hop (`api::forward::HOP_PATH`), which verifies the

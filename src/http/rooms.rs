@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::extract::{Json, Peer, QueryParams, RoomCommand, RoomPath, page_limit};
 use crate::api::rooms::{
-    DEFAULT_MEMBERS_LIMIT, EventsPage, HeartbeatsAnswer, MAX_MEMBERS_LIMIT, MembersPage, events_page,
+    DEFAULT_MEMBERS_LIMIT, EventsPage, HeartbeatsAnswer, MAX_MEMBERS_LIMIT, MembersPage, closer, events_page,
 };
 use crate::api::{ApiError, AppState, Operation, RoomRequest, Sender, serve};
 use crate::auth::Caller;
@@ -52,6 +52,7 @@ pub struct GiftBody {
 #[serde(deny_unknown_fields)]
 pub struct CloseBody {
     command_id: CommandId,
+    actor_id: Option<UserId>,
 }
 
 /// `POST /v1/rooms/{id}/heartbeat`.
@@ -69,7 +70,7 @@ pub struct HeartbeatsBody {
 }
 
 /// What a command route answers.
-type CommandAnswer = Result<axum::Json<CommandResponse>, ApiError>;
+pub(super) type CommandAnswer = Result<axum::Json<CommandResponse>, ApiError>;
 
 /// Runs the command `command` makes of the body of `request`.
 async fn run<B>(
@@ -82,7 +83,7 @@ async fn run<B>(
 }
 
 /// The HTTP answer of a command, run here or at the room's owner.
-async fn answer(
+pub(super) async fn answer(
     state: &AppState,
     sender: Sender,
     room_id: RoomId,
@@ -126,9 +127,11 @@ pub async fn gift(State(state): State<AppState>, request: RoomCommand<GiftBody>)
     .await
 }
 
-/// CloseRoom.
+/// CloseRoom (the owner's; a service token's is an operator's close).
 pub async fn close(State(state): State<AppState>, request: RoomCommand<CloseBody>) -> CommandAnswer {
-    run(&state, request, |b| (b.command_id, Command::CloseRoom)).await
+    let RoomCommand { sender, room_id, body } = request;
+    let by = closer(&sender.caller, body.actor_id)?;
+    answer(&state, sender, room_id, body.command_id, Command::CloseRoom { by, idle: false }).await
 }
 
 /// Presence heartbeat: 204, memory only.

@@ -58,6 +58,14 @@ pub struct RoomOptions {
     /// Where the lanes take their rate-limit permits (Tencent's limits with IM on); the app
     /// shares them with the outbox worker.
     pub permits: SharedPermits,
+    /// Most admins a room may have (`rooms.max_admins`).
+    pub max_admins: usize,
+    /// A room with no member and no command for this long closes itself
+    /// (`rooms.idle_close_after`; `None`: never).
+    pub idle_close_after: Option<Duration>,
+    /// The IM group operations the rooms' events carry (`tencent_im.manage_groups`,
+    /// `tencent_im.avchatroom_ban`); none with IM off.
+    pub groups: crate::delivery::groups::Groups,
 }
 
 impl RoomOptions {
@@ -77,6 +85,9 @@ impl RoomOptions {
             in_flight_per_room: 1,
             quarantine: Arc::default(),
             permits: Arc::new(Unlimited),
+            max_admins: crate::domain::DEFAULT_MAX_ADMINS,
+            idle_close_after: None,
+            groups: crate::delivery::groups::Groups::NONE,
         }
     }
 }

@@ -9,7 +9,10 @@ use tokio::time::Instant;
 use super::error::RoomError;
 use super::history::EventPage;
 use super::service::RoomService;
-use crate::domain::{DomainError, MemberView, RoomId, RoomSnapshot, RoomState, UserId};
+use crate::domain::{
+    Actor, DomainError, MemberView, RestrictionKind, Role, RoomId, RoomSnapshot, RoomState,
+    StoredRestriction, UserId,
+};
 use crate::room::cells::cell_map::ReadCell;
 use crate::room::presence::last_seen::Heartbeats;
 
@@ -70,6 +73,50 @@ impl RoomService {
         limit: usize,
     ) -> Result<Vec<MemberView>, RoomError> {
         Ok(self.room(room_id).await?.members_page(after, limit))
+    }
+
+    /// Up to about `limit` active mutes and bans (`kind`: one of them) after user `after`, in
+    /// user id order, a user's entries never split over two pages, for `actor` (an admin at
+    /// least; `None`: an anonymous caller under `auth.mode: none`). True when more follow.
+    pub async fn moderation(
+        &self,
+        room_id: &RoomId,
+        actor: Option<&Actor>,
+        kind: Option<RestrictionKind>,
+        after: Option<&UserId>,
+        limit: usize,
+    ) -> Result<(Vec<StoredRestriction>, bool), RoomError> {
+        let room = self.room(room_id).await?;
+        if let Some(actor) = actor {
+            room.require(actor, Role::Admin)?;
+        }
+        let now_ms = (self.inner.clock)();
+        let kinds = match kind {
+            Some(kind) => vec![kind],
+            None => vec![RestrictionKind::Ban, RestrictionKind::Mute],
+        };
+        // Each kind's first `limit + 1` in force, merged by user: enough to fill the page and
+        // tell whether more follow.
+        let mut merged: Vec<StoredRestriction> = kinds
+            .into_iter()
+            .flat_map(|kind| {
+                room.restrictions_page(kind, now_ms, after, limit + 1)
+                    .into_iter()
+                    .map(move |(u, r)| (kind, u, r))
+            })
+            .collect();
+        merged.sort_by(|a, b| (&a.1, a.0).cmp(&(&b.1, b.0)));
+        let mut page = Vec::with_capacity(limit);
+        let mut more = false;
+        for entry in merged {
+            let same_user = page.last().is_some_and(|last: &StoredRestriction| last.1 == entry.1);
+            if page.len() >= limit && !same_user {
+                more = true;
+                break;
+            }
+            page.push(entry);
+        }
+        Ok((page, more))
     }
 
     /// A copy of the room as committed (O(1): its maps are persistent).

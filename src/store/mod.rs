@@ -46,7 +46,8 @@ pub use backend::purge_lock::{PURGE_LOCK_PREFIX, PurgeLock};
 pub use backend::sqlite::SqliteRepository;
 pub use command::{
     CommandKey, CommandStore, CommitError, GiftTotalRow, HistoryEvent, LoggedCommand, MemberChanges,
-    NewOutboxRow, RoomCommit, SharedCommandStore, SnapshotWrite, StoredCommand, StoredRoom,
+    NewOutboxRow, RestrictionChanges, RestrictionRow, RoomCommit, SharedCommandStore, SnapshotWrite,
+    StoredCommand, StoredRoom,
 };
 pub use consumer::{
     AuditEntry, ConsumerLease, ConsumerRepository, ConsumerRow, EventRow, ResetReport, ResetTo,

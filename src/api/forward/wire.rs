@@ -142,6 +142,7 @@ pub fn decode(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Answered 
         message: error.message,
         challenge,
         retry_after: header(header::RETRY_AFTER).and_then(|v| v.parse().ok()),
+        until_ms: error.until_ms,
     })
 }
 
@@ -161,6 +162,8 @@ struct ErrorBody {
 struct ErrorFields {
     code: String,
     message: String,
+    #[serde(default)]
+    until_ms: Option<i64>,
 }
 
 /// The edge a hop's request came in by, as the hop names it: its [`Transport`] label.

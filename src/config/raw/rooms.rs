@@ -77,6 +77,10 @@ pub(crate) struct RawRooms {
     pub sync_publish_wait: RawDuration,
     /// The room's event history (`GET /v1/rooms/{id}/events`).
     pub history: RawHistory,
+    /// Most admins the owner may appoint in one room.
+    pub max_admins: i64,
+    /// A room with no member and no command for this long closes itself; `0s`: never.
+    pub idle_close_after: RawDuration,
 }
 
 impl Default for RawRooms {
@@ -85,6 +89,8 @@ impl Default for RawRooms {
             max_commit_batch: 64,
             sync_publish_wait: RawDuration::new("1s"),
             history: RawHistory::default(),
+            max_admins: 5,
+            idle_close_after: RawDuration::new("0s"),
         }
     }
 }

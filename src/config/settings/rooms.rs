@@ -23,7 +23,14 @@ pub struct RoomsSettings {
     pub sync_publish_wait: Duration,
     /// The room's event history a client catches up from.
     pub history: HistorySettings,
+    /// Most admins of one room (1..=[`MAX_ADMINS`]).
+    pub max_admins: usize,
+    /// A room with no member and no command for this long closes itself (`None`: never).
+    pub idle_close_after: Option<Duration>,
 }
+
+/// Largest accepted `rooms.max_admins`.
+pub const MAX_ADMINS: usize = 100;
 
 /// What each room's event history keeps (SPEC §13.2): its most recent `max_events` IM events
 /// younger than `max_age`; a catch-up from further back answers `recovered: false`.

@@ -2,6 +2,7 @@
 //! `wallet`.
 
 use super::*;
+use crate::config::settings::MAX_ADMINS;
 
 pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
     let max_commit_batch = match usize::try_from(raw.max_commit_batch) {
@@ -14,10 +15,31 @@ pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
             1
         }
     };
+    let max_admins = match usize::try_from(raw.max_admins) {
+        Ok(n) if (1..=MAX_ADMINS).contains(&n) => n,
+        _ => {
+            p.add("rooms.max_admins", format!("{} is not between 1 and {MAX_ADMINS}", raw.max_admins));
+            crate::domain::DEFAULT_MAX_ADMINS
+        }
+    };
+    let idle_close_after = match crate::config::rules::parse_duration(&raw.idle_close_after) {
+        Ok(crate::config::rules::Parsed::Positive(d)) if d >= Duration::from_secs(1) => Some(d),
+        Ok(crate::config::rules::Parsed::Positive(_)) => {
+            p.add("rooms.idle_close_after", "must be 0s (never) or at least 1s");
+            None
+        }
+        Ok(crate::config::rules::Parsed::NonPositive) => None,
+        Err(reason) => {
+            p.add("rooms.idle_close_after", reason);
+            None
+        }
+    };
     RoomsSettings {
         max_commit_batch,
         sync_publish_wait: sync_publish_wait(p, &raw.sync_publish_wait),
         history: history(p, &raw.history),
+        max_admins,
+        idle_close_after,
     }
 }
 

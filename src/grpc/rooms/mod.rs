@@ -109,7 +109,7 @@ fn gift(m: pb::SendGiftRequest) -> Parsed {
 }
 
 fn close(m: pb::CloseRoomRequest) -> Parsed {
-    parsed(Command::CloseRoom, m.room_id, m.command_id)
+    parsed(Command::CloseRoom { by: None, idle: false }, m.room_id, m.command_id)
 }
 
 /// The request id the request-id layer set (or the client sent).

@@ -210,6 +210,7 @@ mod tests {
             command_id: CommandId::parse("c").unwrap(),
             request_id: "r".into(),
             now_ms: 1,
+            max_admins: crate::domain::DEFAULT_MAX_ADMINS,
         };
         let user = |id: &str| UserId::parse(id).unwrap();
         let create = Command::CreateRoom { owner_id: user("owner"), title: "t".into() };

@@ -11,12 +11,15 @@ use super::decide::{Committed, Plan, Queued};
 use super::outcome::{LoggedEvent, LoggedOutcome};
 use crate::cluster::shard_of;
 use crate::delivery::codec;
-use crate::domain::{Change, RoomId, RoomSnapshot, RoomState, SenderTotal, UserId};
+use crate::domain::{
+    Change, Restriction, RestrictionKind, RoomId, RoomSnapshot, RoomState, SenderTotal, StoredRestriction,
+    UserId,
+};
 use crate::room::error::RoomError;
 use crate::room::options::CommitStats;
 use crate::store::{
-    CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, RoomCommit, SharedCommandStore,
-    SnapshotWrite, StoreError, StoredCommand,
+    CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, RestrictionChanges,
+    RestrictionRow, RoomCommit, SharedCommandStore, SnapshotWrite, StoreError, StoredCommand,
 };
 use crate::telemetry::traces::Traced;
 
@@ -159,7 +162,13 @@ impl Commit {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| corrupt("a gift total", &e))?;
-        Ok(Some(RoomState::restore(snapshot, members, senders)))
+        let restrictions = stored
+            .restrictions
+            .into_iter()
+            .map(restriction_of)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("a mute or ban", &e))?;
+        Ok(Some(RoomState::restore(snapshot, members, senders, restrictions)))
     }
 }
 
@@ -186,10 +195,17 @@ fn room_commit(
     }
     let mut members = NetMembers::default();
     let mut senders: BTreeMap<UserId, SenderTotal> = BTreeMap::new();
+    let mut restrictions: BTreeMap<(RestrictionKind, UserId), Option<Restriction>> = BTreeMap::new();
     for change in &plan.changes {
         match change {
             Change::SenderTotal { user_id, total } => {
                 senders.insert(user_id.clone(), *total);
+            }
+            Change::Restricted { kind, user_id, restriction } => {
+                restrictions.insert((*kind, user_id.clone()), Some(restriction.clone()));
+            }
+            Change::Lifted { kind, user_id } => {
+                restrictions.insert((*kind, user_id.clone()), None);
             }
             other => members.record(other),
         }
@@ -209,6 +225,7 @@ fn room_commit(
                 first_version: t.first_version,
             })
             .collect(),
+        restrictions: restriction_changes(restrictions),
         claim_after,
         shard: shard_of(room_id.as_str()),
         fence,
@@ -247,6 +264,35 @@ fn snapshot_write(state: &RoomState) -> SnapshotWrite {
     SnapshotWrite { version: state.version, status: state.status.as_str(), state: state.snapshot_json() }
 }
 
+/// A stored mute or ban as the domain keeps it.
+fn restriction_of(row: RestrictionRow) -> Result<StoredRestriction, String> {
+    let kind = match row.kind.as_str() {
+        "mute" => RestrictionKind::Mute,
+        "ban" => RestrictionKind::Ban,
+        other => return Err(format!("unknown kind {other:?}")),
+    };
+    let user = UserId::parse(row.user_id).map_err(|e| e.to_string())?;
+    Ok((kind, user, Restriction { until_ms: row.until_ms, reason: row.reason, by: row.by_actor }))
+}
+
+/// The rows of a batch's net mute and ban changes.
+fn restriction_changes(net: BTreeMap<(RestrictionKind, UserId), Option<Restriction>>) -> RestrictionChanges {
+    let mut changes = RestrictionChanges::default();
+    for ((kind, user_id), restriction) in net {
+        match restriction {
+            Some(r) => changes.upserted.push(RestrictionRow {
+                kind: kind.as_str().to_owned(),
+                user_id: user_id.to_string(),
+                until_ms: r.until_ms,
+                reason: r.reason,
+                by_actor: r.by,
+            }),
+            None => changes.deleted.push((kind.as_str().to_owned(), user_id.to_string())),
+        }
+    }
+    changes
+}
+
 /// The net effect of a batch's member changes: the last word on each member, and whether the
 /// room was cleared first.
 #[derive(Debug, Default)]
@@ -268,7 +314,7 @@ impl NetMembers {
                 self.cleared = true;
                 self.last.clear();
             }
-            Change::SenderTotal { .. } => {}
+            Change::SenderTotal { .. } | Change::Restricted { .. } | Change::Lifted { .. } => {}
         }
     }
 

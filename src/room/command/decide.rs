@@ -144,12 +144,13 @@ impl Plan {
 pub(in crate::room) struct Decide<'a> {
     room_id: &'a RoomId,
     now_ms: i64,
+    max_admins: usize,
 }
 
 impl<'a> Decide<'a> {
     /// Decides commands of `room_id` at `now_ms`.
-    pub(in crate::room) fn new(room_id: &'a RoomId, now_ms: i64) -> Self {
-        Self { room_id, now_ms }
+    pub(in crate::room) fn new(room_id: &'a RoomId, now_ms: i64, max_admins: usize) -> Self {
+        Self { room_id, now_ms, max_admins }
     }
 
     /// Applies `items` in order to `state` (the room as committed at its version).
@@ -180,6 +181,7 @@ impl<'a> Decide<'a> {
             command_id: item.command_id.clone(),
             request_id: item.request_id.clone(),
             now_ms: self.now_ms,
+            max_admins: self.max_admins,
         };
         let applied = match domain::apply(plan.state.as_ref(), &item.command, &ctx) {
             Ok(applied) => applied,

@@ -85,7 +85,9 @@ impl LastSeen {
         changes: &[Change],
         now_ms: i64,
     ) {
-        let members_changed = changes.iter().any(|c| !matches!(c, Change::SenderTotal { .. }));
+        let members_changed = changes.iter().any(|c| {
+            matches!(c, Change::MemberJoined { .. } | Change::MemberLeft { .. } | Change::MembersCleared)
+        });
         let open = state.is_some_and(|s| s.status == RoomStatus::Open);
         if !members_changed
             && open
@@ -105,7 +107,7 @@ impl LastSeen {
                             members.remove(user_id);
                         }
                         Change::MembersCleared => members.clear(),
-                        Change::SenderTotal { .. } => {}
+                        Change::SenderTotal { .. } | Change::Restricted { .. } | Change::Lifted { .. } => {}
                     }
                 }
             }

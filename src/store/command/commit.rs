@@ -6,7 +6,7 @@
 use sqlx::Transaction;
 
 use super::rows::{EpochRow, GiftRow, MemberRow, RoomRow, VersionRow};
-use super::types::{CommitError, GiftTotalRow, RoomCommit, StoredRoom};
+use super::types::{CommitError, GiftTotalRow, RestrictionRow, RoomCommit, StoredRoom};
 use super::{commit_sql, read_sql};
 use crate::store::backend::Backend;
 use crate::store::backend::run::Run;
@@ -66,6 +66,12 @@ pub(super) async fn commit_room<DB: Backend>(
     if !c.gift_totals.is_empty() {
         commit_sql::upsert_gift_totals::<DB>(room, &c.gift_totals).execute(&mut *tx).await?;
     }
+    for (kind, user_id) in &c.restrictions.deleted {
+        commit_sql::delete_restriction::<DB>(room, kind, user_id).execute(&mut *tx).await?;
+    }
+    if !c.restrictions.upserted.is_empty() {
+        commit_sql::upsert_restrictions::<DB>(room, &c.restrictions.upserted).execute(&mut *tx).await?;
+    }
     if !c.commands.is_empty() {
         match commit_sql::insert_command_log::<DB>(c).execute(&mut *tx).await {
             Err(e) if is_unique_violation(&e) => return Err(CommitError::DuplicateCommand),
@@ -94,11 +100,14 @@ pub(super) async fn load_room<DB: Backend>(
     let members = members.fetch_all::<MemberRow>(&mut *tx).await?;
     let mut gifts = read_sql::load_gift_totals::<DB>(room_id);
     let gift_totals = gifts.fetch_all::<GiftRow>(&mut *tx).await?;
+    let mut restrictions = read_sql::load_restrictions::<DB>(room_id);
+    let restrictions = restrictions.fetch_all::<RestrictionRow>(&mut *tx).await?;
     tx.commit().await?;
     Ok(Some(StoredRoom {
         version: row.version.max(0) as u64,
         state: row.state,
         members: members.into_iter().map(|m| (m.user_id, m.joined_at_ms)).collect(),
         gift_totals: gift_totals.into_iter().map(GiftTotalRow::from).collect(),
+        restrictions,
     }))
 }

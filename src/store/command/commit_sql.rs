@@ -5,7 +5,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::types::{GiftTotalRow, RoomCommit, SnapshotWrite};
+use super::types::{GiftTotalRow, RestrictionRow, RoomCommit, SnapshotWrite};
 use crate::store::backend::Backend;
 use crate::store::backend::bind::{millis, push_strs};
 
@@ -122,6 +122,41 @@ pub(super) fn upsert_gift_totals<DB: Backend>(room_id: &str, totals: &[GiftTotal
     q
 }
 
+/// Mute and ban rows (a later one of the same user and kind overwrites).
+pub(super) fn upsert_restrictions<DB: Backend>(room_id: &str, rows: &[RestrictionRow]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_restriction (room_id, kind, user_id, until_ms, reason, by_actor) VALUES ",
+    );
+    for (i, r) in rows.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { ", (" });
+        DB::bind_str(&mut q, room_id);
+        q.push(", ");
+        DB::bind_str(&mut q, &r.kind);
+        q.push(", ");
+        DB::bind_str(&mut q, &r.user_id);
+        q.push(", ");
+        DB::bind_i64(&mut q, r.until_ms);
+        q.push(", ");
+        DB::bind_str(&mut q, &r.reason);
+        q.push(", ");
+        DB::bind_str(&mut q, &r.by_actor);
+        q.push(")");
+    }
+    q.push(DB::upsert("room_id, kind, user_id", &["until_ms", "reason", "by_actor"]));
+    q
+}
+
+/// One mute or ban row of a room (lifted).
+pub(super) fn delete_restriction<DB: Backend>(room_id: &str, kind: &str, user_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("DELETE FROM room_restriction WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(" AND kind = ");
+    DB::bind_str(&mut q, kind);
+    q.push(" AND user_id = ");
+    DB::bind_str(&mut q, user_id);
+    q
+}
+
 /// The commands' log rows; a unique violation on `(command_id, caller)` means one was logged
 /// before.
 pub(super) fn insert_command_log<DB: Backend>(c: &RoomCommit) -> QueryBuilder<DB> {
@@ -206,6 +241,7 @@ mod tests {
             outbox,
             members: MemberChanges::default(),
             gift_totals: Vec::new(),
+            restrictions: Default::default(),
             claim_after: Duration::from_secs(1),
             shard: 0,
             fence: None,

@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use self::rows::{CommandRow, HistoryRow, VersionRow};
 pub use self::types::{
     CommandKey, CommitError, GiftTotalRow, HistoryEvent, LoggedCommand, MemberChanges, NewOutboxRow,
-    RoomCommit, SnapshotWrite, StoredCommand, StoredRoom,
+    RestrictionChanges, RestrictionRow, RoomCommit, SnapshotWrite, StoredCommand, StoredRoom,
 };
 use crate::store::backend::run::Run;
 use crate::store::backend::{Backend, SqlRepository};
@@ -112,6 +112,10 @@ pub trait CommandStore: Send + Sync {
     /// `claim_after`), member and gift rows, and the snapshot fenced on
     /// `expected_version`.
     async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError>;
+
+    /// Deletes every room's mutes and bans that ended (database clock): they are pruned
+    /// without a command. Returns how many rows went.
+    async fn prune_restrictions(&self) -> Result<u64, StoreError>;
 }
 
 #[async_trait]
@@ -141,6 +145,10 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
         let mut q = read_sql::find_commands::<DB>(command_ids);
         let rows = q.fetch_all::<CommandRow>(&self.pool).await?;
         Ok(rows.into_iter().map(StoredCommand::from).collect())
+    }
+
+    async fn prune_restrictions(&self) -> Result<u64, StoreError> {
+        Ok(read_sql::prune_restrictions::<DB>().execute(&self.pool).await?)
     }
 
     async fn record_refund(&self, wallet_key: &str, room_id: &str) -> Result<(), StoreError> {

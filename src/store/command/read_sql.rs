@@ -33,6 +33,21 @@ pub(super) fn load_gift_totals<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
     q
 }
 
+/// A room's mutes and bans still in force on the database clock.
+pub(super) fn load_restrictions<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "SELECT kind, user_id, until_ms, reason, by_actor FROM room_restriction WHERE room_id = ",
+    );
+    DB::bind_str(&mut q, room_id);
+    q.push(format!(" AND until_ms > {}", DB::NOW_MS));
+    q
+}
+
+/// Expired mutes and bans of every room, at most `limit` of them (pruned without a command).
+pub(crate) fn prune_restrictions<DB: Backend>() -> QueryBuilder<DB> {
+    QueryBuilder::new(format!("DELETE FROM room_restriction WHERE until_ms <= {}", DB::NOW_MS))
+}
+
 /// The stored version of a room; `lock` appends the backend's locking read (held until commit).
 pub(super) fn room_version<DB: Backend>(room_id: &str, lock: bool) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("SELECT version FROM room_snapshot WHERE room_id = ");

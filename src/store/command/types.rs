@@ -17,6 +17,32 @@ pub struct StoredRoom {
     pub members: Vec<(String, i64)>,
     /// Gift totals by sender.
     pub gift_totals: Vec<GiftTotalRow>,
+    /// Mutes and bans in force, on the database clock.
+    pub restrictions: Vec<RestrictionRow>,
+}
+
+/// A mute or a ban (`room_restriction`).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct RestrictionRow {
+    /// `mute` or `ban`.
+    pub kind: String,
+    /// Who.
+    pub user_id: String,
+    /// When it ends (ms since the epoch).
+    pub until_ms: i64,
+    /// A ban's reason.
+    pub reason: String,
+    /// Who imposed it.
+    pub by_actor: String,
+}
+
+/// The restriction rows a commit changes, as the net effect of its commands.
+#[derive(Debug, Clone, Default)]
+pub struct RestrictionChanges {
+    /// Rows to insert or overwrite.
+    pub upserted: Vec<RestrictionRow>,
+    /// `(kind, user_id)` rows to delete.
+    pub deleted: Vec<(String, String)>,
 }
 
 /// A command's identity (SPEC §13.1): who sent it and its `command_id`. Two callers' equal
@@ -175,6 +201,8 @@ pub struct RoomCommit {
     pub members: MemberChanges,
     /// Gift totals to insert or overwrite.
     pub gift_totals: Vec<GiftTotalRow>,
+    /// Mutes and bans.
+    pub restrictions: RestrictionChanges,
     /// The rows are not claimable by a worker before this much time has passed.
     pub claim_after: Duration,
     /// The room's shard (stored on its outbox rows: an owner relays its own shards first).

@@ -1,0 +1,313 @@
+//! The commands of roles and moderation (SPEC §14.2): who may do what, and what each changes.
+//!
+//! Rights: owner ⊃ admin ⊃ member. Only the owner appoints admins (and closes the room); the
+//! owner and admins moderate members; nobody moderates the owner, an admin no other admin; a
+//! service token may do anything.
+
+use serde_json::json;
+
+use super::{Draft, event};
+use crate::domain::command::{Actor, InfoChange};
+use crate::domain::error::DomainError;
+use crate::domain::event::{Event, EventType};
+use crate::domain::ids::UserId;
+use crate::domain::state::{Restriction, RestrictionKind, RoomState};
+
+/// Longest mute or ban: 30 days, in seconds.
+pub const MAX_RESTRICTION_S: u32 = 30 * 24 * 3600;
+/// Longest kick reason, in bytes.
+pub const MAX_REASON_BYTES: usize = 200;
+/// Longest title set through `/info`, in characters.
+pub const MAX_INFO_TITLE_CHARS: usize = 64;
+/// Longest announcement, in bytes.
+pub const MAX_ANNOUNCEMENT_BYTES: usize = 1_000;
+/// Longest cover URL, in bytes.
+pub const MAX_COVER_URL_BYTES: usize = 512;
+/// Default `rooms.max_admins`.
+pub const DEFAULT_MAX_ADMINS: usize = 5;
+
+/// A role in a room, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Everyone else.
+    Member,
+    /// Appointed by the owner.
+    Admin,
+    /// The creator.
+    Owner,
+    /// A service token: anything.
+    Service,
+}
+
+impl Role {
+    /// The name a 403 needs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Member => "member",
+            Role::Admin => "admin",
+            Role::Owner => "owner",
+            Role::Service => "service",
+        }
+    }
+}
+
+impl RoomState {
+    /// `actor`'s role here.
+    pub fn role_of(&self, actor: &Actor) -> Role {
+        match actor {
+            Actor::Service(_) => Role::Service,
+            Actor::User(user) => self.user_role(user),
+        }
+    }
+
+    /// A user's role here.
+    pub fn user_role(&self, user: &UserId) -> Role {
+        if *user == self.owner_id {
+            Role::Owner
+        } else if self.admins.contains(user) {
+            Role::Admin
+        } else {
+            Role::Member
+        }
+    }
+
+    /// Refuses `actor` unless its role is at least `needs`.
+    pub fn require(&self, actor: &Actor, needs: Role) -> Result<Role, DomainError> {
+        let role = self.role_of(actor);
+        if role >= needs { Ok(role) } else { Err(DomainError::Forbidden { needs: needs.as_str() }) }
+    }
+
+    /// Refuses `actor` moderating `target` unless it is an admin at least and ranks above the
+    /// target (its own self aside): an admin moderates members, the owner admins too, a
+    /// service anyone.
+    pub fn may_moderate(&self, actor: &Actor, target: &UserId) -> Result<(), DomainError> {
+        let role = self.require(actor, Role::Admin)?;
+        let target_role = self.user_role(target);
+        if matches!(actor, Actor::User(me) if me == target) && target_role != Role::Owner {
+            return Ok(());
+        }
+        if role > target_role {
+            Ok(())
+        } else {
+            let needs = if target_role == Role::Owner { Role::Service } else { Role::Owner };
+            Err(DomainError::Forbidden { needs: needs.as_str() })
+        }
+    }
+}
+
+impl Draft {
+    /// The owner appoints (or removes) an admin; `None` when nothing changes.
+    pub(super) fn set_admin(
+        &mut self,
+        by: &Actor,
+        user_id: &UserId,
+        admin: bool,
+        max_admins: usize,
+    ) -> Result<Option<Vec<Event>>, DomainError> {
+        let next = &mut self.state;
+        next.require(by, Role::Owner)?;
+        if *user_id == next.owner_id {
+            return Err(DomainError::InvalidArgument {
+                field: "user_id",
+                reason: "is the room's owner".into(),
+            });
+        }
+        if next.admins.contains(user_id) == admin {
+            return Ok(None);
+        }
+        if admin {
+            if next.admins.len() >= max_admins {
+                return Err(DomainError::TooManyAdmins { max: max_admins });
+            }
+            next.admins.insert(user_id.clone());
+        } else {
+            next.admins.remove(user_id);
+        }
+        let role = if admin { "admin" } else { "member" };
+        Ok(Some(vec![event(EventType::RoomRoleChanged, json!({"user_id": user_id, "role": role, "by": by}))]))
+    }
+
+    /// Mutes a user until `now + duration_s` (0 lifts the mute; `None` when there is none).
+    pub(super) fn mute(
+        &mut self,
+        by: &Actor,
+        user_id: &UserId,
+        duration_s: u32,
+        now_ms: i64,
+    ) -> Result<Option<Vec<Event>>, DomainError> {
+        check_duration("duration_s", duration_s)?;
+        self.state.may_moderate(by, user_id)?;
+        if duration_s == 0 {
+            let lifted = self.state.mutes.remove(user_id).is_some_and(|m| m.holds_at(now_ms));
+            self.lift(RestrictionKind::Mute, user_id);
+            return Ok(lifted
+                .then(|| vec![event(EventType::RoomUserUnmuted, json!({"user_id": user_id, "by": by}))]));
+        }
+        let until_ms = now_ms.saturating_add(i64::from(duration_s) * 1000);
+        self.restrict(RestrictionKind::Mute, user_id, until_ms, String::new(), by);
+        Ok(Some(vec![event(
+            EventType::RoomUserMuted,
+            json!({"user_id": user_id, "until_ms": until_ms, "by": by}),
+        )]))
+    }
+
+    /// Removes a user (and their presence) and bans them until `now + ban_s` (0: no ban).
+    pub(super) fn kick(
+        &mut self,
+        by: &Actor,
+        user_id: &UserId,
+        ban_s: u32,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<Vec<Event>, DomainError> {
+        check_duration("ban_s", ban_s)?;
+        check_text("reason", reason, MAX_REASON_BYTES, false)?;
+        self.state.may_moderate(by, user_id)?;
+        let was_member = self.state.members.contains_key(user_id);
+        if ban_s == 0 && !was_member {
+            return Err(DomainError::NotMember { user_id: user_id.to_string() });
+        }
+        if was_member {
+            self.state.members.remove(user_id);
+            self.changes.push(super::Change::MemberLeft { user_id: user_id.clone() });
+        }
+        let until_ms = (ban_s > 0).then(|| now_ms.saturating_add(i64::from(ban_s) * 1000));
+        if let Some(until_ms) = until_ms {
+            self.restrict(RestrictionKind::Ban, user_id, until_ms, reason.to_owned(), by);
+        }
+        Ok(vec![event(
+            EventType::RoomUserKicked,
+            json!({
+                "user_id": user_id, "until_ms": until_ms, "reason": reason, "by": by,
+                "member_count": self.state.members.len(),
+            }),
+        )])
+    }
+
+    /// Lifts a ban; `None` when there is none in force.
+    pub(super) fn unban(
+        &mut self,
+        by: &Actor,
+        user_id: &UserId,
+        now_ms: i64,
+    ) -> Result<Option<Vec<Event>>, DomainError> {
+        self.state.may_moderate(by, user_id)?;
+        let lifted = self.state.bans.remove(user_id).is_some_and(|b| b.holds_at(now_ms));
+        self.lift(RestrictionKind::Ban, user_id);
+        Ok(lifted.then(|| vec![event(EventType::RoomUserUnbanned, json!({"user_id": user_id, "by": by}))]))
+    }
+
+    /// Mutes or unmutes everyone; `None` when it already is so.
+    pub(super) fn mute_all(&mut self, by: &Actor, muted: bool) -> Result<Option<Vec<Event>>, DomainError> {
+        self.state.require(by, Role::Admin)?;
+        if self.state.muted_all == muted {
+            return Ok(None);
+        }
+        self.state.muted_all = muted;
+        Ok(Some(vec![event(EventType::RoomMuteAllChanged, json!({"muted": muted, "by": by}))]))
+    }
+
+    /// Changes the title, announcement or cover; `None` when every field given is as it was.
+    pub(super) fn update_info(
+        &mut self,
+        by: &Actor,
+        info: &InfoChange,
+    ) -> Result<Option<Vec<Event>>, DomainError> {
+        check_info(info)?;
+        self.state.require(by, Role::Admin)?;
+        let next = &mut self.state;
+        let mut changed = serde_json::Map::new();
+        for (field, new, old) in [
+            ("title", &info.title, &mut next.title),
+            ("announcement", &info.announcement, &mut next.announcement),
+            ("cover_url", &info.cover_url, &mut next.cover_url),
+        ] {
+            if let Some(new) = new.as_ref().filter(|new| *new != old) {
+                old.clone_from(new);
+                changed.insert(field.to_owned(), json!(new));
+            }
+        }
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        changed.insert("by".to_owned(), json!(by));
+        Ok(Some(vec![event(EventType::RoomInfoChanged, serde_json::Value::Object(changed))]))
+    }
+
+    fn restrict(
+        &mut self,
+        kind: RestrictionKind,
+        user_id: &UserId,
+        until_ms: i64,
+        reason: String,
+        by: &Actor,
+    ) {
+        let restriction = Restriction { until_ms, reason, by: by.wire() };
+        let map = match kind {
+            RestrictionKind::Mute => &mut self.state.mutes,
+            RestrictionKind::Ban => &mut self.state.bans,
+        };
+        map.insert(user_id.clone(), restriction.clone());
+        self.changes.push(super::Change::Restricted { kind, user_id: user_id.clone(), restriction });
+    }
+
+    fn lift(&mut self, kind: RestrictionKind, user_id: &UserId) {
+        self.changes.push(super::Change::Lifted { kind, user_id: user_id.clone() });
+    }
+}
+
+fn check_duration(field: &'static str, seconds: u32) -> Result<(), DomainError> {
+    if seconds <= MAX_RESTRICTION_S {
+        Ok(())
+    } else {
+        Err(DomainError::InvalidArgument {
+            field,
+            reason: format!("must be 0–{MAX_RESTRICTION_S} seconds (30 days)"),
+        })
+    }
+}
+
+/// At most `max` bytes without control characters (a newline allowed when `lines`).
+pub(super) fn check_text(
+    field: &'static str,
+    text: &str,
+    max: usize,
+    lines: bool,
+) -> Result<(), DomainError> {
+    if text.len() > max {
+        return Err(DomainError::InvalidArgument { field, reason: format!("must be at most {max} bytes") });
+    }
+    if text.chars().any(|c| c.is_control() && !(lines && c == '\n')) {
+        return Err(DomainError::InvalidArgument {
+            field,
+            reason: "must not hold control characters".into(),
+        });
+    }
+    Ok(())
+}
+
+fn check_info(info: &InfoChange) -> Result<(), DomainError> {
+    if info.title.is_none() && info.announcement.is_none() && info.cover_url.is_none() {
+        return Err(DomainError::InvalidArgument {
+            field: "info",
+            reason: "give at least one of title, announcement, cover_url".into(),
+        });
+    }
+    if let Some(title) = &info.title {
+        super::check_title(title, MAX_INFO_TITLE_CHARS)?;
+    }
+    if let Some(announcement) = &info.announcement {
+        check_text("announcement", announcement, MAX_ANNOUNCEMENT_BYTES, true)?;
+    }
+    if let Some(url) = info.cover_url.as_deref().filter(|u| !u.is_empty()) {
+        check_text("cover_url", url, MAX_COVER_URL_BYTES, false)?;
+        let host = url.strip_prefix("https://").unwrap_or_default();
+        if host.is_empty() || url.chars().any(|c| c.is_whitespace() || c == '"') {
+            return Err(DomainError::InvalidArgument {
+                field: "cover_url",
+                reason: "must be an https:// URL without spaces or quotes".into(),
+            });
+        }
+    }
+    Ok(())
+}
