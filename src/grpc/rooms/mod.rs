@@ -4,6 +4,7 @@
 //! message (`reply`). No logic of its own. The call's credential and deadline travel with it
 //! to the owner, which verifies the one and keeps to the other.
 
+mod moderation;
 mod reply;
 
 use std::net::SocketAddr;
@@ -18,6 +19,7 @@ use super::status::{from_api, invalid};
 use crate::api::dispatch::verify_caller;
 use crate::api::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
 use crate::api::{AppState, Credential, Operation, Outcome, RoomRequest, Sender, serve};
+use crate::auth::Caller;
 use crate::domain::{Command, CommandId, GiftId, LeaveReason, RoomId, UserId};
 use crate::room::{DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT, Transport};
 
@@ -45,9 +47,13 @@ impl GrpcRooms {
     }
 
     /// Runs the command `parse` reads from `request`.
-    async fn command<M>(&self, request: Request<M>, parse: fn(M) -> Parsed) -> Rpc<pb::CommandOutcome> {
+    async fn command<M>(
+        &self,
+        request: Request<M>,
+        parse: fn(M, &Caller) -> Parsed,
+    ) -> Rpc<pb::CommandOutcome> {
         let sender = self.sender(&request, false).await?;
-        let (room_id, command_id, command) = parse(request.into_inner())?;
+        let (room_id, command_id, command) = parse(request.into_inner(), &sender.caller)?;
         let outcome = self.serve(room_id, Operation::Command { command_id, command }, sender).await?;
         Ok(Response::new(reply::outcome(outcome.command().map_err(from_api)?)))
     }
@@ -71,16 +77,16 @@ impl GrpcRooms {
 
 /// A command message read: its room, command id and command, or `INVALID_ARGUMENT` naming the
 /// first bad field (the command's fields first, then the room, then the command id).
-type Parsed = Result<(RoomId, CommandId, Command), Status>;
+pub(super) type Parsed = Result<(RoomId, CommandId, Command), Status>;
 
 /// The room and command id of a command message, after its `command`.
-fn parsed(command: Command, room: String, command_id: String) -> Parsed {
+pub(super) fn parsed(command: Command, room: String, command_id: String) -> Parsed {
     let room = room_id(room)?;
     let command_id = CommandId::parse(command_id).map_err(|e| invalid("command_id", e))?;
     Ok((room, command_id, command))
 }
 
-fn create(m: pb::CreateRoomRequest) -> Parsed {
+fn create(m: pb::CreateRoomRequest, _: &Caller) -> Parsed {
     parsed(
         Command::CreateRoom { owner_id: user_id("owner_id", m.owner_id)?, title: m.title },
         m.room_id,
@@ -88,16 +94,16 @@ fn create(m: pb::CreateRoomRequest) -> Parsed {
     )
 }
 
-fn join(m: pb::MemberRequest) -> Parsed {
+fn join(m: pb::MemberRequest, _: &Caller) -> Parsed {
     parsed(Command::JoinRoom { user_id: user_id("user_id", m.user_id)? }, m.room_id, m.command_id)
 }
 
-fn leave(m: pb::MemberRequest) -> Parsed {
+fn leave(m: pb::MemberRequest, _: &Caller) -> Parsed {
     let command = Command::LeaveRoom { user_id: user_id("user_id", m.user_id)?, reason: LeaveReason::User };
     parsed(command, m.room_id, m.command_id)
 }
 
-fn gift(m: pb::SendGiftRequest) -> Parsed {
+fn gift(m: pb::SendGiftRequest, _: &Caller) -> Parsed {
     let command = Command::SendGift {
         sender_id: user_id("sender_id", m.sender_id)?,
         receiver_id: user_id("receiver_id", m.receiver_id)?,
@@ -108,8 +114,14 @@ fn gift(m: pb::SendGiftRequest) -> Parsed {
     parsed(command, m.room_id, m.command_id)
 }
 
-fn close(m: pb::CloseRoomRequest) -> Parsed {
-    parsed(Command::CloseRoom { by: None, idle: false }, m.room_id, m.command_id)
+fn close(m: pb::CloseRoomRequest, caller: &Caller) -> Parsed {
+    let by = rooms::closer(caller, optional_user("actor_id", m.actor_id)?).map_err(from_api)?;
+    parsed(Command::CloseRoom { by, idle: false }, m.room_id, m.command_id)
+}
+
+/// The user an optional id field names (empty: none).
+pub(super) fn optional_user(field: &str, value: String) -> Result<Option<UserId>, Status> {
+    if value.is_empty() { Ok(None) } else { user_id(field, value).map(Some) }
 }
 
 /// The request id the request-id layer set (or the client sent).
@@ -121,7 +133,7 @@ fn room_id(value: String) -> Result<RoomId, Status> {
     RoomId::parse(value).map_err(|e| invalid("room_id", e))
 }
 
-fn user_id(field: &str, value: String) -> Result<UserId, Status> {
+pub(super) fn user_id(field: &str, value: String) -> Result<UserId, Status> {
     UserId::parse(value).map_err(|e| invalid(field, e))
 }
 
@@ -191,6 +203,46 @@ impl pb::room_service_server::RoomService for GrpcRooms {
             .await
             .map_err(from_api)?;
         Ok(Response::new(reply::events(page)))
+    }
+
+    async fn set_admin(&self, request: Request<pb::SetAdminRequest>) -> Rpc<pb::CommandOutcome> {
+        self.command(request, moderation::set_admin).await
+    }
+
+    async fn mute_user(&self, request: Request<pb::MuteUserRequest>) -> Rpc<pb::CommandOutcome> {
+        self.command(request, moderation::mute_user).await
+    }
+
+    async fn kick_user(&self, request: Request<pb::KickUserRequest>) -> Rpc<pb::CommandOutcome> {
+        self.command(request, moderation::kick_user).await
+    }
+
+    async fn unban_user(&self, request: Request<pb::UnbanUserRequest>) -> Rpc<pb::CommandOutcome> {
+        self.command(request, moderation::unban_user).await
+    }
+
+    async fn mute_all(&self, request: Request<pb::MuteAllRequest>) -> Rpc<pb::CommandOutcome> {
+        self.command(request, moderation::mute_all).await
+    }
+
+    async fn update_room_info(&self, request: Request<pb::UpdateRoomInfoRequest>) -> Rpc<pb::CommandOutcome> {
+        self.command(request, moderation::update_room_info).await
+    }
+
+    async fn set_attributes(&self, request: Request<pb::SetAttributesRequest>) -> Rpc<pb::CommandOutcome> {
+        self.command(request, moderation::set_attributes).await
+    }
+
+    async fn list_moderation(
+        &self,
+        request: Request<pb::ListModerationRequest>,
+    ) -> Rpc<pb::ListModerationResponse> {
+        let sender = self.sender(&request, false).await?;
+        let m = request.into_inner();
+        let room = room_id(m.room_id)?;
+        let operation = moderation::list(m.kind, m.after, m.limit)?;
+        let outcome = self.serve(room, operation, sender).await?;
+        Ok(Response::new(reply::moderation(outcome.moderation().map_err(from_api)?)))
     }
 
     async fn list_members(&self, request: Request<pb::ListMembersRequest>) -> Rpc<pb::ListMembersResponse> {

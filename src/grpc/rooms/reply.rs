@@ -2,7 +2,7 @@
 //! [`RoomSnapshot`], a page of members or events, the heartbeats' answer) as its messages.
 
 use super::super::pb;
-use crate::api::rooms::{EventsPage, HeartbeatsAnswer, MembersPage};
+use crate::api::rooms::{EventsPage, HeartbeatsAnswer, MembersPage, ModerationPage};
 use crate::domain::{MemberView, RankEntry, RoomSnapshot, RoomStatus};
 use crate::room::{CommandResponse, Delivery, EventReceipt};
 
@@ -41,6 +41,33 @@ pub(super) fn room(s: RoomSnapshot) -> pb::Room {
         heat: s.heat,
         member_count: s.member_count,
         gift_rank: s.gift_rank.into_iter().map(rank).collect(),
+        admins: s.admins.into_iter().map(|u| u.as_str().to_owned()).collect(),
+        muted_all: s.muted_all,
+        announcement: s.announcement,
+        cover_url: s.cover_url,
+        attributes: s
+            .attributes
+            .into_iter()
+            .map(|(k, a)| (k, pb::AttributeValue { value: a.value, version: a.version }))
+            .collect(),
+    }
+}
+
+/// A page of mutes and bans.
+pub(super) fn moderation(page: ModerationPage) -> pb::ListModerationResponse {
+    pb::ListModerationResponse {
+        entries: page
+            .entries
+            .into_iter()
+            .map(|e| pb::ModerationEntry {
+                user_id: e.user_id.as_str().to_owned(),
+                kind: e.kind.as_str().to_owned(),
+                until_ms: e.until_ms,
+                reason: e.reason,
+                by: e.by,
+            })
+            .collect(),
+        next_after: page.next_after.map(|u| u.as_str().to_owned()).unwrap_or_default(),
     }
 }
 
