@@ -123,6 +123,7 @@ pub(super) fn spawn_outbox_worker(
         .with_in_flight_per_room(settings.im_batch.in_flight_per_room)
         .with_quarantine(core.quarantine.clone())
         .with_permits(core.permits.clone())
+        .with_groups(super::phases::groups(settings))
         .with_waker(core.worker_wake.clone());
     if settings.cluster.enabled {
         // A shard's rows are relayed by its owner; a dead owner's shards move within a TTL,

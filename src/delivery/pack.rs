@@ -38,6 +38,10 @@ pub trait Ready {
     fn content_bytes(&self) -> usize;
     /// Whose content it carries ([`Event::sender`]).
     fn sender(&self) -> Option<&str>;
+    /// True when it carries an IM group call ([`Event::admin`]): a message of its own.
+    fn group_call(&self) -> bool {
+        false
+    }
 }
 
 impl Ready for Event {
@@ -52,31 +56,49 @@ impl Ready for Event {
     fn sender(&self) -> Option<&str> {
         self.sender.as_deref()
     }
+
+    fn group_call(&self) -> bool {
+        self.admin.is_some()
+    }
 }
 
-/// Whether `event` reaches IM: the packer's one answer ([`codec::reaches_im`]).
+/// Whether `event` reaches IM: the packer's one answer ([`codec::reaches_im`], or a group call
+/// its row carries, which reaches IM whatever its type).
 pub fn reaches_im(event: &impl Ready) -> bool {
-    codec::reaches_im(event.event_type())
+    event.group_call() || codec::reaches_im(event.event_type())
 }
 
 /// How many events off the front of `queue` (one room's, in order) make its next message on
 /// `path`: the events that reach IM as far as `limits` let them in — at least one; a
-/// quarantined sender's event alone, counted as such — and every event between them that is
-/// skipped. 0 for an empty queue.
+/// quarantined sender's event alone, counted as such; an event carrying a group call alone,
+/// and never behind another — and every event between them that is skipped. 0 for an empty
+/// queue.
 pub fn next_pack<'a, T: Ready + 'a>(
     limits: PackLimits,
     quarantine: &Quarantine,
     path: Path,
     queue: impl IntoIterator<Item = &'a T> + Clone,
 ) -> usize {
-    let ready = queue.clone().into_iter().filter(|e| reaches_im(*e)).map(|e| (e.content_bytes(), e.sender()));
+    let first_im = queue.clone().into_iter().enumerate().find(|(_, e)| reaches_im(*e));
+    if let Some((at, event)) = first_im
+        && event.group_call()
+    {
+        return at + 1;
+    }
+    let barrier = queue.clone().into_iter().position(|e| e.group_call()).unwrap_or(usize::MAX);
+    let ready = queue
+        .clone()
+        .into_iter()
+        .take(barrier)
+        .filter(|e| reaches_im(*e))
+        .map(|e| (e.content_bytes(), e.sender()));
     let take = quarantine.take(limits, ready);
     if take.alone {
         Quarantine::sent_alone(path);
     }
     let mut im_left = take.events.max(1);
     let mut count = 0;
-    for event in queue {
+    for event in queue.into_iter().take(barrier) {
         let im = reaches_im(event);
         if im && im_left == 0 {
             break;

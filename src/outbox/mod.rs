@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Ownership;
 use crate::config::OutboxWorkerSettings;
+use crate::delivery::groups::Groups;
 use crate::delivery::pack::PackLimits;
 use crate::delivery::permits::Unlimited;
 use crate::delivery::{Outlet, Quarantine, SharedPermits};
@@ -91,6 +92,8 @@ pub struct OutboxWorker {
     /// In a cluster: claim the rows of the shards this node owns, and others' only once
     /// orphaned this long (their owner is gone).
     scope: Option<(Ownership, Duration)>,
+    /// The IM group operations the rows' events carry.
+    groups: Groups,
 }
 
 /// What one batch did.
@@ -142,6 +145,7 @@ impl OutboxWorker {
             quarantine: Arc::default(),
             wake,
             scope: None,
+            groups: Groups::NONE,
         }
     }
 
@@ -164,6 +168,13 @@ impl OutboxWorker {
     /// own.
     pub fn with_quarantine(mut self, quarantine: Arc<Quarantine>) -> Self {
         self.quarantine = quarantine;
+        self
+    }
+
+    /// Attaches to the rows' events the IM group calls `groups` makes (SPEC §14.2), as the
+    /// room lanes do; without it, none.
+    pub fn with_groups(mut self, groups: Groups) -> Self {
+        self.groups = groups;
         self
     }
 

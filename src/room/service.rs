@@ -67,6 +67,7 @@ impl RoomService {
             pack: options.pack,
             quarantine: options.quarantine.clone(),
             permits: options.permits.clone(),
+            groups: options.groups,
         };
         let publish = SyncPublish::new(publisher, repo.clone(), settings, options.worker_wake.clone());
         let inner = Steps {

@@ -373,7 +373,7 @@ async fn a_heartbeat_loads_the_room_and_answers_like_before() {
             missing,
             room_service::room::RoomError::Domain(room_service::domain::DomainError::RoomNotFound)
         ));
-        run(&rooms, "close", Command::CloseRoom).await;
+        run(&rooms, "close", Command::CloseRoom { by: None, idle: false }).await;
         let closed = rooms.heartbeats(&r1, &[user("a")]).await.unwrap_err();
         assert!(matches!(
             closed,

@@ -8,6 +8,7 @@ fn ctx(now_ms: i64) -> CommandContext {
         command_id: CommandId::parse("c1").unwrap(),
         request_id: "req".into(),
         now_ms,
+        max_admins: crate::domain::DEFAULT_MAX_ADMINS,
     }
 }
 
@@ -178,11 +179,15 @@ fn heat_overflow_is_refused_and_changes_nothing() {
 #[test]
 fn close_removes_members_and_refuses_everything_after() {
     let room = join(&open_room(), "u1");
-    let closed = run(&room, Command::CloseRoom).unwrap();
+    let closed = run(&room, Command::CloseRoom { by: None, idle: false }).unwrap();
     assert_eq!(closed.state.status, RoomStatus::Closed);
     assert!(closed.state.members.is_empty());
     assert_eq!(types(&closed), vec![EventType::RoomClosed]);
-    for command in [Command::JoinRoom { user_id: user("u2") }, gift("u1", 1, 1), Command::CloseRoom] {
+    for command in [
+        Command::JoinRoom { user_id: user("u2") },
+        gift("u1", 1, 1),
+        Command::CloseRoom { by: None, idle: false },
+    ] {
         assert_eq!(run(&closed.state, command), Err(DomainError::RoomClosed));
     }
 }
@@ -191,7 +196,7 @@ fn close_removes_members_and_refuses_everything_after() {
 fn a_restored_room_keeps_its_members_and_when_they_joined() {
     let room = join(&join(&open_room(), "a"), "b");
     let members = room.members.iter().map(|(id, m)| (id.clone(), m.joined_at_ms));
-    let restored = RoomState::restore(room.snapshot(), members, room.senders.clone());
+    let restored = RoomState::restore(room.snapshot(), members, room.senders.clone(), Vec::new());
     assert_eq!(restored, room, "presence is not part of the room: nothing is lost on a reload");
 }
 
@@ -203,7 +208,7 @@ fn commands_report_the_rows_they_change() {
     assert_eq!(applied.changes, vec![Change::SenderTotal { user_id: user("u1"), total }]);
     let left = run(&room, Command::LeaveRoom { user_id: user("u1"), reason: LeaveReason::User }).unwrap();
     assert_eq!(left.changes, vec![Change::MemberLeft { user_id: user("u1") }]);
-    let closed = run(&room, Command::CloseRoom).unwrap();
+    let closed = run(&room, Command::CloseRoom { by: None, idle: false }).unwrap();
     assert_eq!(closed.changes, vec![Change::MembersCleared]);
     let joined = run(&room, Command::JoinRoom { user_id: user("u2") }).unwrap();
     assert_eq!(joined.changes, vec![Change::MemberJoined { user_id: user("u2"), joined_at_ms: 100 }]);

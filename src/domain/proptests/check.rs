@@ -27,7 +27,7 @@ pub(super) fn command(op: &Op) -> Result<Command, IdError> {
             count: *count,
             unit_value: *unit_value,
         },
-        Op::Close => Command::CloseRoom,
+        Op::Close => Command::CloseRoom { by: None, idle: false },
     })
 }
 
@@ -48,6 +48,7 @@ pub(super) fn ctx(step: usize) -> CommandContext {
         command_id: CommandId::parse(format!("c{step}")).unwrap(),
         request_id: "req".into(),
         now_ms: 1_000 + step as i64,
+        max_admins: crate::domain::DEFAULT_MAX_ADMINS,
     }
 }
 
@@ -132,6 +133,9 @@ pub(super) fn check_changes(
                 let before = senders.insert(user_id.clone(), *total).map_or(0, |t| t.total_value);
                 prop_assert!(total.total_value > before, "{user_id}'s total did not grow");
             }
+            Change::Restricted { .. } | Change::Lifted { .. } => {
+                prop_assert!(false, "a member's or gift command restricted someone");
+            }
         }
     }
     let next_members: BTreeMap<UserId, i64> =
@@ -182,10 +186,11 @@ pub(super) fn check_events(
             prop_assert_eq!(&payload(1)["delta"], value);
             prop_assert_eq!(next.heat - prev.heat, value as i64);
         }
-        Command::CloseRoom => {
+        Command::CloseRoom { .. } => {
             prop_assert_eq!(types, vec![EventType::RoomClosed]);
             prop_assert_eq!(&payload(0)["members_removed"], prev.map_or(0, |s| s.members.len()));
         }
+        other => prop_assert!(false, "the sequences generate members' commands only, not {other:?}"),
     }
     Ok(())
 }

@@ -158,10 +158,11 @@ impl Model {
                 let version = next.version;
                 next.senders.entry(sender_id.clone()).or_insert((0, version)).0 += value;
             }
-            Command::CloseRoom => {
+            Command::CloseRoom { .. } => {
                 next.status = RoomStatus::Closed;
                 next.members.clear();
             }
+            other => panic!("the sequences generate members' commands only, not {other:?}"),
         }
         (Outcome::Applied, Some(next))
     }

@@ -32,6 +32,7 @@ mod publish;
 use super::{BatchReport, OutboxWorker, WORKER_NAME};
 use crate::delivery::action;
 use crate::delivery::codec::decode;
+use crate::delivery::groups::Groups;
 use crate::delivery::pack::{self, Ready};
 use crate::delivery::window::Window;
 use crate::publish::{BoxError, Path};
@@ -47,13 +48,21 @@ pub(super) struct Held {
     row: OutboxRow,
     /// Whose content its event carries ([`Event::sender`]), read when it was claimed.
     sender: Option<std::sync::Arc<str>>,
+    /// Its event carries an IM group call ([`Groups::attach`]).
+    group_call: bool,
 }
 
 impl Held {
-    /// `row` of the claim `worker_id`.
-    fn new(worker_id: String, row: OutboxRow) -> Self {
-        let sender = decode(&row).ok().and_then(|event| event.sender);
-        Self { worker_id, row, sender }
+    /// `row` of the claim `worker_id`, its event carrying the calls of `groups`.
+    fn new(worker_id: String, row: OutboxRow, groups: &Groups) -> Self {
+        let (sender, group_call) = match decode(&row) {
+            Ok(mut event) => {
+                groups.attach(&mut event);
+                (event.sender, event.admin.is_some())
+            }
+            Err(_) => (None, false),
+        };
+        Self { worker_id, row, sender, group_call }
     }
 }
 
@@ -68,6 +77,10 @@ impl Ready for Held {
 
     fn sender(&self) -> Option<&str> {
         self.sender.as_deref()
+    }
+
+    fn group_call(&self) -> bool {
+        self.group_call
     }
 }
 
@@ -174,7 +187,11 @@ impl Engine {
                 // Forget drained rooms: the map holds only rooms with rows waiting.
                 self.queues.remove(&room);
             }
-            self.busy.entry(room.clone()).or_default().open();
+            let window = self.busy.entry(room.clone()).or_default();
+            window.open();
+            if pack.iter().any(|h| h.group_call) {
+                window.open_barrier();
+            }
             if self.has_room_for_another(&room) && self.queues.contains_key(&room) {
                 // Pipelined: the room's next message may start beside this one.
                 self.ready.push_back(room);
@@ -245,9 +262,13 @@ impl Engine {
     }
 
     /// True when `room` has fewer than `in_flight_per_room` messages in flight.
+    /// A group call at the front of its queue opens only into an empty window.
     fn has_room_for_another(&self, room: &str) -> bool {
+        let group_call = self.queues.get(room).and_then(VecDeque::front).is_some_and(|h| h.group_call);
         // The worker's packs are taken before their permits, so none gathers at the permit step.
-        self.busy.get(room).is_none_or(|window| window.may_open(self.worker.in_flight_per_room, false))
+        self.busy
+            .get(room)
+            .is_none_or(|window| window.may_open_for(self.worker.in_flight_per_room, false, group_call))
     }
 }
 

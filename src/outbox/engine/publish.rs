@@ -22,7 +22,11 @@ impl OutboxWorker {
         let mut results: Vec<Option<Result<(), Outcome>>> = Vec::with_capacity(rows.len());
         let mut packed: Vec<(usize, Event)> = Vec::new();
         for (i, row) in rows.iter().enumerate() {
-            match decode(row) {
+            let decoded = decode(row).map(|mut event| {
+                self.groups.attach(&mut event);
+                event
+            });
+            match decoded {
                 Err(error) => results.push(Some(Err(Outcome::Undecodable(error)))),
                 Ok(event) if pack::reaches_im(&event) => {
                     results.push(None);

@@ -22,7 +22,7 @@ fn held(id: i64, event_type: &str, sender: Option<&str>) -> Held {
         park_reason: None,
         trace_context: None,
     };
-    Held { worker_id: "w".into(), row, sender: sender.map(Into::into) }
+    Held { worker_id: "w".into(), row, sender: sender.map(Into::into), group_call: false }
 }
 
 #[tokio::test(start_paused = true)]
@@ -54,5 +54,5 @@ fn a_held_row_knows_its_sender_from_its_envelope() {
     });
     let mut row = held(1, "RoomGiftSent", None).row;
     row.envelope = envelope.to_string();
-    assert_eq!(Held::new("w".into(), row).sender.as_deref(), Some("bob"));
+    assert_eq!(Held::new("w".into(), row, &Groups::NONE).sender.as_deref(), Some("bob"));
 }

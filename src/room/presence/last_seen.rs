@@ -196,6 +196,7 @@ mod tests {
             command_id: CommandId::parse("c").unwrap(),
             request_id: "t".into(),
             now_ms,
+            max_admins: crate::domain::DEFAULT_MAX_ADMINS,
         }
     }
 

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::handoff::{Handoff, Route};
 use super::lane::{Lane, LaneEvent, Lanes};
 use super::waiting::Waiting;
+use crate::delivery::groups::Groups;
 use crate::delivery::pack::{self, PackLimits};
 use crate::delivery::{Outlet, Quarantine, SharedPermits};
 use crate::publish::{Event, Message, Outcome, Path, Publisher};
@@ -41,6 +42,8 @@ pub(in crate::room) struct PublishSettings {
     pub(in crate::room) quarantine: Arc<Quarantine>,
     /// Where the lanes take their permits, shared with the outbox worker.
     pub(in crate::room) permits: SharedPermits,
+    /// The IM group operations the events carry.
+    pub(in crate::room) groups: Groups,
 }
 
 /// The publish step: committed events through the shared stack in room order (the lanes),
@@ -50,6 +53,7 @@ pub(in crate::room) struct SyncPublish {
     lanes: Arc<Lanes>,
     handoff: Arc<Handoff>,
     publish_timeout: Duration,
+    groups: Groups,
 }
 
 impl SyncPublish {
@@ -69,6 +73,7 @@ impl SyncPublish {
             in_flight_per_room,
             quarantine,
             permits,
+            groups,
         } = settings;
         let outlet = Outlet::new(publisher, permits);
         let handoff = Arc::new(Handoff::new(repo, publish_timeout, worker_wake));
@@ -81,7 +86,7 @@ impl SyncPublish {
             sync_publish_wait,
             quarantine,
         };
-        Self { outlet, lanes: Arc::new(lanes), handoff, publish_timeout }
+        Self { outlet, lanes: Arc::new(lanes), handoff, publish_timeout, groups }
     }
 
     /// The hand-off between the lanes and the worker (the route of a commit, its claim guard,
@@ -135,6 +140,7 @@ impl SyncPublish {
                 room.get_or_insert_with(|| envelope.room_id.clone());
                 let mut event = Event::from_envelope(&envelope, json);
                 event.trace.clone_from(&trace);
+                self.groups.attach(&mut event);
                 let waiting = Arc::clone(&waiting);
                 if pack::reaches_im(&event) {
                     to_lane.push(LaneEvent { event, start_by, waiting, index });

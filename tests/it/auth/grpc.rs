@@ -95,7 +95,8 @@ async fn grpc_calls_are_authenticated_and_authorized_like_http() {
     assert!(as_alice.message().starts_with("user_id:"), "{}", as_alice.message());
     let gift_as_alice = outcome(client.send_gift(authed(gift("g1", "alice"), bob))).await.unwrap_err();
     assert!(gift_as_alice.message().starts_with("sender_id:"), "{}", gift_as_alice.message());
-    let close = pb::CloseRoomRequest { command_id: "x1".into(), room_id: "r1".into() };
+    let close =
+        pb::CloseRoomRequest { command_id: "x1".into(), room_id: "r1".into(), actor_id: String::new() };
     let not_owner = outcome(client.close_room(authed(close.clone(), bob))).await.unwrap_err();
     assert_eq!(not_owner.code(), Code::PermissionDenied);
     let batch = pb::HeartbeatsRequest { room_id: "r1".into(), user_ids: vec!["bob".into()] };

@@ -72,7 +72,11 @@ async fn every_rpc_answers_like_its_http_route() {
     let left = rooms.leave_room(member("c5", "r1", "carol")).await.expect("leave").into_inner();
     assert_eq!(left.room_version, 5);
     let closed = rooms
-        .close_room(pb::CloseRoomRequest { command_id: "c6".into(), room_id: "r1".into() })
+        .close_room(pb::CloseRoomRequest {
+            command_id: "c6".into(),
+            room_id: "r1".into(),
+            actor_id: String::new(),
+        })
         .await
         .expect("close")
         .into_inner();

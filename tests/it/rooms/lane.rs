@@ -158,6 +158,10 @@ impl CommandStore for Watched {
     async fn outbox_statuses(&self, event_ids: &[String]) -> Result<Vec<(String, OutboxStatus)>, StoreError> {
         self.repo.outbox_statuses(event_ids).await
     }
+    async fn prune_restrictions(&self) -> Result<u64, StoreError> {
+        self.repo.prune_restrictions().await
+    }
+
     async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError> {
         self.guards.lock().unwrap().push(commit.claim_after);
         let slow = *self.slow_commit.lock().unwrap();

@@ -54,7 +54,9 @@ async fn a_closed_room_deletes_its_member_rows() {
         let rooms = service(&db);
         create(&rooms).await;
         fill(&rooms, 300).await;
-        let closed = run(&rooms, "close", room_service::domain::Command::CloseRoom).await.unwrap();
+        let closed = run(&rooms, "close", room_service::domain::Command::CloseRoom { by: None, idle: false })
+            .await
+            .unwrap();
         assert_eq!(closed.room.as_ref().unwrap().member_count, 0, "{db}");
         assert_eq!(db.count("room_member").await, 0, "{db}");
         let restarted = service(&db).snapshot(&room()).await.unwrap();

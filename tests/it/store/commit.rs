@@ -57,7 +57,13 @@ async fn commit_writes_command_log_outbox_rows_and_snapshot() {
         };
         assert_eq!(logged, Some(expected), "{db}: command log");
         let state = c.snapshot.clone().unwrap().state;
-        let room = StoredRoom { version: 1, state, members: Vec::new(), gift_totals: Vec::new() };
+        let room = StoredRoom {
+            version: 1,
+            state,
+            members: Vec::new(),
+            gift_totals: Vec::new(),
+            restrictions: Vec::new(),
+        };
         assert_eq!(db.repo.load_room("r1").await.unwrap(), Some(room), "{db}");
 
         let rows = db.outbox().await;
@@ -172,7 +178,13 @@ async fn find_command_and_load_room_round_trip() {
         let state = c2.snapshot.unwrap().state;
         assert_eq!(
             room,
-            StoredRoom { version: 2, state, members: Vec::new(), gift_totals: Vec::new() },
+            StoredRoom {
+                version: 2,
+                state,
+                members: Vec::new(),
+                gift_totals: Vec::new(),
+                restrictions: Vec::new()
+            },
             "{db}"
         );
     }

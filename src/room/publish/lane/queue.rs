@@ -126,8 +126,11 @@ impl Lane {
     /// True when another message may open: fewer than `k` in flight, and none waiting for its
     /// permit (a waiting one packs what is queued when its permit comes; a second would split
     /// the room's events over two calls of the app-wide quota).
+    /// A group call at the front opens only into an empty window.
     pub(super) fn may_open(&self, k: usize) -> bool {
-        self.lock().window.may_open(k, true)
+        let state = self.lock();
+        let group_call = state.queue.front().is_some_and(|e| e.event.admin.is_some());
+        state.window.may_open_for(k, true, group_call)
     }
 
     /// Opens the next message in the window. `None` when nothing is queued; [`Behind`] when
@@ -164,7 +167,10 @@ impl Lane {
             let ours = if self.route.epoch() == opened.epoch { usize::MAX } else { opened.queued };
             let front = state.queue.iter().take(ours).map(|e| &e.event);
             let count = pack::next_pack(limits, quarantine, Path::Sync, front);
-            let pack = state.queue.drain(..count).collect();
+            let pack: Vec<LaneEvent> = state.queue.drain(..count).collect();
+            if pack.iter().any(|e| e.event.admin.is_some()) {
+                state.window.open_barrier();
+            }
             for behind in &state.queue {
                 behind.settle(Delivery::Pending);
             }
