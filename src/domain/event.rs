@@ -230,6 +230,8 @@ mod tests {
     fn no_im_event_outgrows_largest_im_event_bytes() {
         let name = "x".repeat(64);
         let printable = "\"".repeat(128);
+        // A service's actor: `svc:` and its name (a service token's name, at most 64 bytes).
+        let by = format!("svc:{}", "\"".repeat(64));
         let ctx = CommandContext {
             room_id: crate::domain::RoomId::parse(name.clone()).expect("a room id at its limit"),
             command_id: crate::domain::CommandId::parse(printable.clone())
@@ -253,7 +255,29 @@ mod tests {
                 serde_json::json!({"sender_id": name, "receiver_id": name, "gift_id": name,
                     "count": u32::MAX, "unit_value": u32::MAX, "total_value": u64::MAX}),
             ),
-            (EventType::RoomClosed, serde_json::json!({"members_removed": u64::MAX})),
+            (
+                EventType::RoomClosed,
+                serde_json::json!({"members_removed": u64::MAX, "reason": "owner", "by": by,
+                    "summary": {"duration_ms": i64::MAX, "peak_members": u64::MAX, "gifts": u64::MAX,
+                        "gift_value": i64::MAX, "unique_senders": u64::MAX}}),
+            ),
+            (EventType::RoomRoleChanged, serde_json::json!({"user_id": name, "role": "member", "by": by})),
+            (EventType::RoomUserMuted, serde_json::json!({"user_id": name, "until_ms": i64::MIN, "by": by})),
+            (EventType::RoomUserUnmuted, serde_json::json!({"user_id": name, "by": by})),
+            (
+                EventType::RoomUserKicked,
+                serde_json::json!({"user_id": name, "until_ms": i64::MIN, "reason": "\"".repeat(200),
+                    "by": by, "member_count": u64::MAX}),
+            ),
+            (EventType::RoomUserUnbanned, serde_json::json!({"user_id": name, "by": by})),
+            (EventType::RoomMuteAllChanged, serde_json::json!({"muted": false, "by": by})),
+            (
+                EventType::RoomInfoChanged,
+                // A title of 64 four-byte characters, every quotable byte quoted.
+                serde_json::json!({"title": "😀".repeat(64), "announcement": "\"".repeat(1000),
+                    "cover_url": format!("https://{}", "\\".repeat(504)), "by": by}),
+            ),
+            (EventType::RoomAttributesChanged, worst_attributes(&by)),
         ];
         let mut largest = 0;
         for (event_type, payload) in payloads {
@@ -267,7 +291,20 @@ mod tests {
         // Tight enough to mean something.
         assert!(largest * 2 > LARGEST_IM_EVENT_BYTES, "{largest}");
         let im_events = EventType::ALL.iter().filter(|t| t.reaches_im()).count();
-        assert_eq!(im_events, 4, "a new IM event type needs its worst case above");
+        assert_eq!(im_events, 12, "a new IM event type needs its worst case above");
+    }
+
+    /// The largest `RoomAttributesChanged`: the most keys a write names, each at its longest,
+    /// with values up to what the event carries.
+    fn worst_attributes(by: &str) -> serde_json::Value {
+        use crate::domain::apply::attributes::{
+            EVENT_ATTRIBUTE_VALUES_BYTES, MAX_ATTRIBUTE_KEY_BYTES, MAX_ATTRIBUTES,
+        };
+        let key = |i: usize| format!("{i:0>width$}", width = MAX_ATTRIBUTE_KEY_BYTES);
+        let versions: serde_json::Map<_, _> =
+            (0..MAX_ATTRIBUTES).map(|i| (key(i), u64::MAX.into())).collect();
+        let set = serde_json::json!({ key(0): "\"".repeat(EVENT_ATTRIBUTE_VALUES_BYTES / 2) });
+        serde_json::json!({"set": set, "deleted": [], "versions": versions, "by": by})
     }
 
     #[test]

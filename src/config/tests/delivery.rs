@@ -51,7 +51,7 @@ fn im_batch_defaults_to_32_events_and_11000_bytes_and_env_overrides_it() {
     let env = [("ROOM_SERVICE__IM_BATCH__MAX_EVENTS", "1"), ("ROOM_SERVICE__IM_BATCH__MAX_BYTES", "12288")];
     let s = load_yaml("im_batch: {max_events: 8, max_bytes: 2048}\n", &env).expect("env override");
     assert_eq!(s.im_batch, ImBatchSettings { max_events: 1, max_bytes: 12_288, in_flight_per_room: 1 });
-    let s = ok("im_batch: {max_events: 256, max_bytes: 1024}\n");
+    let s = ok("im_batch: {max_events: 256, max_bytes: 6144}\n");
     assert_eq!((s.im_batch.max_events, s.im_batch.max_bytes), (MAX_IM_BATCH_EVENTS, IM_BATCH_BYTES_RANGE.0));
 }
 
@@ -61,9 +61,9 @@ fn im_batch_limits_outside_their_range_are_refused() {
         let message = refuses(&format!("im_batch: {{max_events: {events}}}\n"), "im_batch.max_events");
         assert!(message.contains("between 1 and 256"), "{message}");
     }
-    for bytes in ["0", "1023", "12289", "-5"] {
+    for bytes in ["0", "6143", "12289", "-5"] {
         let message = refuses(&format!("im_batch: {{max_bytes: {bytes}}}\n"), "im_batch.max_bytes");
-        assert!(message.contains("between 1024 and 12288"), "{message}");
+        assert!(message.contains("between 6144 and 12288"), "{message}");
     }
     for k in ["0", "-2", "17"] {
         let message =

@@ -311,3 +311,7 @@ fn check_info(info: &InfoChange) -> Result<(), DomainError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "moderation_tests.rs"]
+mod tests;
