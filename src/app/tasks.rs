@@ -58,6 +58,9 @@ impl Workers {
                 presence::run_presence_worker(rooms.clone(), p.stale_after, p.scan_interval, cancel.clone());
             tracker.spawn(worker);
         }
+        if let Some(idle_after) = settings.rooms.idle_close_after {
+            tracker.spawn(presence::idle::run_idle_closer(rooms.clone(), idle_after, cancel.clone()));
+        }
         let janitor =
             presence::run_cell_janitor(rooms.clone(), CELL_SWEEP_INTERVAL, CELL_IDLE_AFTER, cancel.clone());
         tracker.spawn(janitor);

@@ -209,6 +209,18 @@ impl RoomService {
         stale
     }
 
+    /// Up to `limit` open rooms this node owns with no member whose last command is at least
+    /// `idle_after` old on the database clock (for the idle closer).
+    pub async fn idle_rooms(&self, idle_after: Duration, limit: u32) -> Result<Vec<RoomId>, RoomError> {
+        let ids = self.inner.commit.repo().idle_rooms(idle_after, limit).await?;
+        Ok(ids.into_iter().filter_map(|id| RoomId::parse(id).ok()).filter(|room| self.owns(room)).collect())
+    }
+
+    /// Deletes every room's mutes and bans that ended (database clock); how many went.
+    pub async fn prune_restrictions(&self) -> Result<u64, RoomError> {
+        Ok(self.inner.commit.repo().prune_restrictions().await?)
+    }
+
     /// The clock the service runs on.
     pub fn now_ms(&self) -> i64 {
         (self.inner.clock)()

@@ -56,6 +56,11 @@ pub(in crate::room) struct Commit {
 }
 
 impl Commit {
+    /// The store it writes to.
+    pub(in crate::room) fn repo(&self) -> &SharedCommandStore {
+        &self.repo
+    }
+
     /// Commits through `repo`.
     pub(in crate::room) fn new(repo: SharedCommandStore) -> Self {
         Self { repo, transactions: AtomicU64::new(0), commands: AtomicU64::new(0) }

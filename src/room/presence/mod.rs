@@ -1,12 +1,14 @@
 //! The rooms' background workers. The presence stale worker: members whose last heartbeat is
 //! older than `stale_after` leave through the normal command pipeline (LeaveRoom, reason
 //! `stale`), so their RoomUserLeft goes through the outbox like any other event. The cell
-//! janitor, and the sweeper of gift refunds the wallet has not confirmed.
+//! janitor (which also prunes ended mutes and bans), the sweeper of gift refunds the wallet has
+//! not confirmed, and the idle closer ([`idle`]).
 //!
 //! What the stale worker reads is each cell's presence (`last_seen`): when each member was
 //! last seen, kept beside the room's state and outside its commit lock, so a heartbeat never
 //! waits for a commit.
 
+pub mod idle;
 pub(in crate::room) mod last_seen;
 
 use std::sync::Arc;
@@ -90,6 +92,12 @@ pub async fn run_cell_janitor(
         let evicted = rooms.evict_idle(idle_after);
         if evicted > 0 {
             tracing::debug!(evicted, cells = rooms.cell_count(), "Evicted idle room cells");
+        }
+        // Mutes and bans that ended go without a command (a cell ignores them already).
+        match rooms.prune_restrictions().await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::debug!(pruned, "Pruned ended mutes and bans"),
+            Err(error) => tracing::warn!(%error, "Could not prune ended mutes and bans"),
         }
     })
     .await;

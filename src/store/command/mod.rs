@@ -116,6 +116,10 @@ pub trait CommandStore: Send + Sync {
     /// Deletes every room's mutes and bans that ended (database clock): they are pruned
     /// without a command. Returns how many rows went.
     async fn prune_restrictions(&self) -> Result<u64, StoreError>;
+
+    /// Up to `limit` open rooms without a member row whose snapshot was last written at least
+    /// `idle_after` ago (database clock), the longest idle first.
+    async fn idle_rooms(&self, idle_after: Duration, limit: u32) -> Result<Vec<String>, StoreError>;
 }
 
 #[async_trait]
@@ -149,6 +153,11 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
 
     async fn prune_restrictions(&self) -> Result<u64, StoreError> {
         Ok(read_sql::prune_restrictions::<DB>().execute(&self.pool).await?)
+    }
+
+    async fn idle_rooms(&self, idle_after: Duration, limit: u32) -> Result<Vec<String>, StoreError> {
+        let mut q = read_sql::idle_rooms::<DB>(idle_after, limit);
+        Ok(q.fetch_all::<(String,)>(&self.pool).await?.into_iter().map(|(id,)| id).collect())
     }
 
     async fn record_refund(&self, wallet_key: &str, room_id: &str) -> Result<(), StoreError> {

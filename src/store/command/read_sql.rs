@@ -48,6 +48,18 @@ pub(crate) fn prune_restrictions<DB: Backend>() -> QueryBuilder<DB> {
     QueryBuilder::new(format!("DELETE FROM room_restriction WHERE until_ms <= {}", DB::NOW_MS))
 }
 
+/// Open rooms without members, written last at least `idle_after` ago.
+pub(super) fn idle_rooms<DB: Backend>(idle_after: std::time::Duration, limit: u32) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(format!(
+        "SELECT s.room_id FROM room_snapshot s WHERE s.status = 'open' AND s.updated_at_ms <= {} - ",
+        DB::NOW_MS
+    ));
+    DB::bind_i64(&mut q, i64::try_from(idle_after.as_millis()).unwrap_or(i64::MAX));
+    q.push(" AND NOT EXISTS (SELECT 1 FROM room_member m WHERE m.room_id = s.room_id) ORDER BY s.updated_at_ms LIMIT ");
+    DB::bind_i64(&mut q, i64::from(limit));
+    q
+}
+
 /// The stored version of a room; `lock` appends the backend's locking read (held until commit).
 pub(super) fn room_version<DB: Backend>(room_id: &str, lock: bool) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("SELECT version FROM room_snapshot WHERE room_id = ");
