@@ -3,6 +3,7 @@
 //! loopback. The lease TTL is scaled down to 3 s (renewal every 0.9 s, self-fence at 2.1 s)
 //! to keep the runs short; every other value is the shipped default.
 
+mod idle;
 mod keeper;
 mod nodes;
 mod quota;
