@@ -31,6 +31,8 @@ fn options(fake: &FakeIm) -> TencentImSettings {
         secret_key: Secret::new(KEY),
         group_id_prefix: PREFIX.into(),
         usersig_ttl: Duration::from_secs(3600),
+        manage_groups: true,
+        avchatroom_ban: false,
     }
 }
 
