@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::gate::{self, Refusal, refuse};
 use super::groups::JournalEntry;
-use super::state::{Admission, Candidate, Element, FakeState};
+use super::state::FakeState;
 use room_service::delivery::pack::TENCENT_MAX_CONTENT_BYTES;
 use room_service::publish::tencent::usersig;
 use room_service::publish::tencent::wire::{Answer, CloudCustomData, MAX_BODY_BYTES};
@@ -28,6 +28,35 @@ use room_service::publish::tencent::wire::MAX_GROUP_ID_BYTES;
 
 /// A message whose content passes 12 KB.
 const TOO_LARGE: Refusal = (80002, "message too long");
+
+/// A message that passed validation, about to be deduped, rate-limited and recorded.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    pub(crate) group: String,
+    pub(crate) random: u32,
+    /// Its custom elements, in order.
+    pub(crate) elements: Vec<Element>,
+    pub(crate) priority: Option<String>,
+}
+
+/// One custom element of a [`Candidate`].
+#[derive(Clone, Debug)]
+pub(crate) struct Element {
+    pub(crate) event_id: Option<String>,
+    pub(crate) data: String,
+    pub(crate) desc: String,
+}
+
+/// What happened to a [`Candidate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Recorded with this sequence number.
+    Recorded { msg_seq: u64 },
+    /// A repeat; the original sequence number.
+    Duplicate { msg_seq: u64 },
+    /// Over the per-group limit.
+    Dropped,
+}
 
 /// The handler.
 pub(crate) async fn send_group_msg(

@@ -13,41 +13,13 @@ use super::FakeImOptions;
 use super::fault::{Fault, FaultQueue};
 use super::groups::AdminBook;
 pub use super::records::{EventSends, FakeStats, RecordedMessage};
+pub(crate) use super::send::{Admission, Candidate, Element};
 
 /// How long Tencent drops a repeated `(GroupId, Random)`.
 pub const DEDUP_WINDOW: Duration = Duration::from_secs(5 * 60);
 
 /// Width of the rate-limit windows.
 const RATE_WINDOW: Duration = Duration::from_secs(1);
-
-/// A message that passed validation, about to be deduped, rate-limited and recorded.
-#[derive(Clone, Debug)]
-pub(crate) struct Candidate {
-    pub(crate) group: String,
-    pub(crate) random: u32,
-    /// Its custom elements, in order.
-    pub(crate) elements: Vec<Element>,
-    pub(crate) priority: Option<String>,
-}
-
-/// One custom element of a [`Candidate`].
-#[derive(Clone, Debug)]
-pub(crate) struct Element {
-    pub(crate) event_id: Option<String>,
-    pub(crate) data: String,
-    pub(crate) desc: String,
-}
-
-/// What happened to a [`Candidate`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Admission {
-    /// Recorded with this sequence number.
-    Recorded { msg_seq: u64 },
-    /// A repeat; the original sequence number.
-    Duplicate { msg_seq: u64 },
-    /// Over the per-group limit.
-    Dropped,
-}
 
 #[derive(Debug, Default)]
 struct Book {
