@@ -51,7 +51,7 @@ async fn each_admin_api_and_the_messages_have_limiters_of_their_own() {
     while limits.now(&format!("g{granted}")).await {
         granted += 1;
     }
-    assert!(granted >= 1 && granted <= 5, "{granted}");
+    assert!((1..=5).contains(&granted), "{granted}");
     // create_group still has its permit at once; spend it.
     assert!(limits.admin(AdminApi::CreateGroup).now_or_never().is_some(), "held by the messages' limiter");
     while limits.admin(AdminApi::CreateGroup).now_or_never().is_some() {}
