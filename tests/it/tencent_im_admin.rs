@@ -172,3 +172,25 @@ async fn an_admin_call_refused_for_its_usersig_is_sent_again_with_a_fresh_one() 
     assert_eq!(calls, ["create_group", "create_group"]);
     assert!(fake.group_exists(GROUP));
 }
+
+#[tokio::test]
+async fn a_pack_with_admin_calls_sends_its_message_then_each_call_in_order() {
+    let (fake, leaf) = fake_requiring_groups(None).await;
+    fake.seed_group(GROUP);
+    let until = now_ms() + 60_000;
+    let mute = call(AdminApi::ForbidSendMsg, json!({"Members_Account": ["u1"]}), Some(until), true);
+    let mute_all = call(AdminApi::ModifyGroupBaseInfo, json!({"MuteAllMember": "On"}), None, false);
+    let events = vec![
+        event("p1", "RoomUserMuted", Some(mute)),
+        event("p2", "RoomUserJoined", None),
+        event("p3", "RoomMuteAllChanged", Some(mute_all)),
+    ];
+    let pack = Message::new("room-1".into(), Path::Worker, events);
+    assert_eq!(publish(&leaf, pack).await.unwrap(), Outcome::Delivered);
+    let calls: Vec<String> = fake.journal_of(GROUP).into_iter().map(|e| e.api).collect();
+    assert_eq!(calls, ["send_group_msg", "forbid_send_msg", "modify_group_base_info"]);
+    let elements: Vec<_> = fake.messages(GROUP).into_iter().filter_map(|m| m.event_id).collect();
+    assert_eq!(elements, ["p1", "p2"], "the call that goes alone sends no element");
+    let group = fake.group(GROUP).unwrap();
+    assert!(group.mute_all && group.muted.contains_key("u1"));
+}
