@@ -56,6 +56,7 @@ fn message() -> Message {
         body: Arc::from(r#"{"event_id":"0190f5c2-7b1e-7cc0-8000-000000000001","payload":{}}"#),
         sender: None,
         trace: None,
+        admin: None,
     };
     Message::new("room-1".into(), Path::Sync, vec![event])
 }

@@ -46,9 +46,20 @@ struct FakeImArgs {
     /// Messages per second per group before drops (0 = unlimited).
     #[arg(long, default_value_t = 40)]
     per_group_limit: u32,
-    /// Calls per second before error 60007 (0 = unlimited).
+    /// Calls per second of each API before error 60007 (0 = unlimited).
     #[arg(long, default_value_t = 200)]
     global_limit: u32,
+    /// Refuse (10010) a message to a group never created with create_group, or destroyed
+    /// (switch it at run time with POST /fake/require_groups {"on": bool}).
+    #[arg(long)]
+    require_groups: bool,
+    /// Most live groups create_group makes before error 10036 (the AVChatRoom quota; default
+    /// none).
+    #[arg(long)]
+    avchatroom_quota: Option<usize>,
+    /// Answer ban_group_member / unban_group_member with 10007, like an edition without them.
+    #[arg(long)]
+    no_ban: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -79,6 +90,9 @@ async fn run_fake_im(args: FakeImArgs) -> anyhow::Result<()> {
         latency: args.latency,
         per_group_limit_per_sec: limit(args.per_group_limit),
         global_limit_per_sec: limit(args.global_limit),
+        require_groups: args.require_groups,
+        avchatroom_quota: args.avchatroom_quota,
+        ban_enabled: !args.no_ban,
     };
     let listener = tokio::net::TcpListener::bind(args.listen).await.context("binding --listen")?;
     tracing::info!(addr = %args.listen, "Fake Tencent IM listening");

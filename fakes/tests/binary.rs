@@ -144,3 +144,36 @@ async fn the_fake_wallet_subcommand_serves_the_contract_and_its_control_api() {
     assert!(up, "the fake wallet never answered on {base}");
     assert_eq!(balances, Some(json!({"u": 30})));
 }
+
+#[tokio::test]
+async fn the_fake_im_subcommand_with_require_groups_refuses_a_message_to_a_group_never_created() {
+    use room_service::publish::tencent::usersig::{generate, system_now_secs};
+
+    let port = free_port();
+    let _child = Spawned::spawn(
+        Command::new(env!("CARGO_BIN_EXE_room-service-fakes"))
+            .args(["fake-im", "--listen", &format!("127.0.0.1:{port}"), "--require-groups"])
+            .env("ROOM_SERVICE_FAKE_IM_SECRET_KEY", "k")
+            .stderr(Stdio::null()),
+        "room-service-fakes fake-im --require-groups",
+    );
+    let sig = generate("k", 1_400_000_000, "administrator", 3600, system_now_secs());
+    let url = format!(
+        "http://127.0.0.1:{port}/v4/group_open_http_svc/send_group_msg?sdkappid=1400000000\
+         &identifier=administrator&usersig={sig}&random=1&contenttype=json"
+    );
+    let body = json!({
+        "GroupId": "g", "Random": 1,
+        "MsgBody": [{"MsgType": "TIMCustomElem", "MsgContent": {"Data": "{}", "Desc": "T"}}],
+    });
+    let client = reqwest::Client::new();
+    let mut answer = None;
+    for _ in 0..100 {
+        if let Ok(r) = client.post(&url).json(&body).send().await {
+            answer = Some(r.json::<Value>().await.unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(answer.expect("fake IM answered")["ErrorCode"], 10010);
+}

@@ -7,7 +7,8 @@
 //! driver queue ─▶ Window (≤ k in flight; the lane: one at the permit step)
 //!   ─▶ Outlet::permit (before the message exists)
 //!   ─▶ pack::next_pack (the one packer: what reaches IM, what is skipped, how many per message)
-//!   ─▶ Outlet::call (the shared publish stack; a rate-limited answer pauses the group or app)
+//!   ─▶ Outlet::call (an admin call's own API permit, then the shared publish stack; a
+//!      rate-limited answer pauses the group or app)
 //!   ─▶ action::Action (delivered | split the halves and send them again | failed: the driver's
 //!      policy — the lane hands the room to the worker, the worker marks retry, park or pause)
 //! ```
@@ -81,8 +82,12 @@ impl Outlet {
     }
 
     /// Calls the stack with `message`, its permit in hand (or an event the filter answers
-    /// without a call); a rate-limited answer pauses its group, or the app.
+    /// without a call), once each admin call its events carry has its API's permit
+    /// ([`Permits::admin`]); a rate-limited answer pauses its group, or the app.
     pub async fn call(&self, message: Message) -> Result<Outcome, BoxError> {
+        for call in message.events.iter().filter_map(|e| e.admin.as_ref()) {
+            self.permits.admin(call.api).await;
+        }
         let group = message.group.clone();
         let result = self.publisher.clone().oneshot(message).await;
         if let Err(error) = &result

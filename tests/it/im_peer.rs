@@ -47,6 +47,8 @@ fn client(base_url: &str, key: &str) -> TencentImService {
         secret_key: Secret::new(key),
         group_id_prefix: "live_".into(),
         usersig_ttl: Duration::from_secs(86_400),
+        manage_groups: true,
+        avchatroom_ban: false,
     })
     .unwrap()
 }

@@ -22,6 +22,7 @@ mod rooms;
 mod store;
 mod support;
 mod tencent_im;
+mod tencent_im_admin;
 mod traces;
 mod wallet;
 mod wallet_http;

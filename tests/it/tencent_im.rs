@@ -14,16 +14,16 @@ use room_service::secret::Secret;
 use room_service_fakes::fake_im::{FakeIm, FakeImOptions, Fault};
 use tower::{Service, ServiceExt};
 
-const APP: u64 = 1_400_000_123;
-const KEY: &str = "integration-secret-key";
-const ADMIN: &str = "administrator";
+pub(crate) const APP: u64 = 1_400_000_123;
+pub(crate) const KEY: &str = "integration-secret-key";
+pub(crate) const ADMIN: &str = "administrator";
 const PREFIX: &str = "live_";
 
 async fn fake() -> FakeIm {
     FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await
 }
 
-fn options(fake: &FakeIm) -> TencentImSettings {
+pub(crate) fn options(fake: &FakeIm) -> TencentImSettings {
     TencentImSettings {
         base_url: fake.base_url(),
         sdk_app_id: APP,
@@ -31,6 +31,8 @@ fn options(fake: &FakeIm) -> TencentImSettings {
         secret_key: Secret::new(KEY),
         group_id_prefix: PREFIX.into(),
         usersig_ttl: Duration::from_secs(3600),
+        manage_groups: true,
+        avchatroom_ban: false,
     }
 }
 

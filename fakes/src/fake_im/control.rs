@@ -1,8 +1,10 @@
 //! Control endpoints of the fake, for tests and demos driving it over HTTP:
 //! `GET /fake/messages?group=`, `POST /fake/faults`, `POST /fake/latency`,
-//! `POST /fake/sensitive` (`POST /fake/reset`
+//! `POST /fake/sensitive`, `POST /fake/require_groups` (`{"on": true}`),
+//! `GET /fake/journal?group=`, `GET /fake/groups` (`POST /fake/reset`
 //! and `GET /fake/stats` are every fake's, see [`controls`](super::server::controls)).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,9 +15,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::fault::FaultSpec;
+use super::groups::{GroupState, JournalEntry};
 use super::state::{FakeState, RecordedMessage};
 
-/// Query of `GET /fake/messages`.
+/// Query of `GET /fake/messages` and `GET /fake/journal`.
 #[derive(Debug, Deserialize)]
 pub(crate) struct MessagesQuery {
     group: Option<String>,
@@ -74,4 +77,36 @@ pub(crate) async fn latency(
     state.set_latency(Duration::from_millis(body.ms));
     state.set_jitter(Duration::from_millis(body.jitter_ms));
     StatusCode::NO_CONTENT
+}
+
+/// Body of `POST /fake/require_groups`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RequireGroupsBody {
+    on: bool,
+}
+
+/// Switches `require_groups` mode: a message to a group that does not exist is refused (10010).
+pub(crate) async fn require_groups(
+    State(state): State<Arc<FakeState>>,
+    Json(body): Json<RequireGroupsBody>,
+) -> StatusCode {
+    state.set_require_groups(body.on);
+    StatusCode::NO_CONTENT
+}
+
+/// The journal: every call, of one `GroupId` or all, in arrival order.
+pub(crate) async fn journal(
+    State(state): State<Arc<FakeState>>,
+    Query(query): Query<MessagesQuery>,
+) -> Json<Vec<JournalEntry>> {
+    Json(match query.group.as_deref() {
+        Some(group) => state.journal_of(group),
+        None => state.journal(),
+    })
+}
+
+/// Every group ever created and its state.
+pub(crate) async fn groups(State(state): State<Arc<FakeState>>) -> Json<BTreeMap<String, GroupState>> {
+    Json(state.groups())
 }

@@ -1,5 +1,6 @@
 //! Faults the fake IM server can be told to serve on its next calls, and the queue they wait
-//! in. Faults apply to `send_group_msg` only, one per call, in the order they were injected.
+//! in. Faults apply to the next calls whatever their API (`send_group_msg` and the group admin
+//! APIs alike), one per call, in the order they were injected.
 
 use std::collections::VecDeque;
 use std::time::Duration;

@@ -1,14 +1,21 @@
-//! A Tencent-faithful fake of the IM REST API (`send_group_msg` only), for integration tests,
-//! local demos and benchmarks. It verifies the usersig with the very
-//! [`room_service::publish::tencent::usersig::verify`] the real service is tested against, validates
-//! the body, records accepted messages, dedups `(GroupId, Random)` for 5 minutes, enforces the
-//! per-group (drop with `MsgDropReason`) and global (60007) limits, and serves injected faults.
+//! A Tencent-faithful fake of the IM REST API (`send_group_msg` and the group admin APIs of
+//! SPEC §14.2), for integration tests, local demos and benchmarks. It verifies the usersig with
+//! the very [`room_service::publish::tencent::usersig::verify`] the real service is tested
+//! against, validates the body, records accepted messages, dedups `(GroupId, Random)` for 5
+//! minutes, enforces the per-group (drop with `MsgDropReason`) and per-API (60007) limits, and
+//! serves injected faults. The admin APIs keep each group's state ([`GroupState`]); in
+//! `require_groups` mode a message to a group that does not exist is refused with 10010; a
+//! journal ([`JournalEntry`]) keeps every call in arrival order.
 //!
 //! Run it in-process with [`Fake::start`] (tests) or [`server::serve`] on a listener of your own
 //! (a CLI subcommand); drive it from Rust through [`FakeIm`] or over HTTP under `/fake/`.
 
+mod admin;
 mod control;
 pub mod fault;
+mod gate;
+pub mod groups;
+mod records;
 mod send;
 pub mod server;
 pub mod state;
@@ -21,6 +28,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use fault::{Fault, FaultKind, FaultSpec};
+pub use groups::{GroupState, JournalEntry};
 use server::controls;
 pub use server::{Fake, FakeApp};
 pub use state::{EventSends, FakeState, FakeStats, RecordedMessage};
@@ -40,8 +48,18 @@ pub struct FakeImOptions {
     pub latency: Duration,
     /// Messages per second per group before drops (Tencent: 40); `None` = unlimited.
     pub per_group_limit_per_sec: Option<u32>,
-    /// Calls per second before 60007 (Tencent: 200); `None` = unlimited.
+    /// Calls per second of each API before 60007 (Tencent: 200 per API: `send_group_msg` and
+    /// each admin API count apart); `None` = unlimited.
     pub global_limit_per_sec: Option<u32>,
+    /// Refuse (10010) a message to a group that was never created or was destroyed (default
+    /// false: every group exists, as before the fake knew groups).
+    pub require_groups: bool,
+    /// Most live groups `create_group` makes before 10036 (the app's AVChatRoom quota);
+    /// `None` = no quota.
+    pub avchatroom_quota: Option<usize>,
+    /// `ban_group_member` / `unban_group_member` work (default true); false answers 10007, like
+    /// an edition without the feature.
+    pub ban_enabled: bool,
 }
 
 impl FakeImOptions {
@@ -54,6 +72,9 @@ impl FakeImOptions {
             latency: Duration::ZERO,
             per_group_limit_per_sec: Some(40),
             global_limit_per_sec: Some(200),
+            require_groups: false,
+            avchatroom_quota: None,
+            ban_enabled: true,
         }
     }
 }
@@ -67,6 +88,9 @@ impl fmt::Debug for FakeImOptions {
             .field("latency", &self.latency)
             .field("per_group_limit_per_sec", &self.per_group_limit_per_sec)
             .field("global_limit_per_sec", &self.global_limit_per_sec)
+            .field("require_groups", &self.require_groups)
+            .field("avchatroom_quota", &self.avchatroom_quota)
+            .field("ban_enabled", &self.ban_enabled)
             .finish()
     }
 }
@@ -79,7 +103,11 @@ fn app(state: Arc<FakeState>) -> Router {
         .route("/fake/faults", post(control::faults))
         .route("/fake/latency", post(control::latency))
         .route("/fake/sensitive", post(control::sensitive))
+        .route("/fake/require_groups", post(control::require_groups))
+        .route("/fake/journal", get(control::journal))
+        .route("/fake/groups", get(control::groups))
         .with_state(Arc::clone(&state))
+        .merge(admin::routes(Arc::clone(&state)))
         .merge(controls(state, FakeState::clear, FakeState::stats))
 }
 

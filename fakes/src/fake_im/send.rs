@@ -1,9 +1,9 @@
-//! `POST /v4/group_open_http_svc/send_group_msg` of the fake: serves a queued fault if any,
-//! then checks what Tencent checks, in Tencent's order — usersig (70001/70003/70009/70013/
-//! 70014), the global call limit (60007), the body (10004/10015; 80002 when the content of
-//! its elements passes 12 KB) — then dedups, applies the per-group limit (OK with
-//! `MsgDropReason`) and records every custom element (one message may carry many: SPEC §12.1).
-//! Every limit counts calls, whatever a call carries.
+//! `POST /v4/group_open_http_svc/send_group_msg` of the fake: past the [`gate`] (a queued
+//! fault, usersig, the API's call limit), checks what Tencent checks, in Tencent's order — the
+//! body (10004/10015; 80002 when the content of its elements passes 12 KB), the group
+//! (10010 in `require_groups` mode, unless it exists), the content (80001) — then dedups,
+//! applies the per-group limit (OK with `MsgDropReason`) and records every custom element (one
+//! message may carry many: SPEC §12.1). Every limit counts calls, whatever a call carries.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,26 +12,51 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{Extensions, StatusCode, header};
+use axum::http::Extensions;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-use tokio::time::Instant;
 
-use super::fault::Fault;
-use super::server::DropConnection;
-use super::state::{Admission, Candidate, Element, FakeState};
+use super::gate::{self, Refusal, refuse};
+use super::groups::JournalEntry;
+use super::state::FakeState;
 use room_service::delivery::pack::TENCENT_MAX_CONTENT_BYTES;
-use room_service::publish::tencent::usersig::{self, UserSigError};
+use room_service::publish::tencent::usersig;
 use room_service::publish::tencent::wire::{Answer, CloudCustomData, MAX_BODY_BYTES};
 
 /// Longest custom `GroupId` Tencent accepts, in bytes.
 use room_service::publish::tencent::wire::MAX_GROUP_ID_BYTES;
 
-/// A refusal: `ErrorCode` and `ErrorInfo`.
-type Refusal = (i64, &'static str);
-
 /// A message whose content passes 12 KB.
 const TOO_LARGE: Refusal = (80002, "message too long");
+
+/// A message that passed validation, about to be deduped, rate-limited and recorded.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    pub(crate) group: String,
+    pub(crate) random: u32,
+    /// Its custom elements, in order.
+    pub(crate) elements: Vec<Element>,
+    pub(crate) priority: Option<String>,
+}
+
+/// One custom element of a [`Candidate`].
+#[derive(Clone, Debug)]
+pub(crate) struct Element {
+    pub(crate) event_id: Option<String>,
+    pub(crate) data: String,
+    pub(crate) desc: String,
+}
+
+/// What happened to a [`Candidate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Recorded with this sequence number.
+    Recorded { msg_seq: u64 },
+    /// A repeat; the original sequence number.
+    Duplicate { msg_seq: u64 },
+    /// Over the per-group limit.
+    Dropped,
+}
 
 /// The handler.
 pub(crate) async fn send_group_msg(
@@ -40,45 +65,11 @@ pub(crate) async fn send_group_msg(
     extensions: Extensions,
     body: Bytes,
 ) -> Response {
-    let fault = state.begin_call(&event_ids_of(&body));
-    let latency = state.latency();
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
-    let mut answer_after = None;
-    match fault {
-        Some(Fault::AcceptThenDelay(delay)) => answer_after = Some(delay),
-        Some(Fault::ErrorCode(code)) => return refuse(&state, (code, "injected fault")),
-        Some(Fault::Http502) => {
-            let html = "<html><body><h1>502 Bad Gateway</h1></body></html>";
-            return (StatusCode::BAD_GATEWAY, [(header::CONTENT_TYPE, "text/html")], html).into_response();
-        }
-        Some(Fault::NonJson) => {
-            return (StatusCode::OK, [(header::CONTENT_TYPE, "text/html")], "<html>OK</html>")
-                .into_response();
-        }
-        Some(Fault::Delay(delay)) => tokio::time::sleep(delay).await,
-        Some(Fault::DropConnection) => {
-            if let Some(drop) = extensions.get::<DropConnection>() {
-                drop.now();
-                // The connection task drops this future together with the connection.
-                std::future::pending::<()>().await;
-            }
-            // Served outside our own accept loop: the closest we can do.
-            return StatusCode::BAD_GATEWAY.into_response();
-        }
-        None => {}
-    }
-    let Ok(Query(query)) = query else {
-        return refuse(&state, (10004, "invalid query string"));
+    let entry = JournalEntry::of("send_group_msg", &body, event_ids_of(&body));
+    let entered = match gate::enter(&state, entry, "send_group_msg", query, &extensions).await {
+        Ok(entered) => entered,
+        Err(answer) => return answer,
     };
-    if let Err(refusal) = authenticate(&state, &query) {
-        return refuse(&state, refusal);
-    }
-    let now = Instant::now();
-    if !state.take_global_slot(now) {
-        return refuse(&state, (60007, "api call frequency limit exceeded"));
-    }
     let candidate = match validate(&body) {
         Ok(c) => c,
         Err(refusal) => {
@@ -88,18 +79,21 @@ pub(crate) async fn send_group_msg(
             return refuse(&state, refusal);
         }
     };
+    if state.require_groups() && !state.group_exists(&candidate.group) {
+        return refuse(&state, (10010, "group does not exist or has been dissolved"));
+    }
     if state.is_sensitive(&candidate.elements) {
         // The whole message is refused for what one element says, as Tencent's moderation does.
         return refuse(&state, (80001, "message content contains sensitive words"));
     }
     let msg_time = usersig::system_now_secs();
-    let answer = match state.admit(now, msg_time, candidate) {
+    let answer = match state.admit(entered.now, msg_time, candidate) {
         Admission::Recorded { msg_seq } | Admission::Duplicate { msg_seq } => Answer::ok(msg_time, msg_seq),
         Admission::Dropped => {
             Answer { msg_drop_reason: Some("MsgFreqCtrl".into()), ..Answer::ok(msg_time, 0) }
         }
     };
-    if let Some(delay) = answer_after {
+    if let Some(delay) = entered.answer_after {
         tokio::time::sleep(delay).await;
     }
     Json(answer).into_response()
@@ -113,35 +107,6 @@ fn event_ids_of(body: &[u8]) -> Vec<String> {
         serde_json::from_str::<CloudCustomData>(custom).ok()
     });
     custom.map(CloudCustomData::ids).unwrap_or_default()
-}
-
-fn refuse(state: &FakeState, (code, info): Refusal) -> Response {
-    state.count_rejection();
-    Json(Answer::fail(code, info)).into_response()
-}
-
-/// Checks the query parameters and the usersig like Tencent.
-fn authenticate(state: &FakeState, query: &HashMap<String, String>) -> Result<(), Refusal> {
-    let opts = &state.options;
-    let param = |name| query.get(name).ok_or((10004, "missing query parameter"));
-    let sdk_app_id: u64 = param("sdkappid")?.parse().map_err(|_| (10004, "bad sdkappid"))?;
-    let identifier = param("identifier")?;
-    let sig = query.get("usersig").ok_or((70003, "usersig missing"))?;
-    if sdk_app_id != opts.sdk_app_id {
-        return Err((70014, "sdkappid mismatch"));
-    }
-    if *identifier != opts.admin_identifier {
-        return Err((70013, "identifier is not the app admin"));
-    }
-    let now = usersig::system_now_secs();
-    usersig::verify(sig, &opts.secret_key, sdk_app_id, identifier, now).map_err(|e| match e {
-        UserSigError::Expired => (70001, "usersig expired"),
-        UserSigError::Undecodable => (70003, "usersig invalid"),
-        UserSigError::BadSignature => (70009, "usersig verification failed"),
-        UserSigError::IdentifierMismatch => (70013, "usersig identifier mismatch"),
-        UserSigError::AppIdMismatch => (70014, "usersig sdkappid mismatch"),
-    })?;
-    Ok(())
 }
 
 /// Checks the body like Tencent and extracts what is recorded.

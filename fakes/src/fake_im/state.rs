@@ -4,124 +4,22 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::FakeImOptions;
 use super::fault::{Fault, FaultQueue};
+use super::groups::AdminBook;
+pub use super::records::{EventSends, FakeStats, RecordedMessage};
+pub(crate) use super::send::{Admission, Candidate, Element};
 
 /// How long Tencent drops a repeated `(GroupId, Random)`.
 pub const DEDUP_WINDOW: Duration = Duration::from_secs(5 * 60);
 
 /// Width of the rate-limit windows.
 const RATE_WINDOW: Duration = Duration::from_secs(1);
-
-/// One element (one event) of a message the fake accepted; a message of N elements is
-/// recorded as N of these, in element order, sharing its `random`, `msg_seq` and `elements`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordedMessage {
-    /// The full IM `GroupId` (prefix included).
-    pub group: String,
-    /// The `Random` its message was sent with.
-    pub random: u32,
-    /// Its `event_id`, from `CloudCustomData` (`event_ids[i]`, or `event_id` for one element).
-    pub event_id: Option<String>,
-    /// `MsgContent.Data` of the custom element (the envelope).
-    pub data: String,
-    /// `MsgContent.Desc` of the custom element (the event type).
-    pub desc: String,
-    /// Custom elements in its message (1 for a message of one event).
-    #[serde(default = "one")]
-    pub elements: u32,
-    /// Its place in its message, from 0.
-    #[serde(default)]
-    pub index: u32,
-    /// `MsgPriority`, when given.
-    pub priority: Option<String>,
-    /// Sequence number in its group, from 1.
-    pub msg_seq: u64,
-    /// Unix seconds when it was accepted.
-    pub msg_time: u64,
-    /// When it was accepted (process clock; not serialised).
-    #[serde(skip, default = "Instant::now")]
-    pub accepted_at: Instant,
-}
-
-fn one() -> u32 {
-    1
-}
-
-/// Counters since start or the last reset.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FakeStats {
-    /// Every `send_group_msg` call, whatever its answer.
-    pub calls: u64,
-    /// Events recorded: every element of the messages recorded.
-    pub accepted: u64,
-    /// Messages (calls) recorded; `accepted / messages` is the mean events per call.
-    #[serde(default)]
-    pub messages: u64,
-    /// Repeats of a `(GroupId, Random)` seen within 5 minutes: answered OK, not recorded.
-    pub duplicates: u64,
-    /// Messages over the per-group limit: answered OK with `MsgDropReason`, not recorded.
-    pub dropped: u64,
-    /// Messages refused with 80002 because their content (every element's Data and Desc)
-    /// passed 12 KB.
-    #[serde(default)]
-    pub too_large: u64,
-    /// Calls over the global (per SDKAppID) limit: refused with 60007. With `dropped`, what a
-    /// well-behaved client keeps at zero.
-    pub rate_limited: u64,
-    /// Calls answered `ActionStatus: FAIL` (injected codes included).
-    pub rejected: u64,
-    /// Calls that were served an injected fault.
-    pub faults_served: u64,
-    /// Calls that will still be served a queued fault.
-    pub faults_pending: u64,
-}
-
-/// How often one `event_id` was sent: every `send_group_msg` call that carried it in its
-/// `CloudCustomData`, and those of them IM took.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventSends {
-    /// Every call that carried the event, whatever its answer (accepted, answered as a
-    /// duplicate, served an injected fault, refused, dropped over the per-group limit).
-    pub calls: u32,
-    /// The calls IM took: the one recorded plus the repeats answered OK as duplicates. Above 1,
-    /// the event reached IM more than once (clients would see it again after 5 minutes).
-    pub received: u32,
-}
-
-/// A message that passed validation, about to be deduped, rate-limited and recorded.
-#[derive(Clone, Debug)]
-pub(crate) struct Candidate {
-    pub(crate) group: String,
-    pub(crate) random: u32,
-    /// Its custom elements, in order.
-    pub(crate) elements: Vec<Element>,
-    pub(crate) priority: Option<String>,
-}
-
-/// One custom element of a [`Candidate`].
-#[derive(Clone, Debug)]
-pub(crate) struct Element {
-    pub(crate) event_id: Option<String>,
-    pub(crate) data: String,
-    pub(crate) desc: String,
-}
-
-/// What happened to a [`Candidate`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Admission {
-    /// Recorded with this sequence number.
-    Recorded { msg_seq: u64 },
-    /// A repeat; the original sequence number.
-    Duplicate { msg_seq: u64 },
-    /// Over the per-group limit.
-    Dropped,
-}
 
 #[derive(Debug, Default)]
 struct Book {
@@ -154,6 +52,10 @@ pub struct FakeState {
     /// Tencent's content moderation.
     sensitive: Mutex<Vec<String>>,
     book: Mutex<Book>,
+    /// Groups, the journal and the admin APIs' rate windows ([`super::groups`]).
+    admin: Mutex<AdminBook>,
+    /// Refuse (10010) a message to a group that does not exist.
+    pub(crate) require_groups: AtomicBool,
 }
 
 impl Book {
@@ -183,10 +85,17 @@ impl FakeState {
         Self {
             latency: Mutex::new(options.latency),
             jitter: Mutex::new(Duration::ZERO),
-            options,
             sensitive: Mutex::new(Vec::new()),
             book: Mutex::new(Book::default()),
+            admin: Mutex::new(AdminBook::default()),
+            require_groups: AtomicBool::new(options.require_groups),
+            options,
         }
+    }
+
+    /// The admin side of the state ([`super::groups`]).
+    pub(crate) fn admin_book(&self) -> std::sync::MutexGuard<'_, AdminBook> {
+        self.admin.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn book(&self) -> std::sync::MutexGuard<'_, Book> {
@@ -258,7 +167,7 @@ impl FakeState {
         self.book().stats.too_large += 1;
     }
 
-    /// Takes a slot of the global (per SDKAppID) call limit.
+    /// Takes a slot of the global (per SDKAppID) call limit of `send_group_msg`.
     pub(crate) fn take_global_slot(&self, now: Instant) -> bool {
         let limit = self.options.global_limit_per_sec;
         let mut book = self.book();
@@ -267,6 +176,30 @@ impl FakeState {
             book.stats.rate_limited += 1;
         }
         taken
+    }
+
+    /// Takes a slot of `api`'s own app-wide call limit (Tencent counts each API apart, at
+    /// the same rate as `send_group_msg`); `send_group_msg` takes [`Self::take_global_slot`].
+    pub(crate) fn take_api_slot(&self, api: &'static str, now: Instant) -> bool {
+        if api == "send_group_msg" {
+            return self.take_global_slot(now);
+        }
+        let limit = self.options.global_limit_per_sec;
+        let taken = take_slot(self.admin_book().windows.entry(api).or_default(), now, limit);
+        if !taken {
+            self.book().stats.rate_limited += 1;
+        }
+        taken
+    }
+
+    /// Hands out the fault an admin call must be served, if any (the queue is every API's).
+    pub(crate) fn begin_admin_call(&self) -> Option<Fault> {
+        let mut book = self.book();
+        let fault = book.faults.next();
+        if fault.is_some() {
+            book.stats.faults_served += 1;
+        }
+        fault
     }
 
     /// Dedups, rate-limits per group and records.
@@ -341,9 +274,12 @@ impl FakeState {
         FakeStats { faults_pending: book.faults.remaining(), ..book.stats.clone() }
     }
 
-    /// Forgets messages, dedup and rate windows, faults and counters; keeps the latency.
+    /// Forgets messages, dedup and rate windows, faults and counters, groups and the journal,
+    /// and sets `require_groups` back to its option; keeps the latency.
     pub fn clear(&self) {
         *self.book() = Book::default();
+        *self.admin_book() = AdminBook::default();
+        self.set_require_groups(self.options.require_groups);
     }
 }
 

@@ -116,6 +116,11 @@ pub(crate) struct RawTencentIm {
     pub group_id_prefix: String,
     /// Lifetime of a generated UserSig.
     pub usersig_ttl: RawDuration,
+    /// Create and destroy each room's group and mirror its moderation on it (SPEC §14.2);
+    /// false: the groups are assumed to exist.
+    pub manage_groups: bool,
+    /// Kick and unban call `ban_group_member` / `unban_group_member` (a paid edition's switch).
+    pub avchatroom_ban: bool,
 }
 
 impl Default for RawTencentIm {
@@ -128,6 +133,8 @@ impl Default for RawTencentIm {
             secret_key: Secret::default(),
             group_id_prefix: String::new(),
             usersig_ttl: RawDuration::new("24h"),
+            manage_groups: true,
+            avchatroom_ban: false,
         }
     }
 }

@@ -43,6 +43,14 @@ pub struct TencentImSettings {
     pub group_id_prefix: String,
     /// Lifetime of a generated UserSig (>= 1 minute).
     pub usersig_ttl: Duration,
+    /// The service creates each room's group before its first message, destroys it after its
+    /// close message, and mirrors mutes, mute-all and room info on it (SPEC §14.2); false: it
+    /// assumes the groups exist and calls no admin API.
+    pub manage_groups: bool,
+    /// Kicks and unbans call `ban_group_member` / `unban_group_member` (a paid edition's
+    /// feature; only with `manage_groups`). False: clients act on the High-priority
+    /// `RoomUserKicked` and the service refuses the rejoin.
+    pub avchatroom_ban: bool,
 }
 
 /// How failed outbox rows are retried.

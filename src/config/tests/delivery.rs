@@ -124,6 +124,21 @@ fn enabled_im_requires_its_keys() {
 }
 
 #[test]
+fn group_management_is_on_and_bans_off_by_default_and_bans_need_it() {
+    let env = [("ROOM_SERVICE__TENCENT_IM__SECRET_KEY", "k")];
+    let im = load_yaml(IM_ON, &env).expect("valid").tencent_im.expect("IM on");
+    assert!(im.manage_groups && !im.avchatroom_ban);
+    let yaml = "tencent_im: {enabled: true, sdk_app_id: 1, manage_groups: false}\n";
+    assert!(!load_yaml(yaml, &env).expect("valid").tencent_im.expect("IM on").manage_groups);
+    let env_on = [env[0], ("ROOM_SERVICE__TENCENT_IM__AVCHATROOM_BAN", "true")];
+    assert!(load_yaml(IM_ON, &env_on).expect("valid").tencent_im.expect("IM on").avchatroom_ban);
+    let message =
+        refuses("tencent_im: {manage_groups: false, avchatroom_ban: true}\n", "tencent_im.avchatroom_ban");
+    assert!(message.contains("tencent_im.manage_groups"), "{message}");
+    refuses("tencent_im: {manage_groups: \"sometimes\"}\n", "tencent_im.manage_groups");
+}
+
+#[test]
 fn retention_is_off_when_empty_or_non_positive_and_fails_when_bad_or_tiny() {
     let key = "outbox_worker.retention";
     for off in ["\"\"", "\"0s\"", "0", "\"-1h\"", "\"  \""] {

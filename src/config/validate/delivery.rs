@@ -38,6 +38,12 @@ pub(super) fn tencent_im(p: &mut Problems, raw: RawTencentIm) -> Option<TencentI
     if usersig_ttl < MIN_USERSIG_TTL {
         p.add("tencent_im.usersig_ttl", "must be at least 1m");
     }
+    if raw.avchatroom_ban && !raw.manage_groups {
+        p.add(
+            "tencent_im.avchatroom_ban",
+            "needs tencent_im.manage_groups: without it the service calls no group admin API",
+        );
+    }
     raw.enabled.then(|| TencentImSettings {
         base_url,
         sdk_app_id: raw.sdk_app_id,
@@ -45,6 +51,8 @@ pub(super) fn tencent_im(p: &mut Problems, raw: RawTencentIm) -> Option<TencentI
         secret_key,
         group_id_prefix: raw.group_id_prefix,
         usersig_ttl,
+        manage_groups: raw.manage_groups,
+        avchatroom_ban: raw.avchatroom_ban,
     })
 }
 

@@ -12,6 +12,9 @@
 //! - the outbox worker waits, first for a permit of its own limiter at `worker_share` of the
 //!   app-wide rate, so live events keep headroom during a backlog drain.
 //!
+//! A group admin call (SPEC §14.2) also waits for a permit of its API's own limiter
+//! ([`Permits::admin`]): Tencent's 200 calls a second hold per API.
+//!
 //! When IM answers rate-limited anyway (60007 and kin, `MsgDropReason`), the group — or the
 //! whole app, for app-wide codes — is paused for `pause` ([`Permits::pause`]): no permit is
 //! given into it until the pause ends.
@@ -24,6 +27,7 @@
 //! burst of `b` emits at `L − b + 1` per second, with the period rounded up, so no window of
 //! one second ever sees more than `L` calls.
 
+mod admin;
 mod clock;
 pub mod cluster;
 mod limits;
@@ -33,9 +37,11 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+use self::admin::AdminLimits;
 pub use self::cluster::ClusterQuota;
 use self::limits::{Admission, Limits};
 pub use self::options::RateLimitOptions;
+use crate::publish::AdminApi;
 
 /// Where a driver's messages take their permits.
 pub trait Permits: Send + Sync + std::fmt::Debug {
@@ -50,6 +56,11 @@ pub trait Permits: Send + Sync + std::fmt::Debug {
     /// IM answered a message into `group` rate-limited: no permit into it (into any group when
     /// `app_wide`) until the pause ends.
     fn pause(&self, group: &str, app_wide: bool);
+
+    /// Waits for a permit for one call of the group admin API `api` (SPEC §14.2): Tencent limits
+    /// each API on its own, so each has its own app-wide limiter, apart from the messages'
+    /// ([`Self::wait`], which a message carrying an admin call takes as well).
+    fn admin<'a>(&'a self, api: AdminApi) -> BoxFuture<'a, ()>;
 }
 
 /// The permits of a process, shared by its lanes and its worker.
@@ -69,19 +80,25 @@ impl Permits for Unlimited {
     }
 
     fn pause(&self, _: &str, _: bool) {}
+
+    fn admin<'a>(&'a self, _: AdminApi) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// Tencent's limits (`im_rate_limit.*`), this node's or, with a [`ClusterQuota`], the
-/// cluster's app-wide one.
+/// cluster's app-wide one; each admin API's, at `global_per_sec`, this node's alone (admin
+/// calls are rare: they take nothing of the cluster's quota).
 #[derive(Debug)]
 pub struct RateLimits {
     limits: Limits,
+    admin: AdminLimits,
 }
 
 impl RateLimits {
     /// The limits of `options`; the app-wide one shared through `cluster` when given.
     pub fn new(options: &RateLimitOptions, cluster: Option<&ClusterQuota>) -> Self {
-        Self { limits: Limits::new(options, cluster) }
+        Self { limits: Limits::new(options, cluster), admin: AdminLimits::new(options.global_per_sec) }
     }
 
     /// [`Self::new`], shared.
@@ -105,6 +122,10 @@ impl Permits for RateLimits {
 
     fn pause(&self, group: &str, app_wide: bool) {
         self.limits.pause(group, app_wide);
+    }
+
+    fn admin<'a>(&'a self, api: AdminApi) -> BoxFuture<'a, ()> {
+        Box::pin(self.admin.acquire(api))
     }
 }
 

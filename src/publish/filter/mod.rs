@@ -1,5 +1,6 @@
 //! Event filter: answers some event types with [`Outcome::Skipped`] without calling the inner
-//! service; forwards every other message unchanged.
+//! service; forwards every other message unchanged. An event carrying an IM group admin call
+//! ([`crate::publish::AdminCall`]) is never skipped: the call must reach the leaf.
 //!
 //! In the publish stack it sits below tracing and metrics (so skipped events are still traced
 //! and counted as `result="skipped"`) and above the timeout and the leaf, so the event types
@@ -27,7 +28,7 @@ use tower::Service;
 
 pub use self::future::ResponseFuture;
 pub use self::layer::EventFilterLayer;
-use crate::publish::{BoxError, Message, Outcome};
+use crate::publish::{BoxError, Event, Message, Outcome};
 
 /// Answers messages whose event type is in the skip set with [`Outcome::Skipped`]; forwards the
 /// rest to `S`.
@@ -74,13 +75,15 @@ where
 
     /// A message whose events are all skipped is answered [`Outcome::Skipped`]; any other one
     /// is forwarded without its skipped events (the publishers never mix them into a pack, so
-    /// this only keeps a stray one from reaching IM).
+    /// this only keeps a stray one from reaching IM). An event carrying an admin call is never
+    /// skipped, whatever its type (a `RoomCreated` carries the group's creation, SPEC §14.2).
     fn call(&mut self, mut message: Message) -> Self::Future {
-        if message.events.iter().all(|e| self.skips(e.event_type)) {
+        let skip = &self.skip;
+        let skipped = |e: &Event| e.admin.is_none() && skip.contains(&e.event_type);
+        if message.events.iter().all(skipped) {
             ResponseFuture::skipped()
         } else {
-            let skip = &self.skip;
-            message.events.retain(|e| !skip.contains(&e.event_type));
+            message.events.retain(|e| !skipped(e));
             ResponseFuture::called(self.inner.call(message))
         }
     }

@@ -85,3 +85,32 @@ fn layer_skip_set_is_configurable() {
     assert!(filter.skips("AuditOnly"));
     assert!(!filter.skips("RoomCreated"));
 }
+
+#[tokio::test]
+async fn a_skipped_type_carrying_an_admin_call_is_forwarded_with_it() {
+    use std::sync::Arc;
+
+    use crate::publish::{AdminApi, AdminCall};
+
+    let (svc, mut handle) = im_filter();
+    let create = AdminCall {
+        api: AdminApi::CreateGroup,
+        fields: Default::default(),
+        until_ms: None,
+        after_message: false,
+    };
+    let mut created = message("RoomCreated", Path::Sync);
+    assert!(svc.skips("RoomCreated"), "RoomCreated is in the IM skip set");
+    created.events[0].admin = Some(Arc::new(create));
+    // A pack of a plain skipped event beside it: only the one with the call goes on.
+    let mut plain = message("RoomCreated", Path::Sync).events.remove(0);
+    plain.event_id = "plain".into();
+    created.events.push(plain);
+
+    let call = tokio::spawn(svc.oneshot(created));
+    let (request, respond) = handle.next_request().await.expect("forwarded, not skipped");
+    assert_eq!(request.events.len(), 1);
+    assert_eq!(request.events[0].admin.as_ref().map(|c| c.api), Some(AdminApi::CreateGroup));
+    respond.send_response(Outcome::Delivered);
+    assert_eq!(call.await.expect("join").expect("delivered"), Outcome::Delivered);
+}

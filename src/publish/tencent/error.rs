@@ -156,8 +156,10 @@ pub fn class_of_code(code: i64) -> ErrorClass {
         | 70020
         | 70050
         | 70051 => ErrorClass::Configuration,
-        10003 | 10004 | 10007 | 10008 | 10010 | 10011 | 10015 | 10016 | 10017 | 10019 | 80001 | 80002
-        | 93000 | 90001 | 90002 | 90007 | 90010 => ErrorClass::Permanent,
+        // 10007 a paid feature not enabled, 10026 an API disabled for the app, 10036 the app's
+        // AVChatRoom quota, 10037 the per-user group limit: no retry helps; parked with the code.
+        10003 | 10004 | 10007 | 10008 | 10010 | 10011 | 10015 | 10016 | 10017 | 10019 | 10026 | 10036
+        | 10037 | 80001 | 80002 | 93000 | 90001 | 90002 | 90007 | 90010 => ErrorClass::Permanent,
         // Listed transient codes (10002, 60008, 60014, 70169, 70500, 20004, 20005, 90992,
         // 90994, 90995, 91000) and every unknown code.
         _ => ErrorClass::Transient,
@@ -186,8 +188,8 @@ mod tests {
             (
                 Permanent,
                 &[
-                    10003, 10004, 10007, 10008, 10010, 10011, 10015, 10016, 10017, 10019, 80001, 80002,
-                    93000, 90001, 90002, 90007, 90010,
+                    10003, 10004, 10007, 10008, 10010, 10011, 10015, 10016, 10017, 10019, 10026, 10036,
+                    10037, 80001, 80002, 93000, 90001, 90002, 90007, 90010,
                 ],
             ),
         ];
@@ -237,6 +239,14 @@ mod tests {
     fn classify_finds_an_im_error_in_a_box() {
         let err: crate::publish::BoxError = Box::new(ImError::im(70001, "expired"));
         assert_eq!(classify(err.as_ref()), ErrorClass::AuthRefresh);
+    }
+
+    #[test]
+    fn a_quota_refusal_names_its_code_and_tencents_reason() {
+        let err = ImError::im(10036, "create_group: AVChatRoom count exceeds the app's quota");
+        assert_eq!(err.class(), ErrorClass::Permanent);
+        let text = err.to_string();
+        assert!(text.contains("10036") && text.contains("quota"), "{text}");
     }
 
     #[test]

@@ -1,14 +1,18 @@
 //! The Tencent Cloud IM leaf of the publish stack: [`TencentImService`] sends one [`Message`]
-//! as one custom group message (`send_group_msg`, SPEC §8 and §12.1: one element per event) and answers [`Outcome::Delivered`] or
-//! an [`ImError`] that knows its [`crate::publish::ErrorClass`].
+//! as one custom group message (`send_group_msg`, SPEC §8 and §12.1: one element per event),
+//! then the group admin calls its events carry (SPEC §14.2, [`admin_wire`]), and answers
+//! [`Outcome::Delivered`] or an [`ImError`] that knows its [`crate::publish::ErrorClass`].
 //!
 //! It sits below the timeout layer, so it sets only a connect timeout of its own; the usersig
 //! comes from a [`usersig::UserSigCache`] that is invalidated when Tencent answers 70001/70052.
 
+pub mod admin_wire;
+mod call;
 pub mod error;
 pub mod usersig;
 pub mod wire;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -18,14 +22,9 @@ use reqwest::Url;
 
 pub use error::ImError;
 use usersig::{Clock, UserSigCache};
-use wire::SendGroupMsg;
 
 use crate::config::TencentImSettings;
-use crate::publish::{BoxError, Message, Outcome};
-use crate::telemetry::traces;
-
-/// Largest answer body read; Tencent's answers are a few hundred bytes.
-const MAX_ANSWER_BYTES: usize = 64 * 1024;
+use crate::publish::{AdminApi, BoxError, Message, Outcome};
 
 /// TCP/TLS connect timeout of the IM client; the whole call is bounded by the timeout layer
 /// above.
@@ -41,7 +40,10 @@ pub struct TencentImService {
 #[derive(Debug, Clone)]
 struct Inner {
     client: reqwest::Client,
+    /// `send_group_msg`'s URL, without its query.
     endpoint: Url,
+    /// Each admin API's URL, without its query.
+    admin_endpoints: HashMap<AdminApi, Url>,
     sdk_app_id: String,
     admin_identifier: String,
     group_id_prefix: String,
@@ -59,12 +61,11 @@ impl TencentImService {
 
     /// A service whose usersigs are dated by `clock` (Unix seconds).
     pub fn with_clock(settings: &TencentImSettings, clock: Clock) -> Result<Self, ImError> {
-        let endpoint =
-            Url::parse(&format!("{}{}", settings.base_url.trim_end_matches('/'), wire::SEND_GROUP_MSG_PATH))
-                .map_err(|_| ImError::InvalidOptions("base_url is not a URL".into()))?;
-        if !matches!(endpoint.scheme(), "http" | "https") {
-            return Err(ImError::InvalidOptions("base_url must be http or https".into()));
-        }
+        let endpoint = api_url(&settings.base_url, wire::SEND_GROUP_MSG_PATH)?;
+        let admin_endpoints = AdminApi::ALL
+            .into_iter()
+            .map(|api| Ok((api, api_url(&settings.base_url, &api.path())?)))
+            .collect::<Result<_, ImError>>()?;
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .pool_idle_timeout(Duration::from_secs(60))
@@ -84,6 +85,7 @@ impl TencentImService {
             inner: Arc::new(Inner {
                 client,
                 endpoint,
+                admin_endpoints,
                 sdk_app_id: settings.sdk_app_id.to_string(),
                 admin_identifier: settings.admin_identifier.clone(),
                 group_id_prefix: settings.group_id_prefix.clone(),
@@ -107,76 +109,14 @@ impl TencentImService {
     }
 }
 
-impl Inner {
-    /// The request URL; it carries the usersig, so it never leaves this module.
-    fn url(&self, random: u32) -> Url {
-        let mut url = self.endpoint.clone();
-        let usersig = self.usersig.get();
-        url.query_pairs_mut()
-            .append_pair("sdkappid", &self.sdk_app_id)
-            .append_pair("identifier", &self.admin_identifier)
-            .append_pair("usersig", usersig.expose())
-            .append_pair("random", &random.to_string())
-            .append_pair("contenttype", "json");
-        url
+/// The URL of the API at `path` under `base_url`: http or https only.
+fn api_url(base_url: &str, path: &str) -> Result<Url, ImError> {
+    let url = Url::parse(&format!("{}{path}", base_url.trim_end_matches('/')))
+        .map_err(|_| ImError::InvalidOptions("base_url is not a URL".into()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ImError::InvalidOptions("base_url must be http or https".into()));
     }
-
-    /// One call, in an `im` span of the message's trace when traces are exported: the pack's
-    /// size in bytes and events, Tencent's HTTP status and `ErrorCode`.
-    async fn send(&self, body: Vec<u8>, random: u32, events: usize) -> Result<Outcome, ImError> {
-        use tracing::Instrument;
-        let span = traces::span_if_on(|| {
-            let bytes = body.len();
-            tracing::info_span!(
-                "im",
-                bytes,
-                events,
-                error_code = tracing::field::Empty,
-                status = tracing::field::Empty
-            )
-        });
-        let sent = self.call_im(body, random).instrument(span.clone()).await;
-        if let Err(error) = &sent {
-            if let Some(code) = error.im_code() {
-                span.record("error_code", code);
-            }
-            span.record("status", tracing::field::display(error));
-        }
-        sent
-    }
-
-    async fn call_im(&self, body: Vec<u8>, random: u32) -> Result<Outcome, ImError> {
-        let mut response = self
-            .client
-            .post(self.url(random))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(ImError::from_reqwest)?;
-        let status = response.status().as_u16();
-        let mut answer = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(ImError::from_reqwest)? {
-            if answer.len() + chunk.len() > MAX_ANSWER_BYTES {
-                return Err(if status == 200 {
-                    ImError::Undecodable("answer too large")
-                } else {
-                    ImError::HttpStatus(status)
-                });
-            }
-            answer.extend_from_slice(&chunk);
-        }
-        match wire::interpret(status, &answer) {
-            Ok(()) => Ok(Outcome::Delivered),
-            Err(err) => {
-                if let Some(code @ (70001 | 70052)) = err.im_code() {
-                    tracing::warn!(code, "Usersig rejected; regenerating it");
-                    self.usersig.invalidate();
-                }
-                Err(err)
-            }
-        }
-    }
+    Ok(url)
 }
 
 impl tower::Service<Message> for TencentImService {
@@ -189,20 +129,7 @@ impl tower::Service<Message> for TencentImService {
     }
 
     fn call(&mut self, message: Message) -> Self::Future {
-        let request = SendGroupMsg::for_message(&self.inner.group_id_prefix, &message);
         let inner = self.inner.clone();
-        let events = message.events.len();
-        Box::pin(async move {
-            // Refused before anything is sent.
-            let body = request.to_bytes(inner.max_content_bytes)?;
-            match inner.send(body.clone(), request.random, events).await {
-                // The usersig expired or was revoked: one immediate retry with a fresh one,
-                // within the same attempt (same body and Random, so Tencent dedups a repeat).
-                Err(err) if matches!(err.im_code(), Some(70001 | 70052)) => {
-                    Ok(inner.send(body, request.random, events).await?)
-                }
-                other => Ok(other?),
-            }
-        })
+        Box::pin(async move { Ok(inner.deliver(message).await?) })
     }
 }

@@ -188,6 +188,16 @@ impl Answer {
         }
     }
 
+    /// The success answer of a call that sends no message (the group admin APIs).
+    pub fn done() -> Self {
+        Self {
+            action_status: Some("OK".into()),
+            error_code: Some(0),
+            error_info: Some(String::new()),
+            ..Self::default()
+        }
+    }
+
     /// A failure answer.
     pub fn fail(code: i64, info: impl Into<String>) -> Self {
         Self {

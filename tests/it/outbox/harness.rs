@@ -198,6 +198,8 @@ pub fn stack(fake: &FakeIm, publish_timeout: Duration) -> Publisher {
         secret_key: Secret::new(KEY),
         group_id_prefix: PREFIX.into(),
         usersig_ttl: Duration::from_secs(3600),
+        manage_groups: true,
+        avchatroom_ban: false,
     })
     .expect("valid IM options");
     im_stack(leaf, publish_timeout)

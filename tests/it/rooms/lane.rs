@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use room_service::cluster::{Ownership, ShardTable, shard_of};
 use room_service::delivery::Permits;
 use room_service::domain::{Command, CommandId, EventType, RoomId};
-use room_service::publish::{BoxError, Message, Outcome, Path, Publisher};
+use room_service::publish::{AdminApi, BoxError, Message, Outcome, Path, Publisher};
 use room_service::room::{CommandResponse, Delivery, RoomOptions, RoomService, system_clock};
 use room_service::store::{
     CommandKey, CommandStore, CommitError, HistoryEvent, OutboxStatus, RoomCommit, SharedRepository,
@@ -93,6 +93,10 @@ impl Permits for Im {
     }
 
     fn pause(&self, _: &str, _: bool) {}
+
+    fn admin<'a>(&'a self, _: AdminApi) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// The command store, seeing each commit's claim guard and able to slow its COMMIT.
