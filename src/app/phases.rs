@@ -83,9 +83,11 @@ impl Core {
 /// The IM group operations the rooms' events carry: with IM on, `tencent_im.manage_groups`
 /// and `.avchatroom_ban`; none with IM off.
 pub(super) fn groups(settings: &Settings) -> crate::delivery::groups::Groups {
-    settings.tencent_im.as_ref().map_or(crate::delivery::groups::Groups::NONE, |_im| {
-        // The switches arrive with the IM admin calls (helper branch im-admin).
-        crate::delivery::groups::Groups { manage: true, ban: false }
+    settings.tencent_im.as_ref().map_or(crate::delivery::groups::Groups::NONE, |im| {
+        crate::delivery::groups::Groups {
+            manage: im.manage_groups,
+            ban: im.manage_groups && im.avchatroom_ban,
+        }
     })
 }
 

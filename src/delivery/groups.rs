@@ -10,17 +10,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::domain::EventType;
+use crate::publish::tencent::admin_wire::{
+    MAX_DESCRIPTION_BYTES as IM_BAN_DESCRIPTION_BYTES, MAX_FACE_URL_BYTES as IM_FACE_URL_BYTES,
+    MAX_NAME_BYTES as IM_NAME_BYTES, MAX_NOTIFICATION_BYTES as IM_NOTIFICATION_BYTES, cut,
+};
 use crate::publish::{AdminApi, AdminCall, Event};
-
-/// Tencent's SDK limits on a group's fields, in bytes: the room keeps the full value, IM gets
-/// what fits, cut at a character boundary.
-pub const IM_NAME_BYTES: usize = 30;
-/// See [`IM_NAME_BYTES`].
-pub const IM_NOTIFICATION_BYTES: usize = 300;
-/// See [`IM_NAME_BYTES`].
-pub const IM_FACE_URL_BYTES: usize = 100;
-/// See [`IM_NAME_BYTES`].
-pub const IM_BAN_DESCRIPTION_BYTES: usize = 1_000;
 
 /// The group operations this process makes (`tencent_im.manage_groups`, `.avchatroom_ban`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -132,18 +126,6 @@ fn info(payload: &Value) -> Option<Map<String, Value>> {
     (!fields.is_empty()).then_some(fields)
 }
 
-/// The longest prefix of `text` within `max` bytes that ends at a character boundary.
-pub fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,12 +133,12 @@ mod tests {
     const ON: Groups = Groups { manage: true, ban: false };
 
     #[test]
-    fn cuts_at_a_character_boundary_within_the_limit() {
-        assert_eq!(cut("abc", 30), "abc");
+    fn a_chinese_title_is_cut_within_the_name_limit_at_a_character_boundary() {
         let title = "直播间".repeat(20);
-        let name = cut(&title, IM_NAME_BYTES);
-        assert_eq!(name.len(), 30);
-        assert_eq!(cut("ab直", 4), "ab", "never half a character");
+        let created = ON.call_for(EventType::RoomCreated, &json!({"title": title})).unwrap();
+        let name = created.fields["Name"].as_str().unwrap();
+        assert_eq!(name.len(), 30, "ten three-byte characters");
+        assert!(title.starts_with(name));
     }
 
     #[test]

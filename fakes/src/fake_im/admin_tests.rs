@@ -191,8 +191,8 @@ async fn in_require_groups_mode_a_message_needs_its_group_to_exist() {
 #[tokio::test]
 async fn the_journal_keeps_every_call_in_arrival_order_until_a_reset() {
     let fake = FakeIm::start(options()).await;
-    fake.inject(Fault::ErrorCode(10002), 1);
-    assert_eq!(code(&fake, AdminApi::CreateGroup, create("g")).await, 10002, "faults serve admin calls too");
+    fake.inject_admin(Fault::ErrorCode(10002), 1);
+    assert_eq!(code(&fake, AdminApi::CreateGroup, create("g")).await, 10002, "admin calls have their faults");
     assert_eq!(code(&fake, AdminApi::CreateGroup, create("g")).await, 0);
     assert_eq!(send(&fake, "g", "e1").await, 0);
     assert_eq!(send(&fake, "other", "e2").await, 0);
@@ -210,6 +210,13 @@ async fn the_journal_keeps_every_call_in_arrival_order_until_a_reset() {
     let groups: serde_json::Map<String, Value> =
         reqwest::get(format!("{}/fake/groups", fake.base_url())).await.unwrap().json().await.unwrap();
     assert_eq!(groups["g"]["exists"], true);
+    fake.inject(Fault::ErrorCode(10002), 1);
+    assert_eq!(
+        code(&fake, AdminApi::CreateGroup, create("h")).await,
+        0,
+        "a message's fault is no admin call's"
+    );
+    assert_eq!(send(&fake, "h", "e3").await, 10002);
     fake.clear();
     assert!(fake.journal().is_empty() && fake.groups().is_empty());
 }

@@ -34,7 +34,12 @@ pub(crate) async fn messages(
 
 /// Queues a fault for the next calls.
 pub(crate) async fn faults(State(state): State<Arc<FakeState>>, Json(spec): Json<FaultSpec>) -> Response {
+    let admin = spec.admin;
     match spec.into_fault() {
+        Ok((fault, count)) if admin => {
+            state.inject_admin(fault, count);
+            StatusCode::NO_CONTENT.into_response()
+        }
         Ok((fault, count)) => {
             state.inject(fault, count);
             StatusCode::NO_CONTENT.into_response()

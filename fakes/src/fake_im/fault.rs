@@ -28,7 +28,7 @@ pub enum Fault {
 /// The JSON form of a fault injection, as posted to `POST /fake/faults`:
 /// `{"kind":"error_code","code":10002,"count":3}`, `{"kind":"http_502"}`,
 /// `{"kind":"delay","ms":4000}`, `{"kind":"drop_connection","count":2}`, `{"kind":"non_json"}`,
-/// `{"kind":"accept_then_delay","ms":4000}`.
+/// `{"kind":"accept_then_delay","ms":4000}`; `"admin": true` serves it to the group admin calls.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
@@ -43,6 +43,10 @@ pub struct FaultSpec {
     /// How many of the next calls get this fault (default 1).
     #[serde(default = "one")]
     pub count: u32,
+    /// Serve it to the group admin calls (`create_group`, `forbid_send_msg`...) instead of the
+    /// messages (`send_group_msg`, the default): each has its own queue.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub admin: bool,
 }
 
 /// A spec's default `count`: the next call only (the fake wallet's spec defaults to it too).

@@ -30,6 +30,8 @@ struct Book {
     global_window: VecDeque<Instant>,
     seqs: HashMap<String, u64>,
     faults: FaultQueue,
+    /// The group admin calls' own faults.
+    admin_faults: FaultQueue,
     stats: FakeStats,
     /// When each call arrived, oldest first (at most [`CALL_LOG`]).
     call_times: VecDeque<Instant>,
@@ -153,9 +155,15 @@ impl FakeState {
         fault
     }
 
-    /// Serves `fault` to the next `count` calls (after faults already queued).
+    /// Serves `fault` to the next `count` messages (`send_group_msg`, after faults already
+    /// queued).
     pub fn inject(&self, fault: Fault, count: u32) {
         self.book().faults.push(fault, count);
+    }
+
+    /// Serves `fault` to the next `count` group admin calls.
+    pub fn inject_admin(&self, fault: Fault, count: u32) {
+        self.book().admin_faults.push(fault, count);
     }
 
     pub(crate) fn count_rejection(&self) {
@@ -192,10 +200,11 @@ impl FakeState {
         taken
     }
 
-    /// Hands out the fault an admin call must be served, if any (the queue is every API's).
+    /// Hands out the fault an admin call must be served, if any (the admin calls' own queue:
+    /// a fault meant for a message is never spent on a group's creation).
     pub(crate) fn begin_admin_call(&self) -> Option<Fault> {
         let mut book = self.book();
-        let fault = book.faults.next();
+        let fault = book.admin_faults.next();
         if fault.is_some() {
             book.stats.faults_served += 1;
         }
