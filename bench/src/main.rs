@@ -160,6 +160,10 @@ pub struct Args {
     /// B10: rooms of the spread load.
     #[arg(long, default_value_t = 256)]
     pub live_rooms: usize,
+    /// B10: `tencent_im.manage_groups` of the service (its default, true, creates each room's
+    /// group first; the fake then refuses a message to a missing group, as Tencent does).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub manage_groups: bool,
     /// B10: gifts/s offered into the hot room by the paced load.
     #[arg(long, default_value_t = 570.0)]
     pub paced_rate: f64,

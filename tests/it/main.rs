@@ -11,6 +11,7 @@ mod delivery;
 mod grpc;
 mod hostile;
 mod im_e2e;
+mod im_groups;
 mod im_peer;
 mod marker;
 mod observability;

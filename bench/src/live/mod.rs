@@ -150,11 +150,16 @@ struct Ctx<'a> {
 async fn isolated(args: &Args, db: &BenchDb, im: ImSetting, scenario: Scenario) -> anyhow::Result<Outcome> {
     let fake = match im {
         ImSetting::Off => None,
-        ImSetting::Tencent(latency) => Some(process::start_fake(latency, process::TENCENT_LIMITS).await?),
-        ImSetting::Unlimited => Some(process::start_fake(Duration::ZERO, process::NO_LIMITS).await?),
+        ImSetting::Tencent(latency) => {
+            Some(process::start_fake_requiring(latency, process::TENCENT_LIMITS, args.manage_groups).await?)
+        }
+        ImSetting::Unlimited => {
+            Some(process::start_fake_requiring(Duration::ZERO, process::NO_LIMITS, args.manage_groups).await?)
+        }
     };
     let fake_base = fake.as_ref().map(|f| f.base.as_str());
-    let service = process::start_service(&db.url(), fake_base, args.live_in_flight, &[]).await?;
+    let groups = [("TENCENT_IM__MANAGE_GROUPS", args.manage_groups.to_string())];
+    let service = process::start_service(&db.url(), fake_base, args.live_in_flight, &groups).await?;
     let pool = MySqlPoolOptions::new().max_connections(1).connect(&db.url()).await?;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
     let ctx = Ctx {

@@ -114,9 +114,16 @@ pub(crate) struct FakeProc {
 }
 
 /// Starts the fake IM and waits until `GET /fake/stats` answers.
-pub(crate) async fn start_fake(
+pub(crate) async fn start_fake(latency: Duration, limits: (u32, u32)) -> anyhow::Result<FakeProc> {
+    start_fake_requiring(latency, limits, false).await
+}
+
+/// [`start_fake`], refusing a message to a group never created when `require_groups` (as
+/// Tencent does).
+pub(crate) async fn start_fake_requiring(
     latency: Duration,
     (global, per_group): (u32, u32),
+    require_groups: bool,
 ) -> anyhow::Result<FakeProc> {
     let base = format!("http://127.0.0.1:{}", free_port()?);
     let mut command = Command::new(beside("room-service-fakes")?);
@@ -128,6 +135,9 @@ pub(crate) async fn start_fake(
         .args(["--per-group-limit", &per_group.to_string()])
         .args(["--global-limit", &global.to_string()])
         .env("ROOM_SERVICE_FAKE_IM_SECRET_KEY", SECRET_KEY);
+    if require_groups {
+        command.arg("--require-groups");
+    }
     let what = format!("fake-im-{}ms", latency.as_millis());
     let proc = Proc::spawn(&what, command, format!("{base}/fake/stats")).await?;
     Ok(FakeProc { proc, base })
