@@ -100,7 +100,7 @@ pub struct ModerationEntry {
 /// A page of active mutes and bans.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModerationPage {
-    /// Entries by user id (a user's ban before their mute).
+    /// Entries by user id (a user's mute before their ban).
     pub entries: Vec<ModerationEntry>,
     /// Pass as `after` for the next page; null on the last page.
     pub next_after: Option<UserId>,

@@ -11,10 +11,7 @@ use super::extract::{QueryParams, RoomCommand, RoomPath, page_limit};
 use super::rooms::{CommandAnswer, answer};
 use crate::api::rooms::{DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT, ModerationPage, moderator};
 use crate::api::{ApiError, AppState, Operation, RoomRequest, Sender, serve};
-use crate::domain::{AttributeWrite, Command, CommandId, InfoChange, RestrictionKind, UserId};
-
-/// Default ban of a kick, in seconds.
-pub const DEFAULT_BAN_S: u32 = 60;
+use crate::domain::{AttributeWrite, Command, CommandId, DEFAULT_BAN_S, InfoChange, RestrictionKind, UserId};
 
 /// `POST /v1/rooms/{id}/admins`.
 #[derive(Debug, Deserialize)]

@@ -209,11 +209,31 @@ impl RoomService {
         stale
     }
 
-    /// Up to `limit` open rooms this node owns with no member whose last command is at least
-    /// `idle_after` old on the database clock (for the idle closer).
-    pub async fn idle_rooms(&self, idle_after: Duration, limit: u32) -> Result<Vec<RoomId>, RoomError> {
-        let ids = self.inner.commit.repo().idle_rooms(idle_after, limit).await?;
-        Ok(ids.into_iter().filter_map(|id| RoomId::parse(id).ok()).filter(|room| self.owns(room)).collect())
+    /// The open rooms this node owns with no member whose last command is at least
+    /// `idle_after` old on the database clock (for the idle closer), from a scan of every
+    /// room's in pages of `page` room ids, until it found `limit` of its own.
+    pub async fn idle_rooms(
+        &self,
+        idle_after: Duration,
+        page: u32,
+        limit: usize,
+    ) -> Result<Vec<RoomId>, RoomError> {
+        let repo = self.inner.commit.repo();
+        let (mut after, mut mine) = (String::new(), Vec::new());
+        loop {
+            let ids = repo.idle_rooms(idle_after, &after, page).await?;
+            let full = ids.len() == page as usize;
+            if let Some(last) = ids.last() {
+                after.clone_from(last);
+            }
+            mine.extend(
+                ids.into_iter().filter_map(|id| RoomId::parse(id).ok()).filter(|room| self.owns(room)),
+            );
+            if !full || mine.len() >= limit {
+                mine.truncate(limit);
+                return Ok(mine);
+            }
+        }
     }
 
     /// Deletes every room's mutes and bans that ended (database clock); how many went.

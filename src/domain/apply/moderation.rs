@@ -23,6 +23,8 @@ pub const MAX_INFO_TITLE_CHARS: usize = 64;
 pub const MAX_ANNOUNCEMENT_BYTES: usize = 1_000;
 /// Longest cover URL, in bytes.
 pub const MAX_COVER_URL_BYTES: usize = 512;
+/// A kick's ban when the request names none, in seconds.
+pub const DEFAULT_BAN_S: u32 = 60;
 /// Default `rooms.max_admins`.
 pub const DEFAULT_MAX_ADMINS: usize = 5;
 

@@ -7,10 +7,9 @@ use super::{Parsed, optional_user, parsed, user_id};
 use crate::api::Operation;
 use crate::api::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
 use crate::auth::Caller;
-use crate::domain::{Actor, AttributeWrite, Command, InfoChange, RestrictionKind};
+use crate::domain::{Actor, AttributeWrite, Command, DEFAULT_BAN_S, InfoChange, RestrictionKind};
 use crate::grpc::pb;
 use crate::grpc::status::{from_api, invalid};
-use crate::http::moderation::DEFAULT_BAN_S;
 
 /// The actor of a moderation message.
 fn by(caller: &Caller, actor_id: String) -> Result<Actor, Status> {

@@ -78,7 +78,15 @@ impl Inner {
     /// The admin call `call` on `group`'s IM group, its mute or ban counted from now.
     async fn send_admin(&self, group: &str, call: &AdminCall) -> Result<(), ImError> {
         let group_id = format!("{}{group}", self.group_id_prefix);
-        let body = admin_wire::to_bytes(call, &group_id, system_now_ms())?;
+        let now_ms = system_now_ms();
+        if call.api == AdminApi::BanGroupMember
+            && admin_wire::seconds_left(call.until_ms.unwrap_or(0), now_ms) == 0
+        {
+            // The ban is over (a late retry or a requeue): nothing to ban, and a Duration of 0
+            // is no ban Tencent documents.
+            return Ok(());
+        }
+        let body = admin_wire::to_bytes(call, &group_id, now_ms)?;
         let random = wire::random_for_pack([group_id.as_str(), call.api.as_str()]);
         self.send_retrying(Request { admin: Some(call.api), body, random, events: 1 }).await
     }

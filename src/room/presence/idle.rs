@@ -14,7 +14,9 @@ use crate::domain::{Command, CommandId, RoomId, RoomState};
 use crate::room::{CommandRequest, RoomService};
 
 /// Most idle rooms one scan closes.
-pub const IDLE_SCAN_LIMIT: u32 = 500;
+pub const IDLE_SCAN_LIMIT: usize = 500;
+/// Room ids one query of the scan reads (every node's idle rooms: a node keeps its own).
+pub const IDLE_SCAN_PAGE: u32 = 1_000;
 
 /// How often a node looks for idle rooms: a quarter of `idle_after`, between 250 ms and 30 s.
 pub fn scan_interval(idle_after: Duration) -> Duration {
@@ -31,7 +33,7 @@ pub fn idle_command_id(room_id: &RoomId) -> CommandId {
 
 /// Closes the idle rooms this node owns, once; returns how many it closed.
 pub async fn close_idle(rooms: &RoomService, idle_after: Duration, cancel: &CancellationToken) -> usize {
-    let candidates = match rooms.idle_rooms(idle_after, IDLE_SCAN_LIMIT).await {
+    let candidates = match rooms.idle_rooms(idle_after, IDLE_SCAN_PAGE, IDLE_SCAN_LIMIT).await {
         Ok(candidates) => candidates,
         Err(error) => {
             tracing::warn!(%error, "Could not look for idle rooms");

@@ -33,6 +33,9 @@ use crate::store::backend::{Backend, SqlRepository};
 use crate::store::error::{StoreError, short_error};
 use crate::store::outbox_row::OutboxStatus;
 
+/// Ended mutes and bans one prune statement deletes at most.
+pub const PRUNE_BATCH: u32 = 1_000;
+
 /// The command path's store, shared by the room service's steps.
 pub type SharedCommandStore = Arc<dyn CommandStore>;
 
@@ -113,13 +116,19 @@ pub trait CommandStore: Send + Sync {
     /// `expected_version`.
     async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError>;
 
-    /// Deletes every room's mutes and bans that ended (database clock): they are pruned
-    /// without a command. Returns how many rows went.
+    /// Deletes every room's mutes and bans that ended (database clock), in batches of
+    /// [`PRUNE_BATCH`] (no statement holds many rows): they are pruned without a command.
+    /// Returns how many rows went.
     async fn prune_restrictions(&self) -> Result<u64, StoreError>;
 
-    /// Up to `limit` open rooms without a member row whose snapshot was last written at least
-    /// `idle_after` ago (database clock), the longest idle first.
-    async fn idle_rooms(&self, idle_after: Duration, limit: u32) -> Result<Vec<String>, StoreError>;
+    /// Up to `limit` open rooms with ids after `after` (room id order), without a member row,
+    /// whose snapshot was last written at least `idle_after` ago (database clock).
+    async fn idle_rooms(
+        &self,
+        idle_after: Duration,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError>;
 }
 
 #[async_trait]
@@ -152,11 +161,26 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
     }
 
     async fn prune_restrictions(&self) -> Result<u64, StoreError> {
-        Ok(read_sql::prune_restrictions::<DB>().execute(&self.pool).await?)
+        let mut pruned = 0;
+        loop {
+            let mut ended = read_sql::ended_restrictions::<DB>(PRUNE_BATCH);
+            let rows = ended.fetch_all::<(String, String, String)>(&self.pool).await?;
+            if !rows.is_empty() {
+                pruned += read_sql::delete_restrictions::<DB>(&rows).execute(&self.pool).await?;
+            }
+            if rows.len() < PRUNE_BATCH as usize {
+                return Ok(pruned);
+            }
+        }
     }
 
-    async fn idle_rooms(&self, idle_after: Duration, limit: u32) -> Result<Vec<String>, StoreError> {
-        let mut q = read_sql::idle_rooms::<DB>(idle_after, limit);
+    async fn idle_rooms(
+        &self,
+        idle_after: Duration,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut q = read_sql::idle_rooms::<DB>(idle_after, after, limit);
         Ok(q.fetch_all::<(String,)>(&self.pool).await?.into_iter().map(|(id,)| id).collect())
     }
 

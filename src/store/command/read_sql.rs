@@ -43,19 +43,48 @@ pub(super) fn load_restrictions<DB: Backend>(room_id: &str) -> QueryBuilder<DB> 
     q
 }
 
-/// Expired mutes and bans of every room, at most `limit` of them (pruned without a command).
-pub(crate) fn prune_restrictions<DB: Backend>() -> QueryBuilder<DB> {
-    QueryBuilder::new(format!("DELETE FROM room_restriction WHERE until_ms <= {}", DB::NOW_MS))
-}
-
-/// Open rooms without members, written last at least `idle_after` ago.
-pub(super) fn idle_rooms<DB: Backend>(idle_after: std::time::Duration, limit: u32) -> QueryBuilder<DB> {
+/// Up to `limit` ended mutes and bans of every room, the longest ended first (by the
+/// `until_ms` index): what one prune batch deletes.
+pub(super) fn ended_restrictions<DB: Backend>(limit: u32) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(format!(
-        "SELECT s.room_id FROM room_snapshot s WHERE s.status = 'open' AND s.updated_at_ms <= {} - ",
+        "SELECT room_id, kind, user_id FROM room_restriction WHERE until_ms <= {} ORDER BY until_ms LIMIT ",
         DB::NOW_MS
     ));
+    DB::bind_i64(&mut q, i64::from(limit));
+    q
+}
+
+/// Deletes `rows` (`(room_id, kind, user_id)`) that are still ended: one renewed meanwhile
+/// stays.
+pub(super) fn delete_restrictions<DB: Backend>(rows: &[(String, String, String)]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("DELETE FROM room_restriction WHERE (room_id, kind, user_id) IN (");
+    for (i, (room_id, kind, user_id)) in rows.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { ", (" });
+        DB::bind_str(&mut q, room_id);
+        q.push(", ");
+        DB::bind_str(&mut q, kind);
+        q.push(", ");
+        DB::bind_str(&mut q, user_id);
+        q.push(")");
+    }
+    q.push(format!(") AND until_ms <= {}", DB::NOW_MS));
+    q
+}
+
+/// Open rooms after `after` (room id order: a page of the scan) without members, written last
+/// at least `idle_after` ago.
+pub(super) fn idle_rooms<DB: Backend>(
+    idle_after: std::time::Duration,
+    after: &str,
+    limit: u32,
+) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT s.room_id FROM room_snapshot s WHERE s.room_id > ");
+    DB::bind_str(&mut q, after);
+    q.push(format!(" AND s.status = 'open' AND s.updated_at_ms <= {} - ", DB::NOW_MS));
     DB::bind_i64(&mut q, i64::try_from(idle_after.as_millis()).unwrap_or(i64::MAX));
-    q.push(" AND NOT EXISTS (SELECT 1 FROM room_member m WHERE m.room_id = s.room_id) ORDER BY s.updated_at_ms LIMIT ");
+    q.push(
+        " AND NOT EXISTS (SELECT 1 FROM room_member m WHERE m.room_id = s.room_id) ORDER BY s.room_id LIMIT ",
+    );
     DB::bind_i64(&mut q, i64::from(limit));
     q
 }

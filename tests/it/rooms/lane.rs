@@ -166,8 +166,13 @@ impl CommandStore for Watched {
         self.repo.prune_restrictions().await
     }
 
-    async fn idle_rooms(&self, idle_after: Duration, limit: u32) -> Result<Vec<String>, StoreError> {
-        self.repo.idle_rooms(idle_after, limit).await
+    async fn idle_rooms(
+        &self,
+        idle_after: Duration,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        self.repo.idle_rooms(idle_after, after, limit).await
     }
 
     async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError> {
