@@ -13,6 +13,7 @@ mod hostile;
 mod im_e2e;
 mod im_peer;
 mod marker;
+mod moderation;
 mod observability;
 mod outbox;
 mod presence;
