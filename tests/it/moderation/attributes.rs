@@ -141,7 +141,8 @@ async fn an_announcement_and_a_kick_reason_of_quotes_reach_the_events_api_intact
         ok(&app, "r1", "info", "alice", json!({"announcement": announcement})).await;
         ok(&app, "r1", "kicks", "alice", json!({"user_id": "bob", "reason": reason})).await;
         let events = events(&app, "r1").await;
-        let info = events.iter().find(|(e, _)| e["event_type"] == "RoomInfoChanged").expect("RoomInfoChanged");
+        let info =
+            events.iter().find(|(e, _)| e["event_type"] == "RoomInfoChanged").expect("RoomInfoChanged");
         let kick = events.iter().find(|(e, _)| e["event_type"] == "RoomUserKicked").expect("RoomUserKicked");
         assert_eq!(info.0["payload"]["announcement"], json!(announcement), "{db}: intact");
         assert_eq!(kick.0["payload"]["reason"], json!(reason), "{db}: intact");

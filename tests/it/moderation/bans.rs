@@ -172,7 +172,12 @@ async fn the_moderation_list_pages_mutes_and_bans_for_the_owner_and_admins_only(
 
 /// Every page of the moderation list (`filter` is more of the query, `&kind=...`) with
 /// `limit`, as `token`: the entries as (user, kind, by) in page order, and how many pages.
-async fn walk(app: &TestApp, filter: &str, limit: usize, token: &str) -> (Vec<(String, String, String)>, usize) {
+async fn walk(
+    app: &TestApp,
+    filter: &str,
+    limit: usize,
+    token: &str,
+) -> (Vec<(String, String, String)>, usize) {
     let (mut all, mut pages, mut after) = (Vec::new(), 0, String::new());
     loop {
         let path = format!("/v1/rooms/r1/moderation?limit={limit}&after={after}{filter}");

@@ -100,21 +100,41 @@ pub async fn members(app: &TestApp, room: &str) -> Vec<String> {
     members.iter().map(|m| m["user_id"].as_str().expect("user_id").to_owned()).collect()
 }
 
-/// Every event of `room` from the events API (every page), each with the length of its JSON.
-pub async fn events(app: &TestApp, room: &str) -> Vec<(Value, usize)> {
+/// Every event of `room` from the events API up to the room's version now, each with the
+/// length of its JSON. The API may answer a version a few ms old (each node caches it
+/// briefly), so this reads again until the last event is at the version `GET` shows.
+pub async fn events(app: &TestApp, room_id: &str) -> Vec<(Value, usize)> {
+    let version = room(app, room_id).await["version"].as_u64().expect("version");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let all = read_events(app, room_id).await;
+        let last = all.last().and_then(|(e, _)| e["room_version"].as_u64()).unwrap_or(1);
+        if last >= version || tokio::time::Instant::now() > deadline {
+            return all;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Every page of `room`'s events, as a client catches up: until a page is empty.
+async fn read_events(app: &TestApp, room: &str) -> Vec<(Value, usize)> {
     let mut all = Vec::new();
     let mut after = 0;
     loop {
         let url = format!("{}/v1/rooms/{room}/events?after_version={after}&limit=300", app.base);
-        let text = app.http.get(url).send().await.expect("events").text().await.expect("events body");
+        let response = app.http.get(url).send().await.expect("events");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("events body");
+        assert_eq!(status, 200, "events of {room} after {after}: {text}");
         // The envelopes as the API wrote them out: each one's length is its stored length.
         let page: serde_json::Map<String, Value> = serde_json::from_str(&text).expect("events page");
+        assert_eq!(page["recovered"], true, "events of {room} after {after}: {text}");
         let raw: RawPage = serde_json::from_str(&text).expect("events page");
         for event in raw.events {
             all.push((serde_json::from_str(event.get()).expect("envelope"), event.get().len()));
         }
         let next = page["next_after"].as_u64().expect("next_after");
-        if next == after || next >= page["room_version"].as_u64().expect("room_version") {
+        if next == after {
             return all;
         }
         after = next;

@@ -76,7 +76,8 @@ async fn each_route_answers_the_role_matrix_and_a_refusal_writes_nothing() {
 
         // Nobody moderates the owner; an admin moderates no other admin, the owner does.
         for actor in ["adm", "alice"] {
-            refused(&db, &app, actor, "mutes", json!({"user_id": "alice", "duration_s": 60}), "service").await;
+            refused(&db, &app, actor, "mutes", json!({"user_id": "alice", "duration_s": 60}), "service")
+                .await;
             refused(&db, &app, actor, "kicks", json!({"user_id": "alice"}), "service").await;
         }
         refused(&db, &app, "adm", "mutes", json!({"user_id": "adm2", "duration_s": 60}), "owner").await;
@@ -103,7 +104,8 @@ async fn one_admin_more_than_max_admins_is_409_and_writes_nothing() {
             ok(&app, "r1", "admins", "alice", json!({"user_id": format!("a{n}"), "admin": true})).await;
         }
         let before = written(&db, &app, "r1").await;
-        let (status, answer) = act(&app, "r1", "admins", "alice", json!({"user_id": "a5", "admin": true})).await;
+        let (status, answer) =
+            act(&app, "r1", "admins", "alice", json!({"user_id": "a5", "admin": true})).await;
         assert_eq!((status, error(&answer).0), (409, "too_many_admins"), "{db}: {answer}");
         assert_eq!(written(&db, &app, "r1").await, before, "{db}: nothing written");
         // Removing one makes room for another.

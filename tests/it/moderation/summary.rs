@@ -55,7 +55,8 @@ async fn a_room_closed_by_its_owner_tells_reason_owner_and_exact_figures() {
             &db.outbox().await.into_iter().find(|r| r.event_type == "RoomCreated").expect("created").envelope,
         )
         .unwrap();
-        let duration_ms = closed["occurred_at_ms"].as_i64().unwrap() - created["occurred_at_ms"].as_i64().unwrap();
+        let duration_ms =
+            closed["occurred_at_ms"].as_i64().unwrap() - created["occurred_at_ms"].as_i64().unwrap();
         assert!(duration_ms >= 20, "{db}: {duration_ms}");
         assert_eq!(
             closed["payload"],
