@@ -14,6 +14,7 @@ mod im_e2e;
 mod im_groups;
 mod im_peer;
 mod marker;
+mod moderation;
 mod observability;
 mod outbox;
 mod presence;
