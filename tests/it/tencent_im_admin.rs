@@ -163,7 +163,7 @@ async fn the_avchatroom_quota_parks_the_creation_naming_its_code() {
 #[tokio::test]
 async fn an_admin_call_refused_for_its_usersig_is_sent_again_with_a_fresh_one() {
     let (fake, leaf) = fake_requiring_groups(None).await;
-    fake.inject(Fault::ErrorCode(70001), 1);
+    fake.inject_admin(Fault::ErrorCode(70001), 1);
     leaf.usersig_cache().get();
     assert_eq!(leaf.usersig_cache().generations(), 1);
     assert_eq!(publish(&leaf, created("e1")).await.unwrap(), Outcome::Delivered);

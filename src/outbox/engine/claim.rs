@@ -52,7 +52,7 @@ impl Engine {
         // first), each room's rows in id order, after what the room holds here already: the
         // claim took them from the room's head or right behind the rows held here.
         for row in batch.rows {
-            self.enqueue(Held::new(worker_id.clone(), row, &self.worker.groups));
+            self.enqueue(Held::new(worker_id.clone(), row, self.worker.groups));
         }
         Ok(Claimed { rows: claimed, more: batch.more })
     }

@@ -54,7 +54,7 @@ pub(super) struct Held {
 
 impl Held {
     /// `row` of the claim `worker_id`, its event carrying the calls of `groups`.
-    fn new(worker_id: String, row: OutboxRow, groups: &Groups) -> Self {
+    fn new(worker_id: String, row: OutboxRow, groups: Groups) -> Self {
         let (sender, group_call) = match decode(&row) {
             Ok(mut event) => {
                 groups.attach(&mut event);

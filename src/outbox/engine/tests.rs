@@ -54,5 +54,5 @@ fn a_held_row_knows_its_sender_from_its_envelope() {
     });
     let mut row = held(1, "RoomGiftSent", None).row;
     row.envelope = envelope.to_string();
-    assert_eq!(Held::new("w".into(), row, &Groups::NONE).sender.as_deref(), Some("bob"));
+    assert_eq!(Held::new("w".into(), row, Groups::NONE).sender.as_deref(), Some("bob"));
 }

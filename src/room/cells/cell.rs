@@ -25,14 +25,14 @@ pub(in crate::room) enum CellState {
     Unloaded,
     /// Loaded: the room does not exist.
     NoRoom,
-    /// Loaded: the room as committed.
-    Room(RoomState),
+    /// Loaded: the room as committed (boxed: a room is large beside the other states).
+    Room(Box<RoomState>),
 }
 
 impl CellState {
     /// The loaded state: the room, or none.
     pub(in crate::room) fn loaded(room: Option<RoomState>) -> Self {
-        room.map_or(CellState::NoRoom, CellState::Room)
+        room.map_or(CellState::NoRoom, |room| CellState::Room(Box::new(room)))
     }
 
     /// The room, when loaded and there.
@@ -169,7 +169,7 @@ impl Cell {
     ) {
         *state = CellState::loaded(room);
         let room = match &*state {
-            CellState::Room(room) => Some(room),
+            CellState::Room(room) => Some(&**room),
             CellState::NoRoom | CellState::Unloaded => None,
         };
         self.presence.committed(self.epoch(), room, changes, now_ms);

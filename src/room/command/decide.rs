@@ -103,8 +103,9 @@ pub(in crate::room) struct Committed {
 
 /// What became of one command of a batch.
 pub(in crate::room) enum Decision {
-    /// Applied, a no-op, or skipped (its condition no longer held).
-    Done(Committed),
+    /// Applied, a no-op, or skipped (its condition no longer held); boxed, as it carries the
+    /// room's view.
+    Done(Box<Committed>),
     /// Refused by the domain; the command log is asked first whether it is a repeat.
     Refused(DomainError),
 }
@@ -174,7 +175,7 @@ impl<'a> Decide<'a> {
         if let Some(still) = &item.still
             && !plan.state.as_ref().is_some_and(|s| still(s))
         {
-            return Decision::Done(not_applied(plan.state.as_ref()));
+            return Decision::Done(Box::new(not_applied(plan.state.as_ref())));
         }
         let ctx = CommandContext {
             room_id: self.room_id.clone(),
@@ -201,7 +202,7 @@ impl<'a> Decide<'a> {
             plan.changed = true;
             plan.state = Some(applied.state);
         }
-        Decision::Done(Committed { response, envelopes })
+        Decision::Done(Box::new(Committed { response, envelopes }))
     }
 }
 

@@ -177,7 +177,7 @@ impl Drain {
         let room = state.as_ref().map(|s| s.snapshot());
         for (item, decision) in items.into_iter().zip(decisions) {
             let answer = match decision {
-                Decision::Done(committed) => Ok(committed),
+                Decision::Done(committed) => Ok(*committed),
                 Decision::Refused(refused) => {
                     self.steps
                         .replay
