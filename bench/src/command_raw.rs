@@ -57,6 +57,7 @@ pub(crate) fn precompute(
             command_id: CommandId::parse(command_id.as_str()).unwrap_or_else(|_| unreachable!()),
             request_id: uuid::Uuid::new_v4().to_string(),
             now_ms: unix_ms(),
+            max_admins: domain::DEFAULT_MAX_ADMINS,
         };
         let Ok(applied) = domain::apply(states.get(room), command, &ctx) else { continue };
         let expected = states.get(room).map_or(0, |s| s.version) as i64;

@@ -33,6 +33,12 @@ pub async fn room(pool: &MySqlPool, room_id: &str, members: usize) -> anyhow::Re
         heat: 0,
         member_count: members as u64,
         gift_rank: Vec::new(),
+        admins: Vec::new(),
+        muted_all: false,
+        announcement: String::new(),
+        cover_url: String::new(),
+        attributes: Default::default(),
+        figures: Default::default(),
     };
     sqlx::query(
         "INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) \

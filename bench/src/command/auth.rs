@@ -69,7 +69,7 @@ pub(crate) fn actor(command: &Command) -> &str {
         Command::CreateRoom { owner_id, .. } => owner_id.as_str(),
         Command::JoinRoom { user_id } | Command::LeaveRoom { user_id, .. } => user_id.as_str(),
         Command::SendGift { sender_id, .. } => sender_id.as_str(),
-        Command::CloseRoom => "owner",
+        other => other.acting_user().map_or("owner", UserId::as_str),
     }
 }
 
