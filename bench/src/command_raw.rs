@@ -82,8 +82,11 @@ pub(crate) fn precompute(
                     let value = i64::try_from(total.total_value).unwrap_or(i64::MAX);
                     gift_total = Some((user_id.to_string(), value, total.first_version as i64));
                 }
-                // B1 sends neither leaves nor closes.
-                Change::MemberLeft { .. } | Change::MembersCleared => {}
+                // B1 sends neither leaves, closes nor moderation.
+                Change::MemberLeft { .. }
+                | Change::MembersCleared
+                | Change::Restricted { .. }
+                | Change::Lifted { .. } => {}
             }
         }
         let events: Vec<_> =
