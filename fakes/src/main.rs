@@ -49,10 +49,11 @@ struct FakeImArgs {
     /// Calls per second of each API before error 60007 (0 = unlimited).
     #[arg(long, default_value_t = 200)]
     global_limit: u32,
-    /// Refuse (10010) a message to a group never created with create_group, or destroyed
-    /// (switch it at run time with POST /fake/require_groups {"on": bool}).
+    /// Accept a message to a group never created, or destroyed. By default the fake refuses it
+    /// with 10010, as Tencent does (switch it at run time with POST /fake/require_groups
+    /// {"on": bool}).
     #[arg(long)]
-    require_groups: bool,
+    allow_missing_groups: bool,
     /// Most live groups create_group makes before error 10036 (the AVChatRoom quota; default
     /// none).
     #[arg(long)]
@@ -90,7 +91,7 @@ async fn run_fake_im(args: FakeImArgs) -> anyhow::Result<()> {
         latency: args.latency,
         per_group_limit_per_sec: limit(args.per_group_limit),
         global_limit_per_sec: limit(args.global_limit),
-        require_groups: args.require_groups,
+        require_groups: !args.allow_missing_groups,
         avchatroom_quota: args.avchatroom_quota,
         ban_enabled: !args.no_ban,
     };

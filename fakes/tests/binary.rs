@@ -146,16 +146,16 @@ async fn the_fake_wallet_subcommand_serves_the_contract_and_its_control_api() {
 }
 
 #[tokio::test]
-async fn the_fake_im_subcommand_with_require_groups_refuses_a_message_to_a_group_never_created() {
+async fn the_fake_im_subcommand_refuses_a_message_to_a_group_never_created_unless_allowed() {
     use room_service::publish::tencent::usersig::{generate, system_now_secs};
 
     let port = free_port();
     let _child = Spawned::spawn(
         Command::new(env!("CARGO_BIN_EXE_room-service-fakes"))
-            .args(["fake-im", "--listen", &format!("127.0.0.1:{port}"), "--require-groups"])
+            .args(["fake-im", "--listen", &format!("127.0.0.1:{port}")])
             .env("ROOM_SERVICE_FAKE_IM_SECRET_KEY", "k")
             .stderr(Stdio::null()),
-        "room-service-fakes fake-im --require-groups",
+        "room-service-fakes fake-im",
     );
     let sig = generate("k", 1_400_000_000, "administrator", 3600, system_now_secs());
     let url = format!(

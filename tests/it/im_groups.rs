@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 use crate::support::app::{SDK_APP_ID, SECRET_KEY, TestApp, fake_im, settings};
 use crate::support::{TestDb, backends};
 
-/// A fake requiring groups (Tencent's behaviour).
+/// A fake requiring groups (Tencent's behaviour; the tests' fake always does).
 async fn strict_im() -> FakeIm {
     let im = fake_im().await;
-    im.set_require_groups(true);
+    assert!(im.require_groups());
     im
 }
 
@@ -155,6 +155,7 @@ async fn a_lives_group_is_created_first_destroyed_last_and_moderated_in_room_ord
 async fn without_manage_groups_the_service_assumes_the_groups_exist() {
     let db = TestDb::sqlite().await;
     let im = fake_im().await;
+    im.set_require_groups(false);
     let app = TestApp::start(settings(db.url(), Some(&im), &[("tencent_im.manage_groups", "false")])).await;
     a_live(&app, "old").await;
     app.settle().await;

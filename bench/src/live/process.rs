@@ -135,8 +135,8 @@ pub(crate) async fn start_fake_requiring(
         .args(["--per-group-limit", &per_group.to_string()])
         .args(["--global-limit", &global.to_string()])
         .env("ROOM_SERVICE_FAKE_IM_SECRET_KEY", SECRET_KEY);
-    if require_groups {
-        command.arg("--require-groups");
+    if !require_groups {
+        command.arg("--allow-missing-groups");
     }
     let what = format!("fake-im-{}ms", latency.as_millis());
     let proc = Proc::spawn(&what, command, format!("{base}/fake/stats")).await?;

@@ -12,8 +12,9 @@ const APP: u64 = 1_400_000_002;
 const KEY: &str = "fake-admin-secret";
 const ADMIN: &str = "administrator";
 
+/// Options under which a message needs no group (the tests of `require_groups` set it).
 fn options() -> FakeImOptions {
-    FakeImOptions::new(APP, KEY, ADMIN)
+    FakeImOptions { require_groups: false, ..FakeImOptions::new(APP, KEY, ADMIN) }
 }
 
 async fn post(fake: &FakeIm, path: &str, body: &Value) -> Answer {
@@ -169,8 +170,9 @@ async fn ban_and_unban_take_20_accounts_and_need_the_paid_edition() {
 
 #[tokio::test]
 async fn in_require_groups_mode_a_message_needs_its_group_to_exist() {
+    assert!(FakeImOptions::new(APP, KEY, ADMIN).require_groups, "on by default, as Tencent");
     let fake = FakeIm::start(options()).await;
-    assert_eq!(send(&fake, "g", "e0").await, 0, "off by default: every group exists");
+    assert_eq!(send(&fake, "g", "e0").await, 0, "off in these options: every group exists");
     let switch = reqwest::Client::new().post(format!("{}/fake/require_groups", fake.base_url()));
     assert_eq!(switch.json(&json!({"on": true})).send().await.unwrap().status(), 204);
     assert!(fake.require_groups());

@@ -51,8 +51,8 @@ pub struct FakeImOptions {
     /// Calls per second of each API before 60007 (Tencent: 200 per API: `send_group_msg` and
     /// each admin API count apart); `None` = unlimited.
     pub global_limit_per_sec: Option<u32>,
-    /// Refuse (10010) a message to a group that was never created or was destroyed (default
-    /// false: every group exists, as before the fake knew groups).
+    /// Refuse (10010) a message to a group that was never created or was destroyed, as
+    /// Tencent does (default true; false: every group exists).
     pub require_groups: bool,
     /// Most live groups `create_group` makes before 10036 (the app's AVChatRoom quota);
     /// `None` = no quota.
@@ -72,7 +72,7 @@ impl FakeImOptions {
             latency: Duration::ZERO,
             per_group_limit_per_sec: Some(40),
             global_limit_per_sec: Some(200),
-            require_groups: false,
+            require_groups: true,
             avchatroom_quota: None,
             ban_enabled: true,
         }

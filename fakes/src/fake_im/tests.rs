@@ -31,9 +31,14 @@ fn good_sig() -> String {
     generate(KEY, APP, ADMIN, 3600, system_now_secs())
 }
 
+/// Options under which every group exists: these tests are about messages, not groups.
+fn any_group() -> FakeImOptions {
+    FakeImOptions { require_groups: false, ..FakeImOptions::new(APP, KEY, ADMIN) }
+}
+
 #[tokio::test]
 async fn usersig_failures_get_tencent_codes() {
-    let fake = FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await;
+    let fake = FakeIm::start(any_group()).await;
     let now = system_now_secs();
     let b = body("g", 1);
     let code = |a: Answer| (a.action_status.unwrap(), a.error_code.unwrap());
@@ -53,7 +58,7 @@ async fn usersig_failures_get_tencent_codes() {
 
 #[tokio::test]
 async fn accepted_message_is_recorded_and_repeat_is_deduped() {
-    let fake = FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await;
+    let fake = FakeIm::start(any_group()).await;
     let first = send(&fake, APP, ADMIN, &good_sig(), &body("g", 9)).await;
     let again = send(&fake, APP, ADMIN, &good_sig(), &body("g", 9)).await;
     assert_eq!(first.error_code, Some(0));
@@ -67,7 +72,7 @@ async fn accepted_message_is_recorded_and_repeat_is_deduped() {
 
 #[tokio::test]
 async fn global_limit_answers_60007() {
-    let opts = FakeImOptions { global_limit_per_sec: Some(1), ..FakeImOptions::new(APP, KEY, ADMIN) };
+    let opts = FakeImOptions { global_limit_per_sec: Some(1), ..any_group() };
     let fake = FakeIm::start(opts).await;
     assert_eq!(send(&fake, APP, ADMIN, &good_sig(), &body("g", 1)).await.error_code, Some(0));
     assert_eq!(send(&fake, APP, ADMIN, &good_sig(), &body("g", 2)).await.error_code, Some(60007));
@@ -75,7 +80,7 @@ async fn global_limit_answers_60007() {
 
 #[tokio::test]
 async fn control_endpoints_work_over_http() {
-    let fake = FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await;
+    let fake = FakeIm::start(any_group()).await;
     let http = reqwest::Client::new();
     let base = fake.base_url();
     let fault = serde_json::json!({"kind": "error_code", "code": 10002, "count": 1});
@@ -98,7 +103,7 @@ async fn control_endpoints_work_over_http() {
 
 #[tokio::test]
 async fn http_502_and_dropped_connection_faults() {
-    let fake = FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await;
+    let fake = FakeIm::start(any_group()).await;
     fake.inject(Fault::Http502, 1);
     fake.inject(Fault::DropConnection, 1);
     let url = format!("{}{SEND_GROUP_MSG_PATH}", fake.base_url());
@@ -114,7 +119,7 @@ async fn http_502_and_dropped_connection_faults() {
 
 #[tokio::test]
 async fn sends_are_counted_per_event_whatever_the_answer() {
-    let fake = FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await;
+    let fake = FakeIm::start(any_group()).await;
     fake.inject(Fault::Http502, 1);
     fake.inject(Fault::ErrorCode(10002), 1);
     // Two faulted calls, then the event is recorded, then a repeat is answered as a duplicate.
@@ -150,7 +155,7 @@ async fn send_any(fake: &FakeIm, body: &serde_json::Value) {
 
 #[tokio::test]
 async fn shutdown_stops_serving() {
-    let fake = FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await;
+    let fake = FakeIm::start(any_group()).await;
     let base = fake.base_url();
     fake.shutdown().await.unwrap();
     assert!(reqwest::get(format!("{base}/fake/stats")).await.is_err());

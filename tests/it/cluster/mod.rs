@@ -36,7 +36,8 @@ impl Nodes {
     /// `count` nodes, started one after another, each serving and the shards settled.
     pub async fn start(count: usize, env: &[(&str, &str)]) -> Self {
         let db = TestDb::mysql().await;
-        let im = FakeIm::start(FakeImOptions::new(APP, KEY, ADMIN)).await;
+        let im = FakeIm::start(FakeImOptions { require_groups: true, ..FakeImOptions::new(APP, KEY, ADMIN) })
+            .await;
         let mut nodes = Vec::new();
         for i in 0..count {
             let mut node = Node::new(db.url(), &im);

@@ -14,11 +14,14 @@ pub const SDK_APP_ID: u64 = 1_400_000_000;
 /// Secret key shared by the service and the fake in tests.
 pub const SECRET_KEY: &str = "5bd2850fff3ecb11d7c805251c51ee463a25727bddc2385f3fa8bfee1bb93b5e";
 
-/// A fake Tencent IM with the test credentials and no rate limits.
+/// A fake Tencent IM with the test credentials and no rate limits, refusing a message to a group
+/// never created (10010) as Tencent does: the service creates its rooms' groups
+/// (`tencent_im.manage_groups`, on by default).
 pub async fn fake_im() -> FakeIm {
     let mut options = FakeImOptions::new(SDK_APP_ID, SECRET_KEY, "administrator");
     options.per_group_limit_per_sec = None;
     options.global_limit_per_sec = None;
+    options.require_groups = true;
     FakeIm::start(options).await
 }
 
