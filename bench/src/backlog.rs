@@ -42,6 +42,7 @@ pub fn row(command_id: &str, room: &str) -> anyhow::Result<(String, String, Stri
         command_id: CommandId::parse(command_id)?,
         request_id: uuid::Uuid::now_v7().to_string(),
         now_ms: crate::support::unix_ms(),
+        max_admins: room_service::domain::DEFAULT_MAX_ADMINS,
     };
     let event = Event {
         event_type: EventType::RoomUserJoined,
