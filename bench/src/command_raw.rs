@@ -57,7 +57,7 @@ pub(crate) fn precompute(
             command_id: CommandId::parse(command_id.as_str()).unwrap_or_else(|_| unreachable!()),
             request_id: uuid::Uuid::new_v4().to_string(),
             now_ms: unix_ms(),
-            max_admins: domain::DEFAULT_MAX_ADMINS,
+            max_admins: room_service::domain::DEFAULT_MAX_ADMINS,
         };
         let Ok(applied) = domain::apply(states.get(room), command, &ctx) else { continue };
         let expected = states.get(room).map_or(0, |s| s.version) as i64;
@@ -82,7 +82,7 @@ pub(crate) fn precompute(
                     let value = i64::try_from(total.total_value).unwrap_or(i64::MAX);
                     gift_total = Some((user_id.to_string(), value, total.first_version as i64));
                 }
-                // B1 sends neither leaves, closes nor moderation.
+                // B1 sends neither leaves, closes nor moderation commands.
                 Change::MemberLeft { .. }
                 | Change::MembersCleared
                 | Change::Restricted { .. }

@@ -5,7 +5,7 @@
 //! and one `room_member` row per member. The service then loads it like any other room, and
 //! [`check_loaded`] proves over HTTP that it holds every member.
 
-use room_service::domain::{RoomId, RoomSnapshot, RoomStatus, UserId};
+use room_service::domain::{LiveFigures, RoomId, RoomSnapshot, RoomStatus, UserId};
 use sqlx::mysql::MySqlPool;
 use sqlx::{MySql, QueryBuilder};
 
@@ -24,6 +24,7 @@ pub fn member(i: usize) -> String {
 /// CreateRoom leaves it (version 1, heat 0) but counting the members, then the member rows in
 /// multi-row INSERTs of [`CHUNK`]. Run it before the service first loads the room.
 pub async fn room(pool: &MySqlPool, room_id: &str, members: usize) -> anyhow::Result<()> {
+    let now_ms = crate::support::unix_ms();
     let snapshot = RoomSnapshot {
         room_id: RoomId::parse(room_id)?,
         owner_id: UserId::parse(OWNER)?,
@@ -38,7 +39,13 @@ pub async fn room(pool: &MySqlPool, room_id: &str, members: usize) -> anyhow::Re
         announcement: String::new(),
         cover_url: String::new(),
         attributes: Default::default(),
-        figures: Default::default(),
+        // As if created and last written now (idle close counts from `last_command_ms`).
+        figures: LiveFigures {
+            created_at_ms: now_ms,
+            peak_members: members as u64,
+            gifts: 0,
+            last_command_ms: now_ms,
+        },
     };
     sqlx::query(
         "INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) \
@@ -48,7 +55,7 @@ pub async fn room(pool: &MySqlPool, room_id: &str, members: usize) -> anyhow::Re
     .bind(serde_json::to_string(&snapshot)?)
     .execute(pool)
     .await?;
-    let joined_at_ms = crate::support::unix_ms();
+    let joined_at_ms = now_ms;
     for start in (0..members).step_by(CHUNK) {
         let mut insert =
             QueryBuilder::<MySql>::new("INSERT INTO room_member (room_id, user_id, joined_at_ms) ");

@@ -22,7 +22,9 @@
 //! `authenticate` vs the same token's next one (HS256, RS256, UserSig) · B13 events API (and
 //! `b13h`: 16 hostile readers, a reconnect herd, old ranges, with IM on) ·
 //! B14 traces: B1's load against the real binary with traces off, exported at ratio 1.0 and at
-//! 0.01, and off again: commands/s, CPU and spans per command.
+//! 0.01, and off again: commands/s, CPU and spans per command · B15 moderation: MuteUser,
+//! KickUser with a ban and SetAttributes beside JoinRoom (16 clients, the real binary), and a
+//! room with 100,000 bans vs a room with none, one command at a time.
 
 /// The service's allocator (`src/main.rs`): B1 and the other in-process benchmarks run the
 /// service with it.
@@ -48,6 +50,8 @@ mod many;
 mod many_hop;
 mod many_nodes;
 mod memory;
+mod moderation;
+mod moderation_scale;
 mod presence;
 mod report;
 mod stack;
@@ -72,10 +76,10 @@ pub struct Args {
     /// MariaDB server (no database path); each benchmark creates and drops its own database.
     #[arg(long, env = "ROOM_SERVICE_BENCH_MYSQL_URL", default_value = "mysql://root@127.0.0.1:3306")]
     pub mysql_url: String,
-    /// Benchmarks to run, comma-separated (b1..b14); all when absent.
+    /// Benchmarks to run, comma-separated (b1..b15); all when absent.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
-    /// B1, B8: concurrent clients.
+    /// B1, B8, B15: concurrent clients.
     #[arg(long, default_value_t = 16)]
     pub clients: usize,
     /// B1, B8: rooms (spread over the clients; each client owns its own rooms).
@@ -188,6 +192,17 @@ pub struct Args {
     /// B11: how long each load runs.
     #[arg(long, default_value_t = 5)]
     pub presence_seconds: u64,
+    /// B15: timed commands of each kind (JoinRoom, MuteUser, KickUser, SetAttributes) over
+    /// the `--clients` clients.
+    #[arg(long, default_value_t = 2_000)]
+    pub moderation_commands: usize,
+    /// B15: active bans of the banned room.
+    #[arg(long, default_value_t = 100_000)]
+    pub moderation_bans: usize,
+    /// B15: timed JoinRoom, then as many MuteUser and refused joins, in the rooms with and
+    /// without the bans, one at a time.
+    #[arg(long, default_value_t = 300)]
+    pub ban_commands: usize,
     /// B11: members of the crowd room, each heartbeating once a second.
     #[arg(long, default_value_t = 100_000)]
     pub crowd_members: usize,
@@ -239,6 +254,9 @@ impl Args {
             self.crowd_stale_seconds = self.crowd_stale_seconds.min(2);
             self.verify_tokens = self.verify_tokens.min(20);
             self.history_reads = self.history_reads.min(20);
+            self.moderation_commands = self.moderation_commands.min(80);
+            self.moderation_bans = self.moderation_bans.min(1_000);
+            self.ban_commands = self.ban_commands.min(10);
         }
         // Sizes smallest first (the smallest is the baseline), none empty (a sender must exist).
         self.hot_sizes.retain(|&n| n > 0);
@@ -266,6 +284,8 @@ impl Args {
         self.crowd_stopped = self.crowd_stopped.clamp(1, self.crowd_members - 1);
         self.crowd_stale_seconds = self.crowd_stale_seconds.max(2);
         self.verify_tokens = self.verify_tokens.max(1);
+        self.clients = self.clients.max(1);
+        (self.moderation_bans, self.ban_commands) = (self.moderation_bans.max(1), self.ban_commands.max(1));
         self
     }
 }
@@ -287,7 +307,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 15] = [
+    let benches: [(&str, &str, Bench); 16] = [
         ("b1", "command path", |a| Box::pin(on_fresh_db(a, "b1", command::run))),
         ("b2", "worker drain", |a| Box::pin(on_fresh_db(a, "b2", drain::run))),
         ("b3", "claim scaling", |a| Box::pin(on_fresh_db(a, "b3", claim::run))),
@@ -303,6 +323,7 @@ async fn main() -> anyhow::Result<()> {
         ("b13", "events API", |a| Box::pin(on_fresh_db(a, "b13", history::run))),
         ("b13h", "events API, hostile readers", |a| Box::pin(on_fresh_db(a, "b13h", history_herd::run))),
         ("b14", "traces", |a| Box::pin(on_fresh_db(a, "b14", traces::run))),
+        ("b15", "moderation", |a| Box::pin(on_fresh_db(a, "b15", moderation::run))),
     ];
     for (id, what, bench) in benches {
         if !args.wants(id) {
