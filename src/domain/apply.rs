@@ -91,6 +91,11 @@ pub fn apply(
         (None, _) => return Err(DomainError::RoomNotFound),
         (Some(state), _) => state,
     };
+    if let Command::CloseRoom { by: Some(actor), idle: false } = command {
+        // Who may close comes first: a stranger is refused a closed room's close as an open
+        // one's, whatever it says of the room.
+        state.require(actor, moderation::Role::Owner)?;
+    }
     if state.status == RoomStatus::Closed {
         return Err(DomainError::RoomClosed);
     }

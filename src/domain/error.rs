@@ -30,7 +30,7 @@ pub enum DomainError {
     #[error("gift would overflow the room's heat")]
     HeatOverflow,
     /// The actor's role is below what the command needs.
-    #[error("forbidden: needs the room's {needs} role")]
+    #[error("actor_id: needs the room's {needs} role")]
     Forbidden {
         /// The role it needs: `owner`, `admin` or `service`.
         needs: &'static str,

@@ -29,22 +29,19 @@ async fn post_ok(app: &TestApp, path: &str, body: Value) -> Value {
 /// A live of room `room`: created, joined, a gift, a mute, mute-all, info, a kick with a ban,
 /// an unban, closed — every moderation route, as its owner.
 async fn a_live(app: &TestApp, room: &str) {
-    post_ok(
-        app,
-        "/v1/rooms",
-        json!({"command_id": "c", "room_id": room, "owner_id": "host", "title": "直播间 Live"}),
-    )
-    .await;
+    let id = |what: &str| format!("{room}-{what}");
+    let create = json!({"command_id": id("c"), "room_id": room, "owner_id": "host", "title": "直播间 Live"});
+    post_ok(app, "/v1/rooms", create).await;
     let path = |action: &str| format!("/v1/rooms/{room}/{action}");
     for user in ["ann", "bob"] {
-        post_ok(app, &path("join"), json!({"command_id": format!("j-{user}"), "user_id": user})).await;
+        post_ok(app, &path("join"), json!({"command_id": id(&format!("j-{user}")), "user_id": user})).await;
     }
-    let gift = json!({"command_id": "g", "sender_id": "ann", "receiver_id": "host", "gift_id": "rose",
+    let gift = json!({"command_id": id("g"), "sender_id": "ann", "receiver_id": "host", "gift_id": "rose",
         "count": 1, "unit_value": 5});
     post_ok(app, &path("gifts"), gift).await;
     let host = |command_id: &str, body: Value| {
         let mut body = body;
-        body["command_id"] = command_id.into();
+        body["command_id"] = format!("{room}-{command_id}").into();
         body["actor_id"] = "host".into();
         body
     };
@@ -53,7 +50,7 @@ async fn a_live(app: &TestApp, room: &str) {
     post_ok(app, &path("info"), host("i", json!({"announcement": "公告".repeat(150)}))).await;
     post_ok(app, &path("kicks"), host("k", json!({"user_id": "bob", "ban_s": 300, "reason": "spam"}))).await;
     post_ok(app, &path("unban"), host("u", json!({"user_id": "bob"}))).await;
-    post_ok(app, &path("close"), json!({"command_id": "x", "actor_id": "host"})).await;
+    post_ok(app, &path("close"), json!({"command_id": id("x"), "actor_id": "host"})).await;
 }
 
 /// Waits until the group's journal ends with `destroy_group` (the live's last call).

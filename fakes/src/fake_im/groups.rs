@@ -79,6 +79,12 @@ pub(crate) struct AdminBook {
 }
 
 impl AdminBook {
+    /// Forgets the journal and the rate windows; keeps the groups.
+    pub(crate) fn forget_records(&mut self) {
+        self.journal.clear();
+        self.windows.clear();
+    }
+
     /// The live group `group_id`, or 10010 like Tencent.
     pub(crate) fn live(&mut self, group_id: &str) -> Result<&mut GroupState, (i64, &'static str)> {
         match self.groups.get_mut(group_id) {

@@ -128,7 +128,7 @@ async fn a_user_acts_only_as_itself_and_a_service_for_anyone() {
             ("/v1/rooms/r1/join", join("j2", "alice"), "user_id"),
             ("/v1/rooms/r1/leave", join("l1", "alice"), "user_id"),
             ("/v1/rooms/r1/gifts", gift("g1", "alice"), "sender_id"),
-            ("/v1/rooms/r1/close", json!({"command_id": "x1"}), "room_id"),
+            ("/v1/rooms/r1/close", json!({"command_id": "x1"}), "actor_id"),
             ("/v1/rooms/r1/heartbeat", json!({"user_id": "alice"}), "user_id"),
             ("/v1/rooms/r1/heartbeats", json!({"user_ids": ["bob"]}), "user_ids"),
         ];

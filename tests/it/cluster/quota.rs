@@ -59,6 +59,8 @@ async fn three_nodes_share_one_quota_and_each_falls_back_to_a_third_when_redis_d
     let db_url = test_db.url().to_owned();
     let outbox = Db::over(test_db);
     let mut options = FakeImOptions::new(APP, KEY, ADMIN);
+    // Rows inserted straight into the outbox, no RoomCreated among them: every group exists.
+    options.require_groups = false;
     (options.per_group_limit_per_sec, options.global_limit_per_sec) = (None, Some(APP_QUOTA as u32));
     options.latency = Duration::from_millis(5);
     let im = FakeIm::start(options).await;

@@ -51,20 +51,32 @@ async fn the_binary_filters_times_out_and_counts_by_path() {
     })
     .await;
 
-    // The filter: RoomCreated never reaches IM, and is counted as skipped on the sync path.
+    // RoomCreated is no message but the group's creation (delivered on the sync path); a join
+    // reaches IM as a message; a gift's RoomHeatChanged never reaches IM (the filter: counted
+    // as skipped).
     let create = json!({"command_id": "c-1", "room_id": "r-1", "owner_id": "o", "title": "t"});
     command(&http, &node, "/v1/rooms", create).await;
-    // A join reaches IM on the sync path.
     command(&http, &node, "/v1/rooms/r-1/join", json!({"command_id": "j-1", "user_id": "a"})).await;
-    eventually("the skip and the delivery are counted on the sync path", Duration::from_secs(10), || async {
-        let text = node.metrics().await;
-        let skipped = [("path", "sync"), ("event_type", "RoomCreated"), ("result", "skipped")];
-        let delivered = [("path", "sync"), ("event_type", "RoomUserJoined"), ("result", "delivered")];
-        counted(&text, PUBLISH_SUCCESS_TOTAL, &skipped) >= 1.0
-            && counted(&text, PUBLISH_SUCCESS_TOTAL, &delivered) >= 1.0
-    })
+    let gift = json!({"command_id": "g-1", "sender_id": "a", "receiver_id": "o", "gift_id": "rose",
+        "count": 1, "unit_value": 1});
+    command(&http, &node, "/v1/rooms/r-1/gifts", gift).await;
+    eventually(
+        "the skip and the deliveries are counted on the sync path",
+        Duration::from_secs(10),
+        || async {
+            let text = node.metrics().await;
+            let created = [("path", "sync"), ("event_type", "RoomCreated"), ("result", "delivered")];
+            let skipped = [("path", "sync"), ("event_type", "RoomHeatChanged"), ("result", "skipped")];
+            let delivered = [("path", "sync"), ("event_type", "RoomUserJoined"), ("result", "delivered")];
+            counted(&text, PUBLISH_SUCCESS_TOTAL, &created) >= 1.0
+                && counted(&text, PUBLISH_SUCCESS_TOTAL, &skipped) >= 1.0
+                && counted(&text, PUBLISH_SUCCESS_TOTAL, &delivered) >= 1.0
+        },
+    )
     .await;
-    assert!(im.all_messages().iter().all(|m| m.desc != "RoomCreated"), "filtered");
+    let sent = im.all_messages();
+    assert!(sent.iter().all(|m| m.desc != "RoomCreated" && m.desc != "RoomHeatChanged"), "filtered");
+    assert!(im.journal().iter().any(|e| e.api == "create_group"), "the room's group was created");
 
     // IM slower than publish_timeout: the sync publish is cut off and counted as a timeout,
     // then the worker's attempts too, until IM is fast again and the worker delivers.

@@ -179,11 +179,14 @@ pub fn envelope(event_id: &str, event_type: EventType, room: &str) -> String {
     serde_json::to_string(&envelope).expect("serialise envelope")
 }
 
-/// The fake IM server, with no rate limits so bulk tests are deterministic.
+/// The fake IM server, with no rate limits so bulk tests are deterministic, and every group
+/// there: these tests insert a room's rows straight into the outbox, no RoomCreated among them
+/// (the groups' lifecycle is `tests/it/im_groups.rs`').
 pub async fn fake() -> FakeIm {
     let options = FakeImOptions {
         per_group_limit_per_sec: None,
         global_limit_per_sec: None,
+        require_groups: false,
         ..FakeImOptions::new(APP, KEY, ADMIN)
     };
     FakeIm::start(options).await

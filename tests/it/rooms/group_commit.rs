@@ -140,7 +140,9 @@ async fn a_failed_batch_answers_every_command_unavailable_and_changes_nothing() 
     let db = TestDb::mysql().await;
     let im = crate::support::app::fake_im().await;
     let settings = crate::support::app::settings(db.url(), Some(&im), &[]);
-    let options = room_service::room::RoomOptions::new(std::time::Duration::from_secs(1));
+    let mut options = room_service::room::RoomOptions::new(std::time::Duration::from_secs(1));
+    // The app's wiring: with IM on, the room's group is created before its first message.
+    options.groups = room_service::delivery::groups::Groups { manage: true, ban: false };
     let rooms = room_service::room::RoomService::new(
         db.repo.clone(),
         crate::support::app::publisher(&settings),
