@@ -23,7 +23,7 @@ pub struct RoomsSettings {
     pub sync_publish_wait: Duration,
     /// The room's event history a client catches up from.
     pub history: HistorySettings,
-    /// Most admins of one room (1..=[`MAX_ADMINS`]).
+    /// Most admins of one room (1..=`MAX_ADMINS`).
     pub max_admins: usize,
     /// A room with no member and no command for this long closes itself (`None`: never).
     pub idle_close_after: Option<Duration>,

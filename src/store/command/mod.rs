@@ -117,7 +117,7 @@ pub trait CommandStore: Send + Sync {
     async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError>;
 
     /// Deletes every room's mutes and bans that ended (database clock), in batches of
-    /// [`PRUNE_BATCH`] (no statement holds many rows): they are pruned without a command.
+    /// `PRUNE_BATCH` (no statement holds many rows): they are pruned without a command.
     /// Returns how many rows went.
     async fn prune_restrictions(&self) -> Result<u64, StoreError>;
 
