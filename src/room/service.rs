@@ -75,7 +75,7 @@ impl RoomService {
             misses: Misses::default(),
             payments: Arc::new(Payments::new(options.wallet.clone(), repo.clone())),
             commit: Commit::new(repo.clone()),
-            replay: Replay::new(repo.clone()),
+            replay: Replay::new(repo.clone(), options.groups),
             history: History::new(repo, options.history),
             publish,
             options,

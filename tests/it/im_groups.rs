@@ -224,3 +224,21 @@ async fn a_full_avchatroom_quota_parks_the_creation_with_its_code_and_the_rooms_
     assert!(error_of("RoomUserJoined").contains("10010"), "{}", error_of("RoomUserJoined"));
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_replayed_creation_says_its_group_call_was_delivered_not_skipped() {
+    let db = TestDb::sqlite().await;
+    let im = strict_im().await;
+    let app = TestApp::start(settings(db.url(), Some(&im), &[])).await;
+    let create = json!({"command_id": "c", "room_id": "rp", "owner_id": "host", "title": "t"});
+    let first = post_ok(&app, "/v1/rooms", create.clone()).await;
+    assert_eq!(first["events"][0]["delivery"], "delivered", "{first}");
+    app.settle().await;
+    let again = post_ok(&app, "/v1/rooms", create).await;
+    assert_eq!(
+        (again["replayed"].as_bool(), &again["events"][0]["delivery"]),
+        (Some(true), &json!("delivered"))
+    );
+    assert!(im.group_exists("rp"));
+    app.stop().await;
+}

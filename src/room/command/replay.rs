@@ -7,19 +7,22 @@ use std::collections::HashMap;
 use super::decide::Committed;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
 use crate::delivery::codec;
-use crate::domain::{DomainError, RoomSnapshot};
+use crate::delivery::groups::Groups;
+use crate::domain::{DomainError, EventType, RoomSnapshot};
 use crate::room::error::RoomError;
 use crate::store::{CommandKey, OutboxStatus, SharedCommandStore, StoredCommand};
 
 /// Answers repeated command ids from the command log.
 pub(in crate::room) struct Replay {
     repo: SharedCommandStore,
+    /// The IM group calls the events carry: a row with one was sent, not skipped.
+    groups: Groups,
 }
 
 impl Replay {
-    /// Reads the log through `repo`.
-    pub(in crate::room) fn new(repo: SharedCommandStore) -> Self {
-        Self { repo }
+    /// Reads the log through `repo`; the events carry the calls of `groups`.
+    pub(in crate::room) fn new(repo: SharedCommandStore, groups: Groups) -> Self {
+        Self { repo, groups }
     }
 
     /// Answers a command id found in the log (with `room` as the room now), or `refused` when
@@ -48,6 +51,12 @@ impl Replay {
         Ok(Committed { response, envelopes: Vec::new() })
     }
 
+    /// Whether an event of `event_type` went to IM: a message, or a group call (a room's
+    /// creation, with `manage_groups`).
+    fn reaches_im(&self, event_type: &str) -> bool {
+        codec::reaches_im(event_type) || (self.groups.manage && event_type == EventType::RoomCreated.as_str())
+    }
+
     async fn replayed_response(
         &self,
         stored: StoredCommand,
@@ -63,7 +72,7 @@ impl Replay {
             .into_iter()
             .map(|e| {
                 let delivery = match statuses.get(&e.event_id) {
-                    Some(OutboxStatus::Delivered) | None if !codec::reaches_im(&e.event_type) => {
+                    Some(OutboxStatus::Delivered) | None if !self.reaches_im(&e.event_type) => {
                         Delivery::Skipped
                     }
                     // Only delivered rows are ever deleted (retention), so a missing one was.
