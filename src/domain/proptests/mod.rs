@@ -15,6 +15,7 @@ use proptest::sample::select;
 use proptest::test_runner::TestCaseError;
 
 mod check;
+mod moderation;
 mod strategies;
 
 use check::{command, ctx, run_sequence};
