@@ -86,7 +86,9 @@ pub(crate) fn precompute(
                 Change::MemberLeft { .. }
                 | Change::MembersCleared
                 | Change::Restricted { .. }
-                | Change::Lifted { .. } => {}
+                | Change::Lifted { .. }
+                | Change::AttributeSet { .. }
+                | Change::AttributeDeleted { .. } => {}
             }
         }
         let events: Vec<_> =

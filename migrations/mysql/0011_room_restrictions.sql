@@ -12,3 +12,13 @@ CREATE TABLE IF NOT EXISTS room_restriction (
     PRIMARY KEY (room_id, kind, user_id),
     KEY room_restriction_until (until_ms)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- A room's attributes (key → value, version), one row each: a command writes only the keys it
+-- changed, never the room's up to 16 KB of values with every snapshot.
+CREATE TABLE IF NOT EXISTS room_attribute (
+    room_id  VARCHAR(64)   NOT NULL,
+    attr_key VARCHAR(64)   NOT NULL,
+    value    VARCHAR(2048) NOT NULL,
+    version  BIGINT        NOT NULL,
+    PRIMARY KEY (room_id, attr_key)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

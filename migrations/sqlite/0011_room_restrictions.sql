@@ -11,3 +11,11 @@ CREATE TABLE IF NOT EXISTS room_restriction (
 ) WITHOUT ROWID;
 
 CREATE INDEX IF NOT EXISTS room_restriction_until ON room_restriction (until_ms);
+
+CREATE TABLE IF NOT EXISTS room_attribute (
+    room_id  TEXT    NOT NULL,
+    attr_key TEXT    NOT NULL,
+    value    TEXT    NOT NULL,
+    version  INTEGER NOT NULL,
+    PRIMARY KEY (room_id, attr_key)
+) WITHOUT ROWID;

@@ -6,7 +6,9 @@ use super::command::{Actor, CloseReason, Command, CommandContext, LeaveReason};
 use super::error::DomainError;
 use super::event::{Event, EventType};
 use super::ids::{GiftId, UserId};
-use super::state::{LiveFigures, Member, Restriction, RestrictionKind, RoomState, RoomStatus, SenderTotal};
+use super::state::{
+    Attribute, LiveFigures, Member, Restriction, RestrictionKind, RoomState, RoomStatus, SenderTotal,
+};
 
 pub mod attributes;
 pub mod moderation;
@@ -50,6 +52,18 @@ pub enum Change {
         kind: RestrictionKind,
         /// Who.
         user_id: UserId,
+    },
+    /// An attribute was set (its row, like a member's: never in the snapshot).
+    AttributeSet {
+        /// The key.
+        key: String,
+        /// Its value and version.
+        attribute: Attribute,
+    },
+    /// An attribute was deleted.
+    AttributeDeleted {
+        /// The key.
+        key: String,
     },
 }
 

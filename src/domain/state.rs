@@ -256,16 +256,22 @@ impl RoomState {
         }
     }
 
-    /// The small view of this state as JSON, as the snapshot row stores it.
+    /// The small view of this state as JSON, as the snapshot row stores it: without the
+    /// attributes, which have rows of their own.
     pub fn snapshot_json(&self) -> String {
         // Cannot fail: serde_json fails only on a map with non-string keys or a `Serialize`
         // impl that errors; a snapshot holds only derived impls over strings, integers, unit
-        // variants and a `Vec` of rank entries — no map.
-        serde_json::to_string(&self.snapshot()).expect("a room snapshot always serialises")
+        // variants, `Vec`s and a map with string keys.
+        serde_json::to_string(&self.view(false)).expect("a room snapshot always serialises")
     }
 
     /// The small view of this state (no member list).
     pub fn snapshot(&self) -> RoomSnapshot {
+        self.view(true)
+    }
+
+    /// The small view, with or without the attributes.
+    fn view(&self, attributes: bool) -> RoomSnapshot {
         RoomSnapshot {
             room_id: self.room_id.clone(),
             owner_id: self.owner_id.clone(),
@@ -279,7 +285,7 @@ impl RoomState {
             muted_all: self.muted_all,
             announcement: self.announcement.clone(),
             cover_url: self.cover_url.clone(),
-            attributes: self.attributes.clone(),
+            attributes: if attributes { self.attributes.clone() } else { BTreeMap::new() },
             figures: self.figures.clone(),
         }
     }

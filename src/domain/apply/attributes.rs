@@ -34,29 +34,33 @@ impl Draft {
     ) -> Result<Option<Vec<Event>>, DomainError> {
         check_write(write)?;
         self.state.require(by, Role::Admin)?;
-        let next = &mut self.state;
+        let attributes = &mut self.state.attributes;
         for (key, expected) in &write.expect {
-            let version = next.attributes.get(key).map_or(0, |a| a.version);
+            let version = attributes.get(key).map_or(0, |a| a.version);
             if version != *expected {
                 return Err(DomainError::AttributeConflict { key: key.clone(), version });
             }
         }
-        let version = next.version;
+        let version = self.state.version;
+        let attributes = &mut self.state.attributes;
         let mut deleted = Vec::new();
         for key in &write.delete {
-            if next.attributes.remove(key).is_some() {
+            if attributes.remove(key).is_some() {
                 deleted.push(key.clone());
+                self.changes.push(super::Change::AttributeDeleted { key: key.clone() });
             }
         }
         let mut set = serde_json::Map::new();
         for (key, value) in &write.set {
-            if next.attributes.get(key).is_some_and(|a| a.value == *value) {
+            if attributes.get(key).is_some_and(|a| a.value == *value) {
                 continue;
             }
-            next.attributes.insert(key.clone(), Attribute { value: value.clone(), version });
+            let attribute = Attribute { value: value.clone(), version };
+            attributes.insert(key.clone(), attribute.clone());
+            self.changes.push(super::Change::AttributeSet { key: key.clone(), attribute });
             set.insert(key.clone(), json!(value));
         }
-        check_room(next.attributes.values().map(|a| a.value.len()), next.attributes.len())?;
+        check_room(attributes.values().map(|a| a.value.len()), attributes.len())?;
         if set.is_empty() && deleted.is_empty() {
             return Ok(None);
         }

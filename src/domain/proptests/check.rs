@@ -133,7 +133,10 @@ pub(super) fn check_changes(
                 let before = senders.insert(user_id.clone(), *total).map_or(0, |t| t.total_value);
                 prop_assert!(total.total_value > before, "{user_id}'s total did not grow");
             }
-            Change::Restricted { .. } | Change::Lifted { .. } => {
+            Change::Restricted { .. }
+            | Change::Lifted { .. }
+            | Change::AttributeSet { .. }
+            | Change::AttributeDeleted { .. } => {
                 prop_assert!(false, "a member's or gift command restricted someone");
             }
         }

@@ -12,14 +12,15 @@ use super::outcome::{LoggedEvent, LoggedOutcome};
 use crate::cluster::shard_of;
 use crate::delivery::codec;
 use crate::domain::{
-    Change, Restriction, RestrictionKind, RoomId, RoomSnapshot, RoomState, SenderTotal, StoredRestriction,
-    UserId,
+    Attribute, Change, Restriction, RestrictionKind, RoomId, RoomSnapshot, RoomState, SenderTotal,
+    StoredRestriction, UserId,
 };
 use crate::room::error::RoomError;
 use crate::room::options::CommitStats;
 use crate::store::{
-    CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow, RestrictionChanges,
-    RestrictionRow, RoomCommit, SharedCommandStore, SnapshotWrite, StoreError, StoredCommand,
+    AttributeChanges, AttributeRow, CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow,
+    RestrictionChanges, RestrictionRow, RoomCommit, SharedCommandStore, SnapshotWrite, StoreError,
+    StoredCommand,
 };
 use crate::telemetry::traces::Traced;
 
@@ -150,8 +151,13 @@ impl Commit {
         let corrupt = |what: &str, e: &dyn std::fmt::Display| {
             RoomError::Corrupt(format!("{what} of room {room_id}: {e}"))
         };
-        let snapshot: RoomSnapshot =
+        let mut snapshot: RoomSnapshot =
             serde_json::from_str(&stored.state).map_err(|e| corrupt("snapshot", &e))?;
+        snapshot.attributes = stored
+            .attributes
+            .into_iter()
+            .map(|r| (r.attr_key, Attribute { value: r.value, version: r.version.max(0) as u64 }))
+            .collect();
         let members = stored
             .members
             .into_iter()
@@ -201,8 +207,15 @@ fn room_commit(
     let mut members = NetMembers::default();
     let mut senders: BTreeMap<UserId, SenderTotal> = BTreeMap::new();
     let mut restrictions: BTreeMap<(RestrictionKind, UserId), Option<Restriction>> = BTreeMap::new();
+    let mut attributes: BTreeMap<&str, Option<&Attribute>> = BTreeMap::new();
     for change in &plan.changes {
         match change {
+            Change::AttributeSet { key, attribute } => {
+                attributes.insert(key, Some(attribute));
+            }
+            Change::AttributeDeleted { key } => {
+                attributes.insert(key, None);
+            }
             Change::SenderTotal { user_id, total } => {
                 senders.insert(user_id.clone(), *total);
             }
@@ -231,6 +244,7 @@ fn room_commit(
             })
             .collect(),
         restrictions: restriction_changes(restrictions),
+        attributes: attribute_changes(attributes),
         claim_after,
         shard: shard_of(room_id.as_str()),
         fence,
@@ -280,6 +294,22 @@ fn restriction_of(row: RestrictionRow) -> Result<StoredRestriction, String> {
     Ok((kind, user, Restriction { until_ms: row.until_ms, reason: row.reason, by: row.by_actor }))
 }
 
+/// The rows of a batch's net attribute changes.
+fn attribute_changes(net: BTreeMap<&str, Option<&Attribute>>) -> AttributeChanges {
+    let mut changes = AttributeChanges::default();
+    for (key, attribute) in net {
+        match attribute {
+            Some(a) => changes.upserted.push(AttributeRow {
+                attr_key: key.to_owned(),
+                value: a.value.clone(),
+                version: i64::try_from(a.version).unwrap_or(i64::MAX),
+            }),
+            None => changes.deleted.push(key.to_owned()),
+        }
+    }
+    changes
+}
+
 /// The rows of a batch's net mute and ban changes.
 fn restriction_changes(net: BTreeMap<(RestrictionKind, UserId), Option<Restriction>>) -> RestrictionChanges {
     let mut changes = RestrictionChanges::default();
@@ -319,7 +349,11 @@ impl NetMembers {
                 self.cleared = true;
                 self.last.clear();
             }
-            Change::SenderTotal { .. } | Change::Restricted { .. } | Change::Lifted { .. } => {}
+            Change::SenderTotal { .. }
+            | Change::Restricted { .. }
+            | Change::Lifted { .. }
+            | Change::AttributeSet { .. }
+            | Change::AttributeDeleted { .. } => {}
         }
     }
 

@@ -107,7 +107,11 @@ impl LastSeen {
                             members.remove(user_id);
                         }
                         Change::MembersCleared => members.clear(),
-                        Change::SenderTotal { .. } | Change::Restricted { .. } | Change::Lifted { .. } => {}
+                        Change::SenderTotal { .. }
+                        | Change::Restricted { .. }
+                        | Change::Lifted { .. }
+                        | Change::AttributeSet { .. }
+                        | Change::AttributeDeleted { .. } => {}
                     }
                 }
             }

@@ -6,7 +6,7 @@
 use sqlx::Transaction;
 
 use super::rows::{EpochRow, GiftRow, MemberRow, RoomRow, VersionRow};
-use super::types::{CommitError, GiftTotalRow, RestrictionRow, RoomCommit, StoredRoom};
+use super::types::{AttributeRow, CommitError, GiftTotalRow, RestrictionRow, RoomCommit, StoredRoom};
 use super::{commit_sql, read_sql};
 use crate::store::backend::Backend;
 use crate::store::backend::run::Run;
@@ -69,6 +69,12 @@ pub(super) async fn commit_room<DB: Backend>(
     for (kind, user_id) in &c.restrictions.deleted {
         commit_sql::delete_restriction::<DB>(room, kind, user_id).execute(&mut *tx).await?;
     }
+    if !c.attributes.deleted.is_empty() {
+        commit_sql::delete_attributes::<DB>(room, &c.attributes.deleted).execute(&mut *tx).await?;
+    }
+    if !c.attributes.upserted.is_empty() {
+        commit_sql::upsert_attributes::<DB>(room, &c.attributes.upserted).execute(&mut *tx).await?;
+    }
     if !c.restrictions.upserted.is_empty() {
         commit_sql::upsert_restrictions::<DB>(room, &c.restrictions.upserted).execute(&mut *tx).await?;
     }
@@ -102,6 +108,8 @@ pub(super) async fn load_room<DB: Backend>(
     let gift_totals = gifts.fetch_all::<GiftRow>(&mut *tx).await?;
     let mut restrictions = read_sql::load_restrictions::<DB>(room_id);
     let restrictions = restrictions.fetch_all::<RestrictionRow>(&mut *tx).await?;
+    let mut attributes = read_sql::load_attributes::<DB>(room_id);
+    let attributes = attributes.fetch_all::<AttributeRow>(&mut *tx).await?;
     tx.commit().await?;
     Ok(Some(StoredRoom {
         version: row.version.max(0) as u64,
@@ -109,5 +117,6 @@ pub(super) async fn load_room<DB: Backend>(
         members: members.into_iter().map(|m| (m.user_id, m.joined_at_ms)).collect(),
         gift_totals: gift_totals.into_iter().map(GiftTotalRow::from).collect(),
         restrictions,
+        attributes,
     }))
 }

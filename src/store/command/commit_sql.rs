@@ -5,7 +5,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::types::{GiftTotalRow, RestrictionRow, RoomCommit, SnapshotWrite};
+use super::types::{AttributeRow, GiftTotalRow, RestrictionRow, RoomCommit, SnapshotWrite};
 use crate::store::backend::Backend;
 use crate::store::backend::bind::{millis, push_strs};
 
@@ -157,6 +157,33 @@ pub(super) fn delete_restriction<DB: Backend>(room_id: &str, kind: &str, user_id
     q
 }
 
+/// Attribute rows (set).
+pub(super) fn upsert_attributes<DB: Backend>(room_id: &str, rows: &[AttributeRow]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("INSERT INTO room_attribute (room_id, attr_key, value, version) VALUES ");
+    for (i, r) in rows.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { ", (" });
+        DB::bind_str(&mut q, room_id);
+        q.push(", ");
+        DB::bind_str(&mut q, &r.attr_key);
+        q.push(", ");
+        DB::bind_str(&mut q, &r.value);
+        q.push(", ");
+        DB::bind_i64(&mut q, r.version);
+        q.push(")");
+    }
+    q.push(DB::upsert("room_id, attr_key", &["value", "version"]));
+    q
+}
+
+/// Attribute rows of a room (deleted).
+pub(super) fn delete_attributes<DB: Backend>(room_id: &str, keys: &[String]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("DELETE FROM room_attribute WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(" AND attr_key IN ");
+    push_strs(&mut q, keys);
+    q
+}
+
 /// The commands' log rows; a unique violation on `(command_id, caller)` means one was logged
 /// before.
 pub(super) fn insert_command_log<DB: Backend>(c: &RoomCommit) -> QueryBuilder<DB> {
@@ -242,6 +269,7 @@ mod tests {
             members: MemberChanges::default(),
             gift_totals: Vec::new(),
             restrictions: Default::default(),
+            attributes: Default::default(),
             claim_after: Duration::from_secs(1),
             shard: 0,
             fence: None,

@@ -25,8 +25,9 @@ use async_trait::async_trait;
 
 use self::rows::{CommandRow, HistoryRow, VersionRow};
 pub use self::types::{
-    CommandKey, CommitError, GiftTotalRow, HistoryEvent, LoggedCommand, MemberChanges, NewOutboxRow,
-    RestrictionChanges, RestrictionRow, RoomCommit, SnapshotWrite, StoredCommand, StoredRoom,
+    AttributeChanges, AttributeRow, CommandKey, CommitError, GiftTotalRow, HistoryEvent, LoggedCommand,
+    MemberChanges, NewOutboxRow, RestrictionChanges, RestrictionRow, RoomCommit, SnapshotWrite,
+    StoredCommand, StoredRoom,
 };
 use crate::store::backend::run::Run;
 use crate::store::backend::{Backend, SqlRepository};

@@ -33,6 +33,13 @@ pub(super) fn load_gift_totals<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
     q
 }
 
+/// A room's attributes.
+pub(super) fn load_attributes<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT attr_key, value, version FROM room_attribute WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q
+}
+
 /// A room's mutes and bans still in force on the database clock.
 pub(super) fn load_restrictions<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(

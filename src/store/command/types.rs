@@ -19,6 +19,28 @@ pub struct StoredRoom {
     pub gift_totals: Vec<GiftTotalRow>,
     /// Mutes and bans in force, on the database clock.
     pub restrictions: Vec<RestrictionRow>,
+    /// Attributes, by key.
+    pub attributes: Vec<AttributeRow>,
+}
+
+/// One of a room's attributes (`room_attribute`).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct AttributeRow {
+    /// The key.
+    pub attr_key: String,
+    /// The value.
+    pub value: String,
+    /// The room version that wrote it.
+    pub version: i64,
+}
+
+/// The attribute rows a commit changes, as the net effect of its commands.
+#[derive(Debug, Clone, Default)]
+pub struct AttributeChanges {
+    /// Rows to insert or overwrite.
+    pub upserted: Vec<AttributeRow>,
+    /// Keys to delete.
+    pub deleted: Vec<String>,
 }
 
 /// A mute or a ban (`room_restriction`).
@@ -203,6 +225,8 @@ pub struct RoomCommit {
     pub gift_totals: Vec<GiftTotalRow>,
     /// Mutes and bans.
     pub restrictions: RestrictionChanges,
+    /// Attributes.
+    pub attributes: AttributeChanges,
     /// The rows are not claimable by a worker before this much time has passed.
     pub claim_after: Duration,
     /// The room's shard (stored on its outbox rows: an owner relays its own shards first).

@@ -153,3 +153,30 @@ async fn an_announcement_and_a_kick_reason_of_quotes_reach_the_events_api_intact
         app.stop().await;
     }
 }
+
+/// Attributes are rows of their own (like members): a command writes only the keys it changed,
+/// the snapshot row every command rewrites stays small however much a room holds, and the
+/// attributes come back whole after a restart.
+#[tokio::test]
+async fn a_rooms_16_kb_of_attributes_stay_out_of_the_snapshot_row_and_survive_a_restart() {
+    for db in backends().await {
+        let app = TestApp::start(settings(db.url(), None, &[])).await;
+        create(&app, "big", "alice").await;
+        for i in 0..8 {
+            let value = format!("{i}").repeat(2048);
+            ok(&app, "big", "attributes", "alice", json!({"set": {format!("k{i}"): value}})).await;
+        }
+        let (status, _) = join(&app, "big", "bob").await;
+        assert_eq!(status, 200, "{db}");
+        let snapshot = db.scalar("SELECT LENGTH(state) FROM room_snapshot WHERE room_id = 'big'").await;
+        assert!(snapshot.is_some_and(|bytes| bytes < 2_048), "{db}: a snapshot row of {snapshot:?} bytes");
+        assert_eq!(db.count("room_attribute").await, 8, "{db}");
+        let before = room(&app, "big").await["attributes"].clone();
+        app.stop().await;
+        let app = TestApp::start(settings(db.url(), None, &[])).await;
+        let after = room(&app, "big").await["attributes"].clone();
+        assert_eq!(after, before, "{db}: reloaded from their rows");
+        assert_eq!(after["k7"]["value"].as_str().map(str::len), Some(2048), "{db}");
+        app.stop().await;
+    }
+}

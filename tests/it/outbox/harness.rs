@@ -115,6 +115,7 @@ impl Db {
             members: MemberChanges::default(),
             gift_totals: Vec::new(),
             restrictions: Default::default(),
+            attributes: Default::default(),
             outbox: envelopes
                 .into_iter()
                 .map(|(event_id, event_type, envelope)| NewOutboxRow {

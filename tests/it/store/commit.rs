@@ -63,6 +63,7 @@ async fn commit_writes_command_log_outbox_rows_and_snapshot() {
             members: Vec::new(),
             gift_totals: Vec::new(),
             restrictions: Vec::new(),
+            attributes: Vec::new(),
         };
         assert_eq!(db.repo.load_room("r1").await.unwrap(), Some(room), "{db}");
 
@@ -183,7 +184,8 @@ async fn find_command_and_load_room_round_trip() {
                 state,
                 members: Vec::new(),
                 gift_totals: Vec::new(),
-                restrictions: Vec::new()
+                restrictions: Vec::new(),
+                attributes: Vec::new()
             },
             "{db}"
         );

@@ -49,6 +49,7 @@ pub fn commit(room_id: &str, command_id: &str, expected: u64, events: usize) -> 
         members: MemberChanges::default(),
         gift_totals: Vec::new(),
         restrictions: Default::default(),
+        attributes: Default::default(),
         claim_after: Duration::ZERO,
         shard: room_service::cluster::shard_of(room_id),
         fence: None,
