@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::codec;
 use crate::domain::EventType;
 use crate::publish::tencent::admin_wire::{
     MAX_DESCRIPTION_BYTES as IM_BAN_DESCRIPTION_BYTES, MAX_FACE_URL_BYTES as IM_FACE_URL_BYTES,
@@ -28,6 +29,13 @@ pub struct Groups {
 impl Groups {
     /// None (IM off, or `manage_groups: false`: the groups are assumed to exist).
     pub const NONE: Groups = Groups { manage: false, ban: false };
+
+    /// Whether an event of the stored type `event_type` goes to IM: as a message
+    /// ([`codec::reaches_im`]), or as its group's creation (the one type that is no message but
+    /// carries a call). What a replay reports of an event's delivery.
+    pub fn reaches_im(&self, event_type: &str) -> bool {
+        codec::reaches_im(event_type) || (self.manage && event_type == EventType::RoomCreated.as_str())
+    }
 
     /// Attaches to `event` the call its row carries, if any.
     pub fn attach(&self, event: &mut Event) {

@@ -3,21 +3,13 @@
 use serde_json::json;
 
 use super::*;
+use crate::domain::apply::tests::user;
 use crate::domain::command::{AttributeWrite, InfoChange};
-use crate::domain::{Applied, Change, Command, CommandContext, CommandId, RoomId};
+use crate::domain::{Applied, Change, Command, CommandContext};
 
-fn user(id: &str) -> UserId {
-    UserId::parse(id).unwrap()
-}
-
+/// The shared context, with at most two admins.
 fn ctx(now_ms: i64) -> CommandContext {
-    CommandContext {
-        room_id: RoomId::parse("r1").unwrap(),
-        command_id: CommandId::parse("c1").unwrap(),
-        request_id: "req".into(),
-        now_ms,
-        max_admins: 2,
-    }
+    CommandContext { max_admins: 2, ..crate::domain::apply::tests::ctx(now_ms) }
 }
 
 fn run_at(state: &RoomState, command: Command, now_ms: i64) -> Result<Applied, DomainError> {

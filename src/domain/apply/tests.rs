@@ -2,7 +2,8 @@ use super::*;
 use crate::domain::LeaveReason;
 use crate::domain::{CommandId, GIFT_RANK_SIZE, GiftId, RankEntry, RoomId};
 
-fn ctx(now_ms: i64) -> CommandContext {
+/// The context of a command at `now_ms` in room `r1` (shared with the moderation tests).
+pub(crate) fn ctx(now_ms: i64) -> CommandContext {
     CommandContext {
         room_id: RoomId::parse("r1").unwrap(),
         command_id: CommandId::parse("c1").unwrap(),
@@ -12,7 +13,8 @@ fn ctx(now_ms: i64) -> CommandContext {
     }
 }
 
-fn user(id: &str) -> UserId {
+/// A user id.
+pub(crate) fn user(id: &str) -> UserId {
     UserId::parse(id).unwrap()
 }
 

@@ -35,6 +35,7 @@ use crate::delivery::codec::decode;
 use crate::delivery::groups::Groups;
 use crate::delivery::pack::{self, Ready};
 use crate::delivery::window::Window;
+use crate::publish::Event;
 use crate::publish::{BoxError, Path};
 use crate::store::{Mark, OutboxRow, StoreError};
 use crate::telemetry::names;
@@ -42,27 +43,28 @@ use crate::telemetry::names;
 /// Results are written at least this often while rows are in flight.
 pub(super) const MARK_INTERVAL: Duration = Duration::from_millis(250);
 
-/// One claimed row and the claim holding it.
+/// One claimed row, the claim holding it, and its event as decoded once when it was claimed
+/// (carrying the IM group call of [`Groups::attach`]): the one the packer reads and the
+/// publish sends, or why the envelope could not be decoded.
 pub(super) struct Held {
     worker_id: String,
     row: OutboxRow,
-    /// Whose content its event carries ([`Event::sender`]), read when it was claimed.
-    sender: Option<std::sync::Arc<str>>,
-    /// Its event carries an IM group call ([`Groups::attach`]).
-    group_call: bool,
+    event: Result<Event, String>,
 }
 
 impl Held {
     /// `row` of the claim `worker_id`, its event carrying the calls of `groups`.
     fn new(worker_id: String, row: OutboxRow, groups: Groups) -> Self {
-        let (sender, group_call) = match decode(&row) {
-            Ok(mut event) => {
-                groups.attach(&mut event);
-                (event.sender, event.admin.is_some())
-            }
-            Err(_) => (None, false),
-        };
-        Self { worker_id, row, sender, group_call }
+        let event = decode(&row).map(|mut event| {
+            groups.attach(&mut event);
+            event
+        });
+        Self { worker_id, row, event }
+    }
+
+    /// True when its event carries an IM group call.
+    fn group_call(&self) -> bool {
+        self.event.as_ref().is_ok_and(|e| e.admin.is_some())
     }
 }
 
@@ -76,11 +78,11 @@ impl Ready for Held {
     }
 
     fn sender(&self) -> Option<&str> {
-        self.sender.as_deref()
+        self.event.as_ref().ok()?.sender.as_deref()
     }
 
     fn group_call(&self) -> bool {
-        self.group_call
+        Held::group_call(self)
     }
 }
 
@@ -189,7 +191,7 @@ impl Engine {
             }
             let window = self.busy.entry(room.clone()).or_default();
             window.open();
-            if pack.iter().any(|h| h.group_call) {
+            if pack.iter().any(Held::group_call) {
                 window.open_barrier();
             }
             if self.has_room_for_another(&room) && self.queues.contains_key(&room) {
@@ -200,10 +202,9 @@ impl Engine {
             self.tasks.spawn(async move {
                 // A panic below becomes a failed attempt: every row is always marked, and its
                 // claim always ends (a lost row would have its lease renewed forever).
-                let rows: Vec<&OutboxRow> = pack.iter().map(|h| &h.row).collect();
-                let publish = std::panic::AssertUnwindSafe(worker.publish_pack(&rows)).catch_unwind();
+                let publish = std::panic::AssertUnwindSafe(worker.publish_pack(&pack)).catch_unwind();
                 let results = publish.await.unwrap_or_else(|_| {
-                    rows.iter().map(|_| Err(Outcome::Failed("publish task panicked".into()))).collect()
+                    pack.iter().map(|_| Err(Outcome::Failed("publish task panicked".into()))).collect()
                 });
                 Done { results: pack.into_iter().zip(results).collect() }
             });
@@ -264,7 +265,7 @@ impl Engine {
     /// True when `room` has fewer than `in_flight_per_room` messages in flight.
     /// A group call at the front of its queue opens only into an empty window.
     fn has_room_for_another(&self, room: &str) -> bool {
-        let group_call = self.queues.get(room).and_then(VecDeque::front).is_some_and(|h| h.group_call);
+        let group_call = self.queues.get(room).and_then(VecDeque::front).is_some_and(Held::group_call);
         // The worker's packs are taken before their permits, so none gathers at the permit step.
         self.busy
             .get(room)

@@ -3,14 +3,12 @@
 
 use futures::future::BoxFuture;
 
-use super::Outcome;
+use super::{Held, Outcome};
 use crate::delivery::action::Action;
-use crate::delivery::codec::decode;
 use crate::delivery::pack;
 use crate::delivery::split::{self, Fate, Resend, SharedError};
 use crate::outbox::OutboxWorker;
 use crate::publish::{BoxError, Event, Message, Path};
-use crate::store::OutboxRow;
 
 impl OutboxWorker {
     /// Publishes a pack of one room's claimed rows through the delivery core (path `worker`):
@@ -18,24 +16,20 @@ impl OutboxWorker {
     /// one (answered by the event filter without a call) on its own. The stack bounds the IM
     /// call with its own timeout; waiting for a permit is not bounded here, the lease is
     /// renewed meanwhile. One result per row, in order.
-    pub(super) async fn publish_pack(&self, rows: &[&OutboxRow]) -> Vec<Result<(), Outcome>> {
+    pub(super) async fn publish_pack(&self, rows: &[Held]) -> Vec<Result<(), Outcome>> {
         let mut results: Vec<Option<Result<(), Outcome>>> = Vec::with_capacity(rows.len());
         let mut packed: Vec<(usize, Event)> = Vec::new();
-        for (i, row) in rows.iter().enumerate() {
-            let decoded = decode(row).map(|mut event| {
-                self.groups.attach(&mut event);
-                event
-            });
-            match decoded {
-                Err(error) => results.push(Some(Err(Outcome::Undecodable(error)))),
-                Ok(event) if pack::reaches_im(&event) => {
+        for (i, held) in rows.iter().enumerate() {
+            match &held.event {
+                Err(error) => results.push(Some(Err(Outcome::Undecodable(error.clone())))),
+                Ok(event) if pack::reaches_im(event) => {
                     results.push(None);
-                    packed.push((i, event));
+                    packed.push((i, event.clone()));
                 }
-                Ok(event) => results.push(Some(self.skip(&row.room_id, event).await)),
+                Ok(event) => results.push(Some(self.skip(&held.row.room_id, event.clone()).await)),
             }
         }
-        if let Some(room) = rows.first().map(|r| r.room_id.as_str())
+        if let Some(room) = rows.first().map(|h| h.row.room_id.as_str())
             && !packed.is_empty()
         {
             let (slots, events): (Vec<usize>, Vec<Event>) = packed.into_iter().unzip();

@@ -22,7 +22,16 @@ fn held(id: i64, event_type: &str, sender: Option<&str>) -> Held {
         park_reason: None,
         trace_context: None,
     };
-    Held { worker_id: "w".into(), row, sender: sender.map(Into::into), group_call: false }
+    let event = crate::publish::Event {
+        event_id: row.event_id.clone(),
+        event_type: "RoomGiftSent",
+        priority: crate::publish::Priority::High,
+        body: "{}".into(),
+        sender: sender.map(Into::into),
+        trace: None,
+        admin: None,
+    };
+    Held { worker_id: "w".into(), row, event: Ok(event) }
 }
 
 #[tokio::test(start_paused = true)]
@@ -54,5 +63,5 @@ fn a_held_row_knows_its_sender_from_its_envelope() {
     });
     let mut row = held(1, "RoomGiftSent", None).row;
     row.envelope = envelope.to_string();
-    assert_eq!(Held::new("w".into(), row, Groups::NONE).sender.as_deref(), Some("bob"));
+    assert_eq!(Ready::sender(&Held::new("w".into(), row, Groups::NONE)), Some("bob"));
 }

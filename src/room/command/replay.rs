@@ -6,9 +6,8 @@ use std::collections::HashMap;
 
 use super::decide::Committed;
 use super::outcome::{CommandResponse, Delivery, EventReceipt, LoggedOutcome};
-use crate::delivery::codec;
 use crate::delivery::groups::Groups;
-use crate::domain::{DomainError, EventType, RoomSnapshot};
+use crate::domain::{DomainError, RoomSnapshot};
 use crate::room::error::RoomError;
 use crate::store::{CommandKey, OutboxStatus, SharedCommandStore, StoredCommand};
 
@@ -51,12 +50,6 @@ impl Replay {
         Ok(Committed { response, envelopes: Vec::new() })
     }
 
-    /// Whether an event of `event_type` went to IM: a message, or a group call (a room's
-    /// creation, with `manage_groups`).
-    fn reaches_im(&self, event_type: &str) -> bool {
-        codec::reaches_im(event_type) || (self.groups.manage && event_type == EventType::RoomCreated.as_str())
-    }
-
     async fn replayed_response(
         &self,
         stored: StoredCommand,
@@ -72,7 +65,7 @@ impl Replay {
             .into_iter()
             .map(|e| {
                 let delivery = match statuses.get(&e.event_id) {
-                    Some(OutboxStatus::Delivered) | None if !self.reaches_im(&e.event_type) => {
+                    Some(OutboxStatus::Delivered) | None if !self.groups.reaches_im(&e.event_type) => {
                         Delivery::Skipped
                     }
                     // Only delivered rows are ever deleted (retention), so a missing one was.
