@@ -242,3 +242,34 @@ async fn a_replayed_creation_says_its_group_call_was_delivered_not_skipped() {
     assert!(im.group_exists("rp"));
     app.stop().await;
 }
+
+/// Text IM refuses (its sensitive words) in a moderator's announcement costs only that event:
+/// the refused `RoomInfoChanged` is parked alone (its group call never made: the message goes
+/// first), and the room's later messages and group calls go out in order.
+#[tokio::test]
+async fn an_announcement_im_refuses_is_parked_alone_and_the_room_goes_on() {
+    let db = TestDb::sqlite().await;
+    let im = strict_im().await;
+    im.set_sensitive_words(vec!["forbidden-word".into()]);
+    let app = TestApp::start(settings(db.url(), Some(&im), &[])).await;
+    post_ok(&app, "/v1/rooms", json!({"command_id": "c", "room_id": "sw", "owner_id": "host", "title": "t"}))
+        .await;
+    let info = json!({"command_id": "i", "actor_id": "host", "announcement": "a forbidden-word here"});
+    let answer = post_ok(&app, "/v1/rooms/sw/info", info).await;
+    assert_eq!(answer["events"][0]["delivery"], "pending", "{answer}");
+    post_ok(&app, "/v1/rooms/sw/join", json!({"command_id": "j", "user_id": "ann"})).await;
+    post_ok(&app, "/v1/rooms/sw/mute_all", json!({"command_id": "m", "actor_id": "host", "muted": true}))
+        .await;
+    post_ok(&app, "/v1/rooms/sw/close", json!({"command_id": "x", "actor_id": "host"})).await;
+    let journal = journal_until_destroyed(&im, "sw").await;
+    let delivered: Vec<String> = im.messages("sw").into_iter().map(|m| m.desc).collect();
+    assert_eq!(delivered, ["RoomUserJoined", "RoomMuteAllChanged", "RoomClosed"], "{journal:#?}");
+    let infos = journal.iter().filter(|e| e.api == "modify_group_base_info").count();
+    assert_eq!(infos, 1, "only mute-all's call: the refused info made none");
+    app.settle().await;
+    let (_, failed) = app.admin_get("/admin/outbox?status=failed").await;
+    let parked: Vec<&str> =
+        failed["rows"].as_array().unwrap().iter().filter_map(|r| r["event_type"].as_str()).collect();
+    assert_eq!(parked, ["RoomInfoChanged"], "{failed}");
+    app.stop().await;
+}

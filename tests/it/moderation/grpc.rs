@@ -191,3 +191,63 @@ async fn the_moderation_methods_answer_over_grpc_like_their_routes() {
         app.stop().await;
     }
 }
+
+/// As a hostile client would over gRPC: the same mute sent 20 times at once is applied once
+/// (the rest replay it), a reason past its limit is INVALID_ARGUMENT naming it, an unknown room
+/// NOT_FOUND, a member's SetAttributes PERMISSION_DENIED — none of them writes a thing.
+#[tokio::test]
+async fn hostile_moderation_calls_over_grpc_cost_nothing_but_their_own_answer() {
+    for db in backends().await {
+        let app = TestApp::start(settings(db.url(), None, &[])).await;
+        let channel = Channel::from_shared(format!("http://{}", app.app.grpc_addr)).unwrap().connect_lazy();
+        let mut rooms = RoomServiceClient::new(channel);
+        let create = pb::CreateRoomRequest {
+            command_id: cid("c"),
+            room_id: "r1".into(),
+            owner_id: "alice".into(),
+            title: "t".into(),
+        };
+        rooms.create_room(create).await.expect("create");
+        rooms.join_room(member("r1", "bob")).await.expect("join");
+        let same = mute("alice", "bob", 60);
+        let answers = futures::future::join_all((0..20).map(|_| {
+            let mut rooms = rooms.clone();
+            let same = same.clone();
+            async move { rooms.mute_user(same).await.map(tonic::Response::into_inner) }
+        }))
+        .await;
+        let applied = answers.iter().filter(|a| a.as_ref().is_ok_and(|o| !o.replayed)).count();
+        assert_eq!(applied, 1, "{db}: one mute applied, the copies replayed: {answers:?}");
+        assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|o| o.room_version == 3)), "{db}");
+        let logged = db.count("room_command_log").await;
+        let outbox = db.count("room_outbox").await;
+        let mut long = kick("alice", "bob", Some(60));
+        long.reason = "x".repeat(201);
+        let status = rooms.kick_user(long).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{db}");
+        assert!(status.message().starts_with("reason"), "{db}: {}", status.message());
+        let mut elsewhere = mute("alice", "bob", 60);
+        (elsewhere.room_id, elsewhere.command_id) = ("nowhere".into(), cid("n"));
+        assert_eq!(rooms.mute_user(elsewhere).await.unwrap_err().code(), Code::NotFound, "{db}");
+        let write = pb::SetAttributesRequest {
+            command_id: cid("a"),
+            room_id: "r1".into(),
+            actor_id: "bob".into(),
+            set: HashMap::from([("k".to_owned(), "v".to_owned())]),
+            delete: Vec::new(),
+            expect: HashMap::new(),
+        };
+        let status = rooms.set_attributes(write).await.unwrap_err();
+        assert_eq!(
+            (status.code(), metadata(&status, "error-code")),
+            (Code::PermissionDenied, "forbidden"),
+            "{db}"
+        );
+        assert_eq!(
+            (db.count("room_command_log").await, db.count("room_outbox").await),
+            (logged, outbox),
+            "{db}"
+        );
+        app.stop().await;
+    }
+}
