@@ -204,6 +204,18 @@ impl From<DomainError> for ApiError {
             }
             DomainError::TooManyAdmins { .. } => (StatusCode::CONFLICT, "too_many_admins"),
             DomainError::AttributeConflict { .. } => (StatusCode::CONFLICT, "attribute_conflict"),
+            DomainError::SeatsDisabled => (StatusCode::CONFLICT, "seats_disabled"),
+            DomainError::SeatOccupied { .. } => (StatusCode::CONFLICT, "seat_occupied"),
+            DomainError::SeatsFull => (StatusCode::CONFLICT, "seats_full"),
+            DomainError::AlreadySeated { .. } => (StatusCode::CONFLICT, "already_seated"),
+            DomainError::SeatLocked { .. } => (StatusCode::CONFLICT, "seat_locked"),
+            DomainError::NotSeated { .. } | DomainError::SeatEmpty { .. } => {
+                (StatusCode::CONFLICT, "not_seated")
+            }
+            DomainError::NoSuchRequest { .. } => (StatusCode::CONFLICT, "no_such_request"),
+            DomainError::RequestPending { .. } => (StatusCode::CONFLICT, "request_pending"),
+            DomainError::TooManyRequests { .. } => (StatusCode::CONFLICT, "too_many_requests"),
+            DomainError::WrongSeatMode { .. } => (StatusCode::CONFLICT, "wrong_seat_mode"),
         };
         ApiError::new(status, code, message)
     }

@@ -32,6 +32,7 @@ pub mod operation;
 pub mod read_limit;
 pub mod readiness;
 pub mod rooms;
+pub mod seats;
 mod state;
 
 pub use dispatch::{serve, serve_hop};

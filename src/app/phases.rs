@@ -72,6 +72,7 @@ impl Core {
             quarantine: quarantine.clone(),
             permits: permits.clone(),
             max_admins: settings.rooms.max_admins,
+            seat_request_ttl: settings.rooms.seat_request_ttl,
             idle_close_after: settings.rooms.idle_close_after,
             groups: groups(settings),
         };

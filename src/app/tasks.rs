@@ -61,6 +61,8 @@ impl Workers {
         if let Some(idle_after) = settings.rooms.idle_close_after {
             tracker.spawn(presence::idle::run_idle_closer(rooms.clone(), idle_after, cancel.clone()));
         }
+        let ttl = settings.rooms.seat_request_ttl;
+        tracker.spawn(presence::seats::run_seat_expiry(rooms.clone(), ttl, cancel.clone()));
         let janitor =
             presence::run_cell_janitor(rooms.clone(), CELL_SWEEP_INTERVAL, CELL_IDLE_AFTER, cancel.clone());
         tracker.spawn(janitor);

@@ -93,7 +93,8 @@ mod tests {
     #[test]
     fn a_user_acts_only_as_itself_naming_the_field_otherwise() {
         let alice = Caller::User(user("alice"));
-        let create = Command::CreateRoom { owner_id: user("bob"), title: "t".into() };
+        let create =
+            Command::CreateRoom { owner_id: user("bob"), title: "t".into(), seats: Default::default() };
         let join = Command::JoinRoom { user_id: user("bob") };
         let leave = Command::LeaveRoom { user_id: user("bob"), reason: LeaveReason::User };
         let gift = Command::SendGift {

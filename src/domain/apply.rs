@@ -6,12 +6,14 @@ use super::command::{Actor, CloseReason, Command, CommandContext, LeaveReason};
 use super::error::DomainError;
 use super::event::{Event, EventType};
 use super::ids::{GiftId, UserId};
+use super::seat::{PendingSeat, SeatConfig};
 use super::state::{
     Attribute, LiveFigures, Member, Restriction, RestrictionKind, RoomState, RoomStatus, SenderTotal,
 };
 
 pub mod attributes;
 pub mod moderation;
+pub mod seats;
 
 /// What a command changed beyond the small snapshot: the rows the storage writes for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +67,18 @@ pub enum Change {
         /// The key.
         key: String,
     },
+    /// A seat request or invitation is pending (its row).
+    SeatPendingSet {
+        /// Whose.
+        user_id: UserId,
+        /// What.
+        pending: PendingSeat,
+    },
+    /// A user's pending request or invitation is gone (answered, withdrawn, expired, dropped).
+    SeatPendingDropped {
+        /// Whose.
+        user_id: UserId,
+    },
 }
 
 /// Maximum gift count per command.
@@ -101,7 +115,7 @@ pub fn apply(
     ctx: &CommandContext,
 ) -> Result<Applied, DomainError> {
     let state = match (state, command) {
-        (None, Command::CreateRoom { owner_id, title }) => return create(owner_id, title, ctx),
+        (None, Command::CreateRoom { owner_id, title, seats }) => return create(owner_id, title, seats, ctx),
         (None, _) => return Err(DomainError::RoomNotFound),
         (Some(state), _) => state,
     };
@@ -132,6 +146,10 @@ pub fn apply(
         Command::MuteAll { by, muted } => draft.mute_all(by, *muted)?,
         Command::UpdateRoomInfo { by, info } => draft.update_info(by, info)?,
         Command::SetAttributes { by, write } => draft.set_attributes(by, write)?,
+        Command::Seat { by, action } => draft.seat(by, action, ctx)?,
+        Command::ExpireSeatRequest { user_id, kind, expires_at_ms } => {
+            draft.expire_pending(user_id, *kind, *expires_at_ms, now)
+        }
     };
     Ok(match events {
         Some(events) => {
@@ -176,15 +194,14 @@ impl Draft {
         )]))
     }
 
-    /// A member leaves; `None` when `user_id` is none.
+    /// A member leaves, and its seat; `None` when `user_id` is none.
     fn leave(&mut self, user_id: &UserId, reason: LeaveReason) -> Option<Vec<Event>> {
-        let next = &mut self.state;
-        next.members.remove(user_id)?;
+        self.state.members.remove(user_id)?;
         self.changes.push(Change::MemberLeft { user_id: user_id.clone() });
-        Some(vec![event(
-            EventType::RoomUserLeft,
-            json!({"user_id": user_id, "reason": reason, "member_count": next.members.len()}),
-        )])
+        let mut payload =
+            json!({"user_id": user_id, "reason": reason, "member_count": self.state.members.len()});
+        with_seats(&mut payload, self.unseat(user_id));
+        Some(vec![event(EventType::RoomUserLeft, payload)])
     }
 
     /// A member sends a gift: the heat and the sender's total grow, and the rank is redrawn
@@ -250,6 +267,8 @@ impl Draft {
         next.members = Default::default();
         next.status = RoomStatus::Closed;
         self.changes.push(Change::MembersCleared);
+        self.clear_seats();
+        let next = &self.state;
         let LiveFigures { created_at_ms, peak_members, gifts, .. } = next.figures;
         let summary = json!({
             "duration_ms": now_ms.saturating_sub(created_at_ms).max(0),
@@ -277,8 +296,14 @@ fn check_title(title: &str, max: usize) -> Result<(), DomainError> {
     Ok(())
 }
 
-fn create(owner_id: &UserId, title: &str, ctx: &CommandContext) -> Result<Applied, DomainError> {
+fn create(
+    owner_id: &UserId,
+    title: &str,
+    seats: &SeatConfig,
+    ctx: &CommandContext,
+) -> Result<Applied, DomainError> {
     check_title(title, MAX_TITLE_CHARS)?;
+    let seat_list = seats::new_seats(seats)?;
     let state = RoomState {
         room_id: ctx.room_id.clone(),
         owner_id: owner_id.clone(),
@@ -301,6 +326,9 @@ fn create(owner_id: &UserId, title: &str, ctx: &CommandContext) -> Result<Applie
             last_command_ms: ctx.now_ms,
             ..LiveFigures::default()
         },
+        seat_mode: seats.mode,
+        seats: seat_list,
+        seat_pending: Default::default(),
     };
     let events = vec![event(EventType::RoomCreated, json!({"owner_id": owner_id, "title": title}))];
     Ok(Applied { state, events, changes: Vec::new(), applied: true })
@@ -324,6 +352,13 @@ fn check_range(field: &'static str, value: u32, max: u32) -> Result<(), DomainEr
         Ok(())
     } else {
         Err(DomainError::InvalidArgument { field, reason: format!("must be between 1 and {max}") })
+    }
+}
+
+/// Adds the room's seats to a departure's payload when the member held one.
+fn with_seats(payload: &mut serde_json::Value, seats: Option<serde_json::Value>) {
+    if let (Some(seats), Some(map)) = (seats, payload.as_object_mut()) {
+        map.insert("seats".to_owned(), seats);
     }
 }
 

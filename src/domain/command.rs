@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::ids::{CommandId, GiftId, RoomId, UserId};
+use super::seat::{PendingKind, SeatAction, SeatConfig, SeatMode};
 
 /// Who a moderation command acts as (SPEC §14.2): a user, or an operator's backend holding a
 /// service token, which may do anything. Its wire form — the `by` of the events — is the user's
@@ -83,6 +84,9 @@ pub struct InfoChange {
     /// New cover URL ("" removes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cover_url: Option<String>,
+    /// New seat mode (becoming `free` drops the pending requests and invitations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seat_mode: Option<SeatMode>,
 }
 
 /// Why a member left.
@@ -107,6 +111,9 @@ pub enum Command {
         owner_id: UserId,
         /// Display title.
         title: String,
+        /// Its mic seats (none unless asked).
+        #[serde(default, skip_serializing_if = "SeatConfig::is_none")]
+        seats: SeatConfig,
     },
     /// Add a member.
     JoinRoom {
@@ -202,11 +209,29 @@ pub enum Command {
         #[serde(flatten)]
         write: AttributeWrite,
     },
+    /// A mic seat action (SPEC §14.3).
+    Seat {
+        /// Who acts.
+        by: Actor,
+        /// What it does.
+        #[serde(flatten)]
+        action: SeatAction,
+    },
+    /// A pending request or invitation ran out (the service's, timer-driven): applied only if
+    /// it is still the one pending, and due.
+    ExpireSeatRequest {
+        /// Whose.
+        user_id: UserId,
+        /// Request or invitation.
+        kind: PendingKind,
+        /// When it expires: tells it from a later one of the same user.
+        expires_at_ms: i64,
+    },
 }
 
 impl Command {
     /// Every [name](Self::name), in declaration order.
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 14] = [
         "create_room",
         "join_room",
         "leave_room",
@@ -219,6 +244,8 @@ impl Command {
         "mute_all",
         "update_room_info",
         "set_attributes",
+        "seat",
+        "expire_seat_request",
     ];
 
     /// Bounded name used in logs, metrics and the command log.
@@ -236,6 +263,8 @@ impl Command {
             Command::MuteAll { .. } => "mute_all",
             Command::UpdateRoomInfo { .. } => "update_room_info",
             Command::SetAttributes { .. } => "set_attributes",
+            Command::Seat { .. } => "seat",
+            Command::ExpireSeatRequest { .. } => "expire_seat_request",
         }
     }
 
@@ -249,7 +278,8 @@ impl Command {
             | Command::UnbanUser { by, .. }
             | Command::MuteAll { by, .. }
             | Command::UpdateRoomInfo { by, .. }
-            | Command::SetAttributes { by, .. } => Some(by),
+            | Command::SetAttributes { by, .. }
+            | Command::Seat { by, .. } => Some(by),
             _ => None,
         }
     }
@@ -284,4 +314,6 @@ pub struct CommandContext {
     pub now_ms: i64,
     /// `rooms.max_admins`.
     pub max_admins: usize,
+    /// `rooms.seat_request_ttl`, in milliseconds.
+    pub seat_request_ttl_ms: i64,
 }

@@ -55,4 +55,70 @@ pub enum DomainError {
         /// Its version now (0: absent).
         version: u64,
     },
+    /// The room has no seats.
+    #[error("the room has no seats")]
+    SeatsDisabled,
+    /// The seat is taken.
+    #[error("seat {index} is taken")]
+    SeatOccupied {
+        /// The seat.
+        index: u32,
+    },
+    /// Every seat is taken or locked.
+    #[error("every seat is taken or locked")]
+    SeatsFull,
+    /// The user holds a seat already.
+    #[error("{user_id} holds seat {index} already")]
+    AlreadySeated {
+        /// Who.
+        user_id: String,
+        /// Their seat.
+        index: u32,
+    },
+    /// The seat is locked.
+    #[error("seat {index} is locked")]
+    SeatLocked {
+        /// The seat.
+        index: u32,
+    },
+    /// The user holds no seat (or the seat named is empty).
+    #[error("{user_id} holds no seat")]
+    NotSeated {
+        /// Who (or `seat <index>` for an empty seat).
+        user_id: String,
+    },
+    /// The seat named is empty.
+    #[error("seat {index} is empty")]
+    SeatEmpty {
+        /// The seat.
+        index: u32,
+    },
+    /// No such pending request or invitation.
+    #[error("{user_id} has no pending {kind}")]
+    NoSuchRequest {
+        /// Whose.
+        user_id: String,
+        /// `request` or `invite`.
+        kind: &'static str,
+    },
+    /// The user has a pending request or invitation already.
+    #[error("{user_id} has a pending {kind} already")]
+    RequestPending {
+        /// Whose.
+        user_id: String,
+        /// `request` or `invite`.
+        kind: &'static str,
+    },
+    /// The room holds its most pending requests and invitations.
+    #[error("the room has {max} pending seat requests and invitations already")]
+    TooManyRequests {
+        /// The limit.
+        max: usize,
+    },
+    /// The action needs the other seat mode.
+    #[error("seat_mode: the room's seats are in {mode} mode")]
+    WrongSeatMode {
+        /// The room's mode now.
+        mode: &'static str,
+    },
 }

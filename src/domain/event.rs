@@ -40,11 +40,21 @@ pub enum EventType {
     RoomInfoChanged,
     /// Attributes were set or deleted.
     RoomAttributesChanged,
+    /// The mic seats changed: the whole list, and why.
+    RoomSeatsChanged,
+    /// A member asked for a seat.
+    RoomSeatRequested,
+    /// A member was invited to a seat.
+    RoomSeatInvited,
+    /// A request or invitation was cancelled, rejected or declined.
+    RoomSeatRequestClosed,
+    /// A request or invitation ran out.
+    RoomSeatRequestExpired,
 }
 
 impl EventType {
     /// Every event type.
-    pub const ALL: [EventType; 15] = [
+    pub const ALL: [EventType; 20] = [
         EventType::RoomCreated,
         EventType::RoomUserJoined,
         EventType::RoomUserLeft,
@@ -60,6 +70,11 @@ impl EventType {
         EventType::RoomMuteAllChanged,
         EventType::RoomInfoChanged,
         EventType::RoomAttributesChanged,
+        EventType::RoomSeatsChanged,
+        EventType::RoomSeatRequested,
+        EventType::RoomSeatInvited,
+        EventType::RoomSeatRequestClosed,
+        EventType::RoomSeatRequestExpired,
     ];
 
     /// The wire name.
@@ -80,6 +95,11 @@ impl EventType {
             EventType::RoomMuteAllChanged => "RoomMuteAllChanged",
             EventType::RoomInfoChanged => "RoomInfoChanged",
             EventType::RoomAttributesChanged => "RoomAttributesChanged",
+            EventType::RoomSeatsChanged => "RoomSeatsChanged",
+            EventType::RoomSeatRequested => "RoomSeatRequested",
+            EventType::RoomSeatInvited => "RoomSeatInvited",
+            EventType::RoomSeatRequestClosed => "RoomSeatRequestClosed",
+            EventType::RoomSeatRequestExpired => "RoomSeatRequestExpired",
         }
     }
 
@@ -95,10 +115,17 @@ impl EventType {
         Self::ALL.into_iter().filter(|t| !t.reaches_im()).map(Self::as_str).collect()
     }
 
-    /// Gifts, a kick and the room's close matter most to viewers (a kicked client leaves the
-    /// group on it: Tencent cannot remove a member of an AVChatRoom).
+    /// Gifts, a kick, the seats and the room's close matter most to viewers (a kicked client
+    /// leaves the group on it: Tencent cannot remove a member of an AVChatRoom; a seated one
+    /// starts or stops publishing its microphone on the seats).
     pub fn is_high_priority(self) -> bool {
-        matches!(self, EventType::RoomGiftSent | EventType::RoomClosed | EventType::RoomUserKicked)
+        matches!(
+            self,
+            EventType::RoomGiftSent
+                | EventType::RoomClosed
+                | EventType::RoomUserKicked
+                | EventType::RoomSeatsChanged
+        )
     }
 
     /// The payload field naming the user whose action (and words) the event tells: a gift's
@@ -108,11 +135,18 @@ impl EventType {
     pub fn actor_field(self) -> Option<&'static str> {
         match self {
             EventType::RoomGiftSent => Some("sender_id"),
-            EventType::RoomUserJoined | EventType::RoomUserLeft => Some("user_id"),
+            EventType::RoomUserJoined | EventType::RoomUserLeft | EventType::RoomSeatRequested => {
+                Some("user_id")
+            }
             EventType::RoomCreated
             | EventType::RoomHeatChanged
             | EventType::RoomRankChanged
-            | EventType::RoomClosed => None,
+            | EventType::RoomClosed
+            | EventType::RoomSeatRequestExpired => None,
+            // A seat event tells ids only: its actor is inside `cause` (RoomSeatsChanged) or
+            // `by`, which names who closed a request.
+            EventType::RoomSeatsChanged => None,
+            EventType::RoomSeatInvited | EventType::RoomSeatRequestClosed => Some("by"),
             EventType::RoomRoleChanged
             | EventType::RoomUserMuted
             | EventType::RoomUserUnmuted
@@ -239,6 +273,7 @@ mod tests {
             request_id: crate::domain::RequestId::parse(printable.clone()).expect("a request id").to_string(),
             now_ms: i64::MIN,
             max_admins: crate::domain::DEFAULT_MAX_ADMINS,
+            seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
         };
         assert!(crate::domain::UserId::parse(name.clone()).is_ok());
         let payloads = [
@@ -278,6 +313,34 @@ mod tests {
                     "cover_url": format!("https://{}", "\\".repeat(504)), "by": by}),
             ),
             (EventType::RoomAttributesChanged, worst_attributes(&by)),
+            (
+                EventType::RoomSeatsChanged,
+                serde_json::json!({"seats": worst_seats(&name), "cause": {"action": "answer_request",
+                    "user_id": name, "index": u32::MAX, "by": by, "from": u32::MAX, "policy": "cancel",
+                    "displaced": name, "locked": false, "muted": false}}),
+            ),
+            (
+                EventType::RoomSeatRequested,
+                serde_json::json!({"user_id": name, "index": u32::MAX, "expires_at_ms": i64::MIN}),
+            ),
+            (
+                EventType::RoomSeatInvited,
+                serde_json::json!({"user_id": name, "index": u32::MAX, "expires_at_ms": i64::MIN, "by": by}),
+            ),
+            (
+                EventType::RoomSeatRequestClosed,
+                serde_json::json!({"user_id": name, "kind": "request", "reason": "cancelled", "by": by}),
+            ),
+            (
+                EventType::RoomSeatRequestExpired,
+                serde_json::json!({"user_id": name, "kind": "request", "index": u32::MAX}),
+            ),
+            // A departure of a seated member carries the seats.
+            (
+                EventType::RoomUserKicked,
+                serde_json::json!({"user_id": name, "until_ms": i64::MIN, "reason": "\"".repeat(200),
+                    "by": by, "member_count": u64::MAX, "seats": worst_seats(&name)}),
+            ),
         ];
         let mut largest = 0;
         for (event_type, payload) in payloads {
@@ -291,7 +354,14 @@ mod tests {
         // Tight enough to mean something.
         assert!(largest * 2 > LARGEST_IM_EVENT_BYTES, "{largest}");
         let im_events = EventType::ALL.iter().filter(|t| t.reaches_im()).count();
-        assert_eq!(im_events, 12, "a new IM event type needs its worst case above");
+        assert_eq!(im_events, 17, "a new IM event type needs its worst case above");
+    }
+
+    /// Every seat of the largest room held, by ids at their limit.
+    fn worst_seats(name: &str) -> serde_json::Value {
+        let seat =
+            |index| serde_json::json!({"index": index, "user_id": name, "locked": false, "muted": false});
+        serde_json::Value::Array((0..crate::domain::MAX_SEATS).map(|_| seat(u32::MAX)).collect())
     }
 
     /// The largest `RoomAttributesChanged`: the most keys a write names, each at its longest,
@@ -325,6 +395,7 @@ mod tests {
             request_id: "q1".into(),
             now_ms: 1,
             max_admins: crate::domain::DEFAULT_MAX_ADMINS,
+            seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
         };
         let envelope =
             |event_type, payload| EventEnvelope::new(Event { event_type, payload }, &ctx, 2, uuid_like());

@@ -11,6 +11,7 @@ mod event;
 mod ids;
 #[cfg(test)]
 mod proptests;
+mod seat;
 mod state;
 
 pub use apply::attributes::{MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES};
@@ -20,6 +21,10 @@ pub use command::{Actor, AttributeWrite, CloseReason, Command, CommandContext, I
 pub use error::DomainError;
 pub use event::{ENVELOPE_ID_HEX, Event, EventEnvelope, EventType, LARGEST_IM_EVENT_BYTES, envelope_id};
 pub use ids::{CommandId, GiftId, IdError, RESERVED_COMMAND_PREFIX, RequestId, RoomId, UserId};
+pub use seat::{
+    DEFAULT_SEAT_REQUEST_TTL_MS, MAX_PENDING_SEATS, MAX_SEATS, MovePolicy, PendingKind, PendingSeat, Seat,
+    SeatAction, SeatConfig, SeatMode,
+};
 pub use state::{
     Attribute, GIFT_RANK_SIZE, LiveFigures, Member, MemberView, RankEntry, Restriction, RestrictionKind,
     RoomSnapshot, RoomState, RoomStatus, SenderTotal, StoredRestriction,

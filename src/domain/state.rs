@@ -12,6 +12,7 @@ use imbl::{OrdMap, OrdSet};
 use serde::{Deserialize, Serialize};
 
 use super::ids::{RoomId, UserId};
+use super::seat::{PendingSeat, Seat, SeatMode};
 
 /// How many senders the gift rank keeps.
 pub const GIFT_RANK_SIZE: usize = 10;
@@ -165,6 +166,12 @@ pub struct RoomState {
     pub bans: OrdMap<UserId, Restriction>,
     /// The live's figures so far.
     pub figures: LiveFigures,
+    /// Who may take a seat.
+    pub seat_mode: SeatMode,
+    /// The mic seats, by index (persistent: a clone costs nothing).
+    pub seats: imbl::Vector<Seat>,
+    /// Pending seat requests and invitations by user (rows of their own, like members).
+    pub seat_pending: OrdMap<UserId, PendingSeat>,
 }
 
 /// A member as shown by the members listing.
@@ -215,6 +222,12 @@ pub struct RoomSnapshot {
     /// The live's figures so far.
     #[serde(default)]
     pub figures: LiveFigures,
+    /// Who may take a seat.
+    #[serde(default)]
+    pub seat_mode: SeatMode,
+    /// The mic seats (`[]`: the room has none).
+    #[serde(default)]
+    pub seats: Vec<Seat>,
 }
 
 /// A room's restrictions as stored: `(kind, user, restriction)`.
@@ -227,6 +240,7 @@ impl RoomState {
         members: impl IntoIterator<Item = (UserId, i64)>,
         senders: impl IntoIterator<Item = (UserId, SenderTotal)>,
         restrictions: impl IntoIterator<Item = StoredRestriction>,
+        seat_pending: impl IntoIterator<Item = (UserId, PendingSeat)>,
     ) -> RoomState {
         let (mut mutes, mut bans) = (OrdMap::new(), OrdMap::new());
         for (kind, user, restriction) in restrictions {
@@ -253,6 +267,9 @@ impl RoomState {
             mutes,
             bans,
             figures: snapshot.figures,
+            seat_mode: snapshot.seat_mode,
+            seats: snapshot.seats.into_iter().collect(),
+            seat_pending: seat_pending.into_iter().collect(),
         }
     }
 
@@ -287,6 +304,8 @@ impl RoomState {
             cover_url: self.cover_url.clone(),
             attributes: if attributes { self.attributes.clone() } else { BTreeMap::new() },
             figures: self.figures.clone(),
+            seat_mode: self.seat_mode,
+            seats: self.seats.iter().cloned().collect(),
         }
     }
 

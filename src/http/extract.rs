@@ -123,10 +123,23 @@ impl<S: Send + Sync> FromRequestParts<S> for RoomPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let axum::extract::Path(raw) =
-            axum::extract::Path::<String>::from_request_parts(parts, state).await?;
+        let raw = path_param(parts, state, "room_id").await?;
         RoomId::parse(raw).map(RoomPath).map_err(|e| ApiError::invalid("room_id", e))
     }
+}
+
+/// The path's parameter `name` (a route's template names it).
+pub async fn path_param<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    name: &str,
+) -> Result<String, ApiError> {
+    let axum::extract::Path(params) =
+        axum::extract::Path::<Vec<(String, String)>>::from_request_parts(parts, state).await?;
+    params
+        .into_iter()
+        .find_map(|(key, value)| (key == name).then_some(value))
+        .ok_or_else(|| ApiError::invalid(name, "missing from the path"))
 }
 
 /// A query string's parameters, each named once: a repeated one (`?limit=1&limit=300`)

@@ -11,7 +11,9 @@ use super::extract::{QueryParams, RoomCommand, RoomPath, page_limit};
 use super::rooms::{CommandAnswer, answer};
 use crate::api::rooms::{DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT, ModerationPage, moderator};
 use crate::api::{ApiError, AppState, Operation, RoomRequest, Sender, serve};
-use crate::domain::{AttributeWrite, Command, CommandId, DEFAULT_BAN_S, InfoChange, RestrictionKind, UserId};
+use crate::domain::{
+    AttributeWrite, Command, CommandId, DEFAULT_BAN_S, InfoChange, RestrictionKind, SeatMode, UserId,
+};
 
 /// `POST /v1/rooms/{id}/admins`.
 #[derive(Debug, Deserialize)]
@@ -77,6 +79,7 @@ pub struct InfoBody {
     title: Option<String>,
     announcement: Option<String>,
     cover_url: Option<String>,
+    seat_mode: Option<SeatMode>,
 }
 
 /// `POST /v1/rooms/{id}/attributes`.
@@ -135,7 +138,12 @@ pub async fn mute_all(State(state): State<AppState>, request: RoomCommand<MuteAl
 /// UpdateRoomInfo.
 pub async fn info(State(state): State<AppState>, request: RoomCommand<InfoBody>) -> CommandAnswer {
     moderate!(state, request, |b, by| {
-        let info = InfoChange { title: b.title, announcement: b.announcement, cover_url: b.cover_url };
+        let info = InfoChange {
+            title: b.title,
+            announcement: b.announcement,
+            cover_url: b.cover_url,
+            seat_mode: b.seat_mode,
+        };
         Command::UpdateRoomInfo { by, info }
     })
 }

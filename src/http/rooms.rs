@@ -14,7 +14,7 @@ use crate::api::rooms::{
 };
 use crate::api::{ApiError, AppState, Operation, RoomRequest, Sender, serve};
 use crate::auth::Caller;
-use crate::domain::{Command, CommandId, GiftId, LeaveReason, RoomId, RoomSnapshot, UserId};
+use crate::domain::{Command, CommandId, GiftId, LeaveReason, RoomId, RoomSnapshot, SeatConfig, UserId};
 use crate::room::{CommandResponse, DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT};
 
 /// `POST /v1/rooms`.
@@ -25,6 +25,8 @@ pub struct CreateRoomBody {
     room_id: RoomId,
     owner_id: UserId,
     title: String,
+    #[serde(default)]
+    seats: SeatConfig,
 }
 
 /// `POST /v1/rooms/{id}/join` and `/leave`.
@@ -101,7 +103,7 @@ pub async fn create(
     sender: Sender,
     Json(b): Json<CreateRoomBody>,
 ) -> CommandAnswer {
-    let command = Command::CreateRoom { owner_id: b.owner_id, title: b.title };
+    let command = Command::CreateRoom { owner_id: b.owner_id, title: b.title, seats: b.seats };
     answer(&state, sender, b.room_id, b.command_id, command).await
 }
 

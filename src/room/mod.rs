@@ -46,8 +46,8 @@ pub use command::transport::{Transport, register_zero_series};
 pub use error::RoomError;
 pub use history::{DEFAULT_EVENTS_LIMIT, EventPage, MAX_EVENTS_LIMIT};
 pub use options::{
-    Clock, CommitStats, DEFAULT_MAX_COMMIT_BATCH, DEFAULT_SYNC_PUBLISH_WAIT, RoomOptions, StillHolds,
-    system_clock,
+    Clock, CommitStats, DEFAULT_MAX_COMMIT_BATCH, DEFAULT_SEAT_REQUEST_TTL, DEFAULT_SYNC_PUBLISH_WAIT,
+    RoomOptions, StillHolds, system_clock,
 };
 pub use presence::last_seen::Heartbeats;
 pub use publish::marker;

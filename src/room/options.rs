@@ -60,6 +60,8 @@ pub struct RoomOptions {
     pub permits: SharedPermits,
     /// Most admins a room may have (`rooms.max_admins`).
     pub max_admins: usize,
+    /// How long a seat request or invitation stays pending (`rooms.seat_request_ttl`).
+    pub seat_request_ttl: Duration,
     /// A room with no member and no command for this long closes itself
     /// (`rooms.idle_close_after`; `None`: never).
     pub idle_close_after: Option<Duration>,
@@ -67,6 +69,10 @@ pub struct RoomOptions {
     /// `tencent_im.avchatroom_ban`); none with IM off.
     pub groups: crate::delivery::groups::Groups,
 }
+
+/// Default `rooms.seat_request_ttl`.
+pub const DEFAULT_SEAT_REQUEST_TTL: Duration =
+    Duration::from_millis(crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS as u64);
 
 impl RoomOptions {
     /// Options with the default batch size, answer wait, packs and history, no room id limit,
@@ -86,6 +92,7 @@ impl RoomOptions {
             quarantine: Arc::default(),
             permits: Arc::new(Unlimited),
             max_admins: crate::domain::DEFAULT_MAX_ADMINS,
+            seat_request_ttl: DEFAULT_SEAT_REQUEST_TTL,
             idle_close_after: None,
             groups: crate::delivery::groups::Groups::NONE,
         }

@@ -26,7 +26,7 @@ use crate::room::command::request::CommandRequest;
 use crate::room::command::steps::Steps;
 use crate::room::publish::marker::MarkerStats;
 use crate::room::publish::sync_publish::{PublishSettings, SyncPublish};
-use crate::store::{CommandKey, SharedCommandStore};
+use crate::store::{CommandKey, DueSeatRequest, SharedCommandStore};
 use crate::telemetry::names;
 use crate::telemetry::traces::{self, Traced};
 use tracing::Instrument;
@@ -228,6 +228,33 @@ impl RoomService {
             }
             mine.extend(
                 ids.into_iter().filter_map(|id| RoomId::parse(id).ok()).filter(|room| self.owns(room)),
+            );
+            if !full || mine.len() >= limit {
+                mine.truncate(limit);
+                return Ok(mine);
+            }
+        }
+    }
+
+    /// The seat requests and invitations due at `now_ms` of the rooms this node owns, from a
+    /// scan of every room's in pages of `page`, until it found `limit` of its own.
+    pub async fn due_seat_requests(
+        &self,
+        now_ms: i64,
+        page: u32,
+        limit: usize,
+    ) -> Result<Vec<DueSeatRequest>, RoomError> {
+        let repo = self.inner.commit.repo();
+        let (mut after, mut mine) = ((String::new(), String::new()), Vec::new());
+        loop {
+            let rows = repo.due_seat_requests(now_ms, (&after.0, &after.1), page).await?;
+            let full = rows.len() == page as usize;
+            if let Some(last) = rows.last() {
+                after = (last.room_id.clone(), last.user_id.clone());
+            }
+            mine.extend(
+                rows.into_iter()
+                    .filter(|r| RoomId::parse(r.room_id.as_str()).is_ok_and(|room| self.owns(&room))),
             );
             if !full || mine.len() >= limit {
                 mine.truncate(limit);

@@ -45,9 +45,9 @@ pub use backend::mysql::MySqlRepository;
 pub use backend::purge_lock::{PURGE_LOCK_PREFIX, PurgeLock};
 pub use backend::sqlite::SqliteRepository;
 pub use command::{
-    AttributeChanges, AttributeRow, CommandKey, CommandStore, CommitError, GiftTotalRow, HistoryEvent,
-    LoggedCommand, MemberChanges, NewOutboxRow, RestrictionChanges, RestrictionRow, RoomCommit,
-    SharedCommandStore, SnapshotWrite, StoredCommand, StoredRoom,
+    AttributeChanges, AttributeRow, CommandKey, CommandStore, CommitError, DueSeatRequest, GiftTotalRow,
+    HistoryEvent, LoggedCommand, MemberChanges, NewOutboxRow, RestrictionChanges, RestrictionRow, RoomCommit,
+    SeatRequestChanges, SeatRequestRow, SharedCommandStore, SnapshotWrite, StoredCommand, StoredRoom,
 };
 pub use consumer::{
     AuditEntry, ConsumerLease, ConsumerRepository, ConsumerRow, EventRow, ResetReport, ResetTo,

@@ -35,7 +35,12 @@ fn user(id: &str) -> UserId {
 }
 
 async fn room_with(rooms: &RoomService, members: &[&str]) {
-    run(rooms, "create", Command::CreateRoom { owner_id: user("owner"), title: "t".into() }).await;
+    run(
+        rooms,
+        "create",
+        Command::CreateRoom { owner_id: user("owner"), title: "t".into(), seats: Default::default() },
+    )
+    .await;
     for m in members {
         run(rooms, &format!("join-{m}"), Command::JoinRoom { user_id: user(m) }).await;
     }
@@ -147,7 +152,8 @@ async fn unknown_rooms_leave_no_cell_and_a_room_created_after_its_miss_is_read_a
             assert!(rooms.heartbeats(&late, &[user("a"), user("b")]).await.is_err_and(not_found), "{db}");
             assert_eq!(rooms.cell_count(), 0, "{db}: nothing lasting");
         }
-        let create = Command::CreateRoom { owner_id: user("owner"), title: "t".into() };
+        let create =
+            Command::CreateRoom { owner_id: user("owner"), title: "t".into(), seats: Default::default() };
         rooms
             .execute(late.clone(), CommandId::parse("create-late").unwrap(), "test".into(), create)
             .await
@@ -215,7 +221,12 @@ async fn a_large_room_of_stale_members_clears_in_group_commits() {
     for db in backends().await {
         let now = Arc::new(AtomicI64::new(1_000_000));
         let rooms = service(&db, &now);
-        run(&rooms, "create", Command::CreateRoom { owner_id: user("owner"), title: "t".into() }).await;
+        run(
+            &rooms,
+            "create",
+            Command::CreateRoom { owner_id: user("owner"), title: "t".into(), seats: Default::default() },
+        )
+        .await;
         let room = RoomId::parse("r1").unwrap();
         let joins = (0..MEMBERS).map(|i| {
             let rooms = rooms.clone();
@@ -479,7 +490,12 @@ async fn a_heartbeating_crowd_under_gifts_stays_and_exactly_the_silent_members_l
     let now = Arc::new(AtomicI64::new(1_000_000));
     let rooms = service(&db, &now);
     let r1 = RoomId::parse("r1").unwrap();
-    run(&rooms, "create", Command::CreateRoom { owner_id: user("owner"), title: "t".into() }).await;
+    run(
+        &rooms,
+        "create",
+        Command::CreateRoom { owner_id: user("owner"), title: "t".into(), seats: Default::default() },
+    )
+    .await;
     let ids: Vec<UserId> = (0..MEMBERS).map(|i| user(&format!("m{i:05}"))).collect();
     let rooms = &rooms;
     futures::future::join_all(ids.iter().map(|u| async move {

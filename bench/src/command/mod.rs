@@ -115,7 +115,7 @@ fn user_owner() -> UserId {
 }
 
 fn create() -> Command {
-    Command::CreateRoom { owner_id: user_owner(), title: "Friday night".into() }
+    Command::CreateRoom { owner_id: user_owner(), title: "Friday night".into(), seats: Default::default() }
 }
 
 /// The HTTP path and body of `command` on `room`.

@@ -81,6 +81,8 @@ pub(crate) struct RawRooms {
     pub max_admins: i64,
     /// A room with no member and no command for this long closes itself; `0s`: never.
     pub idle_close_after: RawDuration,
+    /// How long a mic seat request or invitation stays pending before it expires.
+    pub seat_request_ttl: RawDuration,
 }
 
 impl Default for RawRooms {
@@ -91,6 +93,7 @@ impl Default for RawRooms {
             history: RawHistory::default(),
             max_admins: 5,
             idle_close_after: RawDuration::new("0s"),
+            seat_request_ttl: RawDuration::new("30s"),
         }
     }
 }

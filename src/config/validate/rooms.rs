@@ -2,7 +2,7 @@
 //! `wallet`.
 
 use super::*;
-use crate::config::settings::MAX_ADMINS;
+use crate::config::settings::{MAX_ADMINS, MAX_SEAT_REQUEST_TTL};
 
 pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
     let max_commit_batch = match usize::try_from(raw.max_commit_batch) {
@@ -34,12 +34,19 @@ pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
             None
         }
     };
+    let fallback = crate::room::DEFAULT_SEAT_REQUEST_TTL;
+    let mut seat_request_ttl = p.positive("rooms.seat_request_ttl", &raw.seat_request_ttl, fallback);
+    if !(Duration::from_secs(1)..=MAX_SEAT_REQUEST_TTL).contains(&seat_request_ttl) {
+        p.add("rooms.seat_request_ttl", "must be between 1s and 1h");
+        seat_request_ttl = fallback;
+    }
     RoomsSettings {
         max_commit_batch,
         sync_publish_wait: sync_publish_wait(p, &raw.sync_publish_wait),
         history: history(p, &raw.history),
         max_admins,
         idle_close_after,
+        seat_request_ttl,
     }
 }
 

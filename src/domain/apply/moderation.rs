@@ -173,17 +173,17 @@ impl Draft {
             self.state.members.remove(user_id);
             self.changes.push(super::Change::MemberLeft { user_id: user_id.clone() });
         }
+        let seats = self.unseat(user_id);
         let until_ms = (ban_s > 0).then(|| now_ms.saturating_add(i64::from(ban_s) * 1000));
         if let Some(until_ms) = until_ms {
             self.restrict(RestrictionKind::Ban, user_id, until_ms, reason.to_owned(), by);
         }
-        Ok(vec![event(
-            EventType::RoomUserKicked,
-            json!({
-                "user_id": user_id, "until_ms": until_ms, "reason": reason, "by": by,
-                "member_count": self.state.members.len(),
-            }),
-        )])
+        let mut payload = json!({
+            "user_id": user_id, "until_ms": until_ms, "reason": reason, "by": by,
+            "member_count": self.state.members.len(),
+        });
+        super::with_seats(&mut payload, seats);
+        Ok(vec![event(EventType::RoomUserKicked, payload)])
     }
 
     /// Lifts a ban; `None` when there is none in force.
@@ -228,6 +228,11 @@ impl Draft {
                 old.clone_from(new);
                 changed.insert(field.to_owned(), json!(new));
             }
+        }
+        if let Some(mode) = info.seat_mode
+            && self.set_seat_mode(mode)?
+        {
+            changed.insert("seat_mode".to_owned(), json!(mode));
         }
         if changed.is_empty() {
             return Ok(None);
@@ -289,10 +294,14 @@ pub(super) fn check_text(
 }
 
 fn check_info(info: &InfoChange) -> Result<(), DomainError> {
-    if info.title.is_none() && info.announcement.is_none() && info.cover_url.is_none() {
+    if info.title.is_none()
+        && info.announcement.is_none()
+        && info.cover_url.is_none()
+        && info.seat_mode.is_none()
+    {
         return Err(DomainError::InvalidArgument {
             field: "info",
-            reason: "give at least one of title, announcement, cover_url".into(),
+            reason: "give at least one of title, announcement, cover_url, seat_mode".into(),
         });
     }
     if let Some(title) = &info.title {

@@ -26,7 +26,8 @@ fn by(id: &str) -> Actor {
 
 /// A room of `owner` with admin `adm` and members `m1`, `m2`, `adm`.
 fn room() -> RoomState {
-    let create = Command::CreateRoom { owner_id: user("owner"), title: "Live".into() };
+    let create =
+        Command::CreateRoom { owner_id: user("owner"), title: "Live".into(), seats: Default::default() };
     let mut state = crate::domain::apply(None, &create, &ctx(0)).unwrap().state;
     for id in ["m1", "m2", "adm"] {
         state = run(&state, Command::JoinRoom { user_id: user(id) }).unwrap().state;
@@ -209,6 +210,7 @@ fn info_checks_its_fields_and_tells_only_what_changed() {
                 title: title.map(Into::into),
                 announcement: announcement.map(Into::into),
                 cover_url: cover.map(Into::into),
+                seat_mode: None,
             },
         };
     let changed = run(&room, info(Some("Live"), Some("Be kind"), None)).unwrap();
@@ -256,7 +258,8 @@ fn the_close_tells_its_reason_and_the_lives_summary() {
 fn an_idle_close_closes_only_an_empty_room() {
     let room = room();
     assert!(!run(&room, Command::CloseRoom { by: None, idle: true }).unwrap().applied, "members came");
-    let create = Command::CreateRoom { owner_id: user("owner"), title: "Live".into() };
+    let create =
+        Command::CreateRoom { owner_id: user("owner"), title: "Live".into(), seats: Default::default() };
     let empty = crate::domain::apply(None, &create, &ctx(0)).unwrap().state;
     let closed = run(&empty, Command::CloseRoom { by: None, idle: true }).unwrap();
     assert_eq!(closed.events[0].payload["reason"], "idle");

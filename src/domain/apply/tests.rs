@@ -10,6 +10,7 @@ pub(crate) fn ctx(now_ms: i64) -> CommandContext {
         request_id: "req".into(),
         now_ms,
         max_admins: crate::domain::DEFAULT_MAX_ADMINS,
+        seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
     }
 }
 
@@ -19,7 +20,8 @@ pub(crate) fn user(id: &str) -> UserId {
 }
 
 fn open_room() -> RoomState {
-    let create = Command::CreateRoom { owner_id: user("owner"), title: "Live".into() };
+    let create =
+        Command::CreateRoom { owner_id: user("owner"), title: "Live".into(), seats: Default::default() };
     apply(None, &create, &ctx(1)).unwrap().state
 }
 
@@ -47,7 +49,8 @@ fn types(applied: &Applied) -> Vec<EventType> {
 
 #[test]
 fn create_makes_an_open_room_at_version_one() {
-    let create = Command::CreateRoom { owner_id: user("owner"), title: "Live".into() };
+    let create =
+        Command::CreateRoom { owner_id: user("owner"), title: "Live".into(), seats: Default::default() };
     let applied = apply(None, &create, &ctx(1)).unwrap();
     assert!(applied.applied);
     assert_eq!(applied.state.status, RoomStatus::Open);
@@ -57,14 +60,16 @@ fn create_makes_an_open_room_at_version_one() {
 
 #[test]
 fn create_on_an_existing_room_is_refused() {
-    let create = Command::CreateRoom { owner_id: user("owner"), title: "Again".into() };
+    let create =
+        Command::CreateRoom { owner_id: user("owner"), title: "Again".into(), seats: Default::default() };
     assert_eq!(run(&open_room(), create), Err(DomainError::RoomExists));
 }
 
 #[test]
 fn create_refuses_empty_or_control_titles() {
     for title in ["", "a\nb", &"t".repeat(129)] {
-        let create = Command::CreateRoom { owner_id: user("o"), title: title.into() };
+        let create =
+            Command::CreateRoom { owner_id: user("o"), title: title.into(), seats: Default::default() };
         assert!(matches!(
             apply(None, &create, &ctx(1)),
             Err(DomainError::InvalidArgument { field: "title", .. })
@@ -198,7 +203,7 @@ fn close_removes_members_and_refuses_everything_after() {
 fn a_restored_room_keeps_its_members_and_when_they_joined() {
     let room = join(&join(&open_room(), "a"), "b");
     let members = room.members.iter().map(|(id, m)| (id.clone(), m.joined_at_ms));
-    let restored = RoomState::restore(room.snapshot(), members, room.senders.clone(), Vec::new());
+    let restored = RoomState::restore(room.snapshot(), members, room.senders.clone(), Vec::new(), Vec::new());
     assert_eq!(restored, room, "presence is not part of the room: nothing is lost on a reload");
 }
 

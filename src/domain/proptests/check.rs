@@ -13,9 +13,11 @@ pub(super) fn is_valid_name(s: &str) -> bool {
 /// Builds the command, or the id error a client would get for it at the boundary.
 pub(super) fn command(op: &Op) -> Result<Command, IdError> {
     Ok(match op {
-        Op::Create { owner, title } => {
-            Command::CreateRoom { owner_id: UserId::parse(owner.as_str())?, title: title.clone() }
-        }
+        Op::Create { owner, title } => Command::CreateRoom {
+            owner_id: UserId::parse(owner.as_str())?,
+            title: title.clone(),
+            seats: Default::default(),
+        },
         Op::Join { user } => Command::JoinRoom { user_id: UserId::parse(user.as_str())? },
         Op::Leave { user, reason } => {
             Command::LeaveRoom { user_id: UserId::parse(user.as_str())?, reason: *reason }
@@ -49,12 +51,17 @@ pub(super) fn ctx(step: usize) -> CommandContext {
         request_id: "req".into(),
         now_ms: 1_000 + step as i64,
         max_admins: crate::domain::DEFAULT_MAX_ADMINS,
+        seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
     }
 }
 
 /// The state a sequence starts from.
 pub(super) fn start_state(start: &Start) -> Option<RoomState> {
-    let create = Command::CreateRoom { owner_id: UserId::parse("owner").unwrap(), title: "Live".into() };
+    let create = Command::CreateRoom {
+        owner_id: UserId::parse("owner").unwrap(),
+        title: "Live".into(),
+        seats: Default::default(),
+    };
     let fresh = || apply(None, &create, &ctx(0)).unwrap().state;
     match start {
         Start::Missing => None,
@@ -136,8 +143,13 @@ pub(super) fn check_changes(
             Change::Restricted { .. }
             | Change::Lifted { .. }
             | Change::AttributeSet { .. }
-            | Change::AttributeDeleted { .. } => {
-                prop_assert!(false, "a member's or gift command restricted someone");
+            | Change::AttributeDeleted { .. }
+            | Change::SeatPendingSet { .. }
+            | Change::SeatPendingDropped { .. } => {
+                prop_assert!(
+                    false,
+                    "a member's or gift command restricted someone or changed a seat request"
+                );
             }
         }
     }

@@ -16,6 +16,7 @@ use proptest::test_runner::TestCaseError;
 
 mod check;
 mod moderation;
+mod seats;
 mod strategies;
 
 use check::{command, ctx, run_sequence};

@@ -114,6 +114,7 @@ fn ctx(now_ms: i64) -> CommandContext {
         request_id: "req".into(),
         now_ms,
         max_admins: MAX_ADMINS,
+        seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
     }
 }
 
@@ -127,7 +128,7 @@ fn check_invariants(room: &RoomState, now_ms: i64) -> Result<(), TestCaseError> 
 }
 
 fn run(ops: &[(Op, u32)]) -> Result<(), TestCaseError> {
-    let create = Command::CreateRoom { owner_id: user(0), title: "Live".into() };
+    let create = Command::CreateRoom { owner_id: user(0), title: "Live".into(), seats: Default::default() };
     let mut now_ms = 1_000;
     let mut room = apply(None, &create, &ctx(now_ms)).unwrap().state;
     for (op, advance_s) in ops {

@@ -20,7 +20,7 @@ use crate::api::dispatch::verify_caller;
 use crate::api::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
 use crate::api::{AppState, Credential, Operation, Outcome, RoomRequest, Sender, serve};
 use crate::auth::Caller;
-use crate::domain::{Command, CommandId, GiftId, LeaveReason, RoomId, UserId};
+use crate::domain::{Command, CommandId, GiftId, LeaveReason, RoomId, SeatConfig, SeatMode, UserId};
 use crate::room::{DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT, Transport};
 
 /// The metadata entry of the bearer token.
@@ -88,7 +88,15 @@ pub(super) fn parsed(command: Command, room: String, command_id: String) -> Pars
 
 fn create(m: pb::CreateRoomRequest, _: &Caller) -> Parsed {
     parsed(
-        Command::CreateRoom { owner_id: user_id("owner_id", m.owner_id)?, title: m.title },
+        Command::CreateRoom {
+            owner_id: user_id("owner_id", m.owner_id)?,
+            title: m.title,
+            seats: match m.seats {
+                Some(s) if s.mode.is_empty() => SeatConfig { count: s.count, mode: SeatMode::Free },
+                Some(s) => SeatConfig { count: s.count, mode: moderation::seat_mode("seats.mode", &s.mode)? },
+                None => SeatConfig::default(),
+            },
+        },
         m.room_id,
         m.command_id,
     )
@@ -231,6 +239,10 @@ impl pb::room_service_server::RoomService for GrpcRooms {
 
     async fn set_attributes(&self, request: Request<pb::SetAttributesRequest>) -> Rpc<pb::CommandOutcome> {
         self.command(request, moderation::set_attributes).await
+    }
+
+    async fn seat(&self, request: Request<pb::SeatRequest>) -> Rpc<pb::CommandOutcome> {
+        self.command(request, moderation::seat).await
     }
 
     async fn list_moderation(

@@ -6,8 +6,11 @@ use tonic::Status;
 use super::{Parsed, optional_user, parsed, user_id};
 use crate::api::Operation;
 use crate::api::rooms::{self, DEFAULT_MEMBERS_LIMIT, MAX_MEMBERS_LIMIT};
+use crate::api::seats::{SeatFields, seat_command};
 use crate::auth::Caller;
-use crate::domain::{Actor, AttributeWrite, Command, DEFAULT_BAN_S, InfoChange, RestrictionKind};
+use crate::domain::{
+    Actor, AttributeWrite, Command, DEFAULT_BAN_S, InfoChange, MovePolicy, RestrictionKind, SeatMode,
+};
 use crate::grpc::pb;
 use crate::grpc::status::{from_api, invalid};
 
@@ -54,7 +57,8 @@ pub(super) fn mute_all(m: pb::MuteAllRequest, caller: &Caller) -> Parsed {
 }
 
 pub(super) fn update_room_info(m: pb::UpdateRoomInfoRequest, caller: &Caller) -> Parsed {
-    let info = InfoChange { title: m.title, announcement: m.announcement, cover_url: m.cover_url };
+    let seat_mode = m.seat_mode.as_deref().map(|mode| seat_mode("seat_mode", mode)).transpose()?;
+    let info = InfoChange { title: m.title, announcement: m.announcement, cover_url: m.cover_url, seat_mode };
     parsed(Command::UpdateRoomInfo { by: by(caller, m.actor_id)?, info }, m.room_id, m.command_id)
 }
 
@@ -81,4 +85,36 @@ pub(super) fn list(kind: String, after: String, limit: u32) -> Result<Operation,
         n => return Err(invalid("limit", format!("{n} is not between 1 and {MAX_MEMBERS_LIMIT}"))),
     };
     Ok(Operation::Moderation { kind, after: optional_user("after", after)?, limit })
+}
+
+/// A seat action, its fields checked as HTTP's ([`crate::api::seats`]).
+pub(super) fn seat(m: pb::SeatRequest, caller: &Caller) -> Parsed {
+    let policy = match m.policy.as_deref() {
+        None => None,
+        Some("cancel") => Some(MovePolicy::Cancel),
+        Some("force") => Some(MovePolicy::Force),
+        Some("swap") => Some(MovePolicy::Swap),
+        Some(_) => return Err(invalid("policy", "must be cancel, force or swap")),
+    };
+    let fields = SeatFields {
+        actor_id: optional_user("actor_id", m.actor_id)?,
+        user_id: m.user_id.map(|u| user_id("user_id", u)).transpose()?,
+        index: m.index,
+        accept: m.accept,
+        locked: m.locked,
+        muted: m.muted,
+        to: m.to,
+        policy,
+    };
+    let command = seat_command(caller, &m.action, fields).map_err(from_api)?;
+    parsed(command, m.room_id, m.command_id)
+}
+
+/// `free` or `apply`.
+pub(super) fn seat_mode(field: &str, mode: &str) -> Result<SeatMode, Status> {
+    match mode {
+        "free" => Ok(SeatMode::Free),
+        "apply" => Ok(SeatMode::Apply),
+        _ => Err(invalid(field, "must be free or apply")),
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::super::pb;
 use crate::api::rooms::{EventsPage, HeartbeatsAnswer, MembersPage, ModerationPage};
-use crate::domain::{MemberView, RankEntry, RoomSnapshot, RoomStatus};
+use crate::domain::{MemberView, RankEntry, RoomSnapshot, RoomStatus, SeatMode};
 use crate::room::{CommandResponse, Delivery, EventReceipt};
 
 /// A command's answer.
@@ -49,6 +49,21 @@ pub(super) fn room(s: RoomSnapshot) -> pb::Room {
             .attributes
             .into_iter()
             .map(|(k, a)| (k, pb::AttributeValue { value: a.value, version: a.version }))
+            .collect(),
+        seat_mode: match s.seat_mode {
+            SeatMode::Free => "free",
+            SeatMode::Apply => "apply",
+        }
+        .to_owned(),
+        seats: s
+            .seats
+            .into_iter()
+            .map(|seat| pb::Seat {
+                index: seat.index,
+                user_id: seat.user_id.map(|u| u.as_str().to_owned()),
+                locked: seat.locked,
+                muted: seat.muted,
+            })
             .collect(),
     }
 }

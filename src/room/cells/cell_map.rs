@@ -211,9 +211,11 @@ mod tests {
             request_id: "r".into(),
             now_ms: 1,
             max_admins: crate::domain::DEFAULT_MAX_ADMINS,
+            seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
         };
         let user = |id: &str| UserId::parse(id).unwrap();
-        let create = Command::CreateRoom { owner_id: user("owner"), title: "t".into() };
+        let create =
+            Command::CreateRoom { owner_id: user("owner"), title: "t".into(), seats: Default::default() };
         let mut state = apply(None, &create, &ctx).unwrap().state;
         for member in members {
             state = apply(Some(&state), &Command::JoinRoom { user_id: user(member) }, &ctx).unwrap().state;

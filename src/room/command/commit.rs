@@ -12,15 +12,15 @@ use super::outcome::{LoggedEvent, LoggedOutcome};
 use crate::cluster::shard_of;
 use crate::delivery::codec;
 use crate::domain::{
-    Attribute, Change, Restriction, RestrictionKind, RoomId, RoomSnapshot, RoomState, SenderTotal,
-    StoredRestriction, UserId,
+    Attribute, Change, PendingKind, PendingSeat, Restriction, RestrictionKind, RoomId, RoomSnapshot,
+    RoomState, SenderTotal, StoredRestriction, UserId,
 };
 use crate::room::error::RoomError;
 use crate::room::options::CommitStats;
 use crate::store::{
     AttributeChanges, AttributeRow, CommitError, GiftTotalRow, LoggedCommand, MemberChanges, NewOutboxRow,
-    RestrictionChanges, RestrictionRow, RoomCommit, SharedCommandStore, SnapshotWrite, StoreError,
-    StoredCommand,
+    RestrictionChanges, RestrictionRow, RoomCommit, SeatRequestChanges, SeatRequestRow, SharedCommandStore,
+    SnapshotWrite, StoreError, StoredCommand,
 };
 use crate::telemetry::traces::Traced;
 
@@ -179,7 +179,13 @@ impl Commit {
             .map(restriction_of)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| corrupt("a mute or ban", &e))?;
-        Ok(Some(RoomState::restore(snapshot, members, senders, restrictions)))
+        let seat_pending = stored
+            .seat_requests
+            .into_iter()
+            .map(seat_request_of)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("a seat request", &e))?;
+        Ok(Some(RoomState::restore(snapshot, members, senders, restrictions, seat_pending)))
     }
 }
 
@@ -208,8 +214,15 @@ fn room_commit(
     let mut senders: BTreeMap<UserId, SenderTotal> = BTreeMap::new();
     let mut restrictions: BTreeMap<(RestrictionKind, UserId), Option<Restriction>> = BTreeMap::new();
     let mut attributes: BTreeMap<&str, Option<&Attribute>> = BTreeMap::new();
+    let mut seat_requests: BTreeMap<&UserId, Option<&PendingSeat>> = BTreeMap::new();
     for change in &plan.changes {
         match change {
+            Change::SeatPendingSet { user_id, pending } => {
+                seat_requests.insert(user_id, Some(pending));
+            }
+            Change::SeatPendingDropped { user_id } => {
+                seat_requests.insert(user_id, None);
+            }
             Change::AttributeSet { key, attribute } => {
                 attributes.insert(key, Some(attribute));
             }
@@ -245,6 +258,7 @@ fn room_commit(
             .collect(),
         restrictions: restriction_changes(restrictions),
         attributes: attribute_changes(attributes),
+        seat_requests: seat_request_changes(seat_requests),
         claim_after,
         shard: shard_of(room_id.as_str()),
         fence,
@@ -310,6 +324,32 @@ fn attribute_changes(net: BTreeMap<&str, Option<&Attribute>>) -> AttributeChange
     changes
 }
 
+/// The rows of a batch's net seat request changes.
+fn seat_request_changes(net: BTreeMap<&UserId, Option<&PendingSeat>>) -> SeatRequestChanges {
+    let mut changes = SeatRequestChanges::default();
+    for (user_id, pending) in net {
+        match pending {
+            Some(p) => changes.upserted.push(SeatRequestRow {
+                user_id: user_id.to_string(),
+                kind: p.kind.as_str().to_owned(),
+                seat_index: p.index.map(i64::from),
+                expires_at_ms: p.expires_at_ms,
+                by_actor: p.by.clone(),
+            }),
+            None => changes.deleted.push(user_id.to_string()),
+        }
+    }
+    changes
+}
+
+/// A stored seat request as the domain keeps it.
+fn seat_request_of(row: SeatRequestRow) -> Result<(UserId, PendingSeat), String> {
+    let kind = PendingKind::parse(&row.kind).ok_or_else(|| format!("unknown kind {:?}", row.kind))?;
+    let index = row.seat_index.map(u32::try_from).transpose().map_err(|e| e.to_string())?;
+    let user = UserId::parse(row.user_id).map_err(|e| e.to_string())?;
+    Ok((user, PendingSeat { kind, index, expires_at_ms: row.expires_at_ms, by: row.by_actor }))
+}
+
 /// The rows of a batch's net mute and ban changes.
 fn restriction_changes(net: BTreeMap<(RestrictionKind, UserId), Option<Restriction>>) -> RestrictionChanges {
     let mut changes = RestrictionChanges::default();
@@ -353,7 +393,9 @@ impl NetMembers {
             | Change::Restricted { .. }
             | Change::Lifted { .. }
             | Change::AttributeSet { .. }
-            | Change::AttributeDeleted { .. } => {}
+            | Change::AttributeDeleted { .. }
+            | Change::SeatPendingSet { .. }
+            | Change::SeatPendingDropped { .. } => {}
         }
     }
 

@@ -13,7 +13,7 @@ use crate::domain::{
     self, Applied, Change, Command, CommandContext, CommandId, DomainError, EventEnvelope, RoomId, RoomState,
 };
 use crate::room::error::RoomError;
-use crate::room::options::StillHolds;
+use crate::room::options::{RoomOptions, StillHolds};
 use crate::store::CommandKey;
 use crate::telemetry::traces::Traced;
 
@@ -146,12 +146,14 @@ pub(in crate::room) struct Decide<'a> {
     room_id: &'a RoomId,
     now_ms: i64,
     max_admins: usize,
+    seat_request_ttl_ms: i64,
 }
 
 impl<'a> Decide<'a> {
     /// Decides commands of `room_id` at `now_ms`.
-    pub(in crate::room) fn new(room_id: &'a RoomId, now_ms: i64, max_admins: usize) -> Self {
-        Self { room_id, now_ms, max_admins }
+    pub(in crate::room) fn new(room_id: &'a RoomId, now_ms: i64, options: &RoomOptions) -> Self {
+        let seat_request_ttl_ms = i64::try_from(options.seat_request_ttl.as_millis()).unwrap_or(i64::MAX);
+        Self { room_id, now_ms, max_admins: options.max_admins, seat_request_ttl_ms }
     }
 
     /// Applies `items` in order to `state` (the room as committed at its version).
@@ -183,6 +185,7 @@ impl<'a> Decide<'a> {
             request_id: item.request_id.clone(),
             now_ms: self.now_ms,
             max_admins: self.max_admins,
+            seat_request_ttl_ms: self.seat_request_ttl_ms,
         };
         let applied = match domain::apply(plan.state.as_ref(), &item.command, &ctx) {
             Ok(applied) => applied,

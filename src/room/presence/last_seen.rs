@@ -111,7 +111,9 @@ impl LastSeen {
                         | Change::Restricted { .. }
                         | Change::Lifted { .. }
                         | Change::AttributeSet { .. }
-                        | Change::AttributeDeleted { .. } => {}
+                        | Change::AttributeDeleted { .. }
+                        | Change::SeatPendingSet { .. }
+                        | Change::SeatPendingDropped { .. } => {}
                     }
                 }
             }
@@ -201,11 +203,13 @@ mod tests {
             request_id: "t".into(),
             now_ms,
             max_admins: crate::domain::DEFAULT_MAX_ADMINS,
+            seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
         }
     }
 
     fn room(members: &[&str]) -> RoomState {
-        let create = Command::CreateRoom { owner_id: user("o"), title: "t".into() };
+        let create =
+            Command::CreateRoom { owner_id: user("o"), title: "t".into(), seats: Default::default() };
         let mut state = apply(None, &create, &ctx(1)).unwrap().state;
         for m in members {
             state = apply(Some(&state), &Command::JoinRoom { user_id: user(m) }, &ctx(10)).unwrap().state;

@@ -2,7 +2,7 @@
 //! older than `stale_after` leave through the normal command pipeline (LeaveRoom, reason
 //! `stale`), so their RoomUserLeft goes through the outbox like any other event. The cell
 //! janitor (which also prunes ended mutes and bans), the sweeper of gift refunds the wallet has
-//! not confirmed, and the idle closer ([`idle`]).
+//! not confirmed, the idle closer ([`idle`]) and the expiry of mic seat requests ([`seats`]).
 //!
 //! What the stale worker reads is each cell's presence (`last_seen`): when each member was
 //! last seen, kept beside the room's state and outside its commit lock, so a heartbeat never
@@ -10,6 +10,7 @@
 
 pub mod idle;
 pub(in crate::room) mod last_seen;
+pub mod seats;
 
 use std::sync::Arc;
 use std::time::Duration;

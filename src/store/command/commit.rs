@@ -6,7 +6,9 @@
 use sqlx::Transaction;
 
 use super::rows::{EpochRow, GiftRow, MemberRow, RoomRow, VersionRow};
-use super::types::{AttributeRow, CommitError, GiftTotalRow, RestrictionRow, RoomCommit, StoredRoom};
+use super::types::{
+    AttributeRow, CommitError, GiftTotalRow, RestrictionRow, RoomCommit, SeatRequestRow, StoredRoom,
+};
 use super::{commit_sql, read_sql};
 use crate::store::backend::Backend;
 use crate::store::backend::run::Run;
@@ -75,6 +77,12 @@ pub(super) async fn commit_room<DB: Backend>(
     if !c.attributes.upserted.is_empty() {
         commit_sql::upsert_attributes::<DB>(room, &c.attributes.upserted).execute(&mut *tx).await?;
     }
+    if !c.seat_requests.deleted.is_empty() {
+        commit_sql::delete_seat_requests::<DB>(room, &c.seat_requests.deleted).execute(&mut *tx).await?;
+    }
+    if !c.seat_requests.upserted.is_empty() {
+        commit_sql::upsert_seat_requests::<DB>(room, &c.seat_requests.upserted).execute(&mut *tx).await?;
+    }
     if !c.restrictions.upserted.is_empty() {
         commit_sql::upsert_restrictions::<DB>(room, &c.restrictions.upserted).execute(&mut *tx).await?;
     }
@@ -110,6 +118,8 @@ pub(super) async fn load_room<DB: Backend>(
     let restrictions = restrictions.fetch_all::<RestrictionRow>(&mut *tx).await?;
     let mut attributes = read_sql::load_attributes::<DB>(room_id);
     let attributes = attributes.fetch_all::<AttributeRow>(&mut *tx).await?;
+    let mut seat_requests = read_sql::load_seat_requests::<DB>(room_id);
+    let seat_requests = seat_requests.fetch_all::<SeatRequestRow>(&mut *tx).await?;
     tx.commit().await?;
     Ok(Some(StoredRoom {
         version: row.version.max(0) as u64,
@@ -118,5 +128,6 @@ pub(super) async fn load_room<DB: Backend>(
         gift_totals: gift_totals.into_iter().map(GiftTotalRow::from).collect(),
         restrictions,
         attributes,
+        seat_requests,
     }))
 }

@@ -5,7 +5,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::types::{AttributeRow, GiftTotalRow, RestrictionRow, RoomCommit, SnapshotWrite};
+use super::types::{AttributeRow, GiftTotalRow, RestrictionRow, RoomCommit, SeatRequestRow, SnapshotWrite};
 use crate::store::backend::Backend;
 use crate::store::backend::bind::{millis, push_strs};
 
@@ -157,6 +157,39 @@ pub(super) fn delete_restriction<DB: Backend>(room_id: &str, kind: &str, user_id
     q
 }
 
+/// Seat request rows (a user's later one overwrites).
+pub(super) fn upsert_seat_requests<DB: Backend>(room_id: &str, rows: &[SeatRequestRow]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "INSERT INTO room_seat_request (room_id, user_id, kind, seat_index, expires_at_ms, by_actor) VALUES ",
+    );
+    for (i, r) in rows.iter().enumerate() {
+        q.push(if i == 0 { "(" } else { ", (" });
+        DB::bind_str(&mut q, room_id);
+        q.push(", ");
+        DB::bind_str(&mut q, &r.user_id);
+        q.push(", ");
+        DB::bind_str(&mut q, &r.kind);
+        q.push(", ");
+        DB::bind_opt_i64(&mut q, r.seat_index);
+        q.push(", ");
+        DB::bind_i64(&mut q, r.expires_at_ms);
+        q.push(", ");
+        DB::bind_str(&mut q, &r.by_actor);
+        q.push(")");
+    }
+    q.push(DB::upsert("room_id, user_id", &["kind", "seat_index", "expires_at_ms", "by_actor"]));
+    q
+}
+
+/// Seat request rows of a room (answered, withdrawn, expired or dropped).
+pub(super) fn delete_seat_requests<DB: Backend>(room_id: &str, users: &[String]) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("DELETE FROM room_seat_request WHERE room_id = ");
+    DB::bind_str(&mut q, room_id);
+    q.push(" AND user_id IN ");
+    push_strs(&mut q, users);
+    q
+}
+
 /// Attribute rows (set).
 pub(super) fn upsert_attributes<DB: Backend>(room_id: &str, rows: &[AttributeRow]) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new("INSERT INTO room_attribute (room_id, attr_key, value, version) VALUES ");
@@ -270,6 +303,7 @@ mod tests {
             gift_totals: Vec::new(),
             restrictions: Default::default(),
             attributes: Default::default(),
+            seat_requests: Default::default(),
             claim_after: Duration::from_secs(1),
             shard: 0,
             fence: None,

@@ -25,9 +25,9 @@ use async_trait::async_trait;
 
 use self::rows::{CommandRow, HistoryRow, VersionRow};
 pub use self::types::{
-    AttributeChanges, AttributeRow, CommandKey, CommitError, GiftTotalRow, HistoryEvent, LoggedCommand,
-    MemberChanges, NewOutboxRow, RestrictionChanges, RestrictionRow, RoomCommit, SnapshotWrite,
-    StoredCommand, StoredRoom,
+    AttributeChanges, AttributeRow, CommandKey, CommitError, DueSeatRequest, GiftTotalRow, HistoryEvent,
+    LoggedCommand, MemberChanges, NewOutboxRow, RestrictionChanges, RestrictionRow, RoomCommit,
+    SeatRequestChanges, SeatRequestRow, SnapshotWrite, StoredCommand, StoredRoom,
 };
 use crate::store::backend::run::Run;
 use crate::store::backend::{Backend, SqlRepository};
@@ -130,6 +130,15 @@ pub trait CommandStore: Send + Sync {
         after: &str,
         limit: u32,
     ) -> Result<Vec<String>, StoreError>;
+
+    /// Up to `limit` pending seat requests and invitations of every room due at `now_ms` (the
+    /// node's clock, which set them), after `after` (`(room_id, user_id)`, key order).
+    async fn due_seat_requests(
+        &self,
+        now_ms: i64,
+        after: (&str, &str),
+        limit: u32,
+    ) -> Result<Vec<DueSeatRequest>, StoreError>;
 }
 
 #[async_trait]
@@ -183,6 +192,16 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
     ) -> Result<Vec<String>, StoreError> {
         let mut q = read_sql::idle_rooms::<DB>(idle_after, after, limit);
         Ok(q.fetch_all::<(String,)>(&self.pool).await?.into_iter().map(|(id,)| id).collect())
+    }
+
+    async fn due_seat_requests(
+        &self,
+        now_ms: i64,
+        after: (&str, &str),
+        limit: u32,
+    ) -> Result<Vec<DueSeatRequest>, StoreError> {
+        let mut q = read_sql::due_seat_requests::<DB>(now_ms, after, limit);
+        Ok(q.fetch_all::<DueSeatRequest>(&self.pool).await?)
     }
 
     async fn record_refund(&self, wallet_key: &str, room_id: &str) -> Result<(), StoreError> {

@@ -40,6 +40,37 @@ pub(super) fn load_attributes<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
     q
 }
 
+/// A room's pending seat requests and invitations.
+pub(super) fn load_seat_requests<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "SELECT user_id, kind, seat_index, expires_at_ms, by_actor FROM room_seat_request WHERE room_id = ",
+    );
+    DB::bind_str(&mut q, room_id);
+    q
+}
+
+/// Up to `limit` seat requests and invitations of every room due at `now_ms`, after
+/// `(after_room, after_user)` in key order: a page of the expiry scan.
+pub(super) fn due_seat_requests<DB: Backend>(
+    now_ms: i64,
+    after: (&str, &str),
+    limit: u32,
+) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new(
+        "SELECT room_id, user_id, kind, expires_at_ms FROM room_seat_request WHERE expires_at_ms <= ",
+    );
+    DB::bind_i64(&mut q, now_ms);
+    q.push(" AND (room_id > ");
+    DB::bind_str(&mut q, after.0);
+    q.push(" OR (room_id = ");
+    DB::bind_str(&mut q, after.0);
+    q.push(" AND user_id > ");
+    DB::bind_str(&mut q, after.1);
+    q.push(")) ORDER BY room_id, user_id LIMIT ");
+    DB::bind_i64(&mut q, i64::from(limit));
+    q
+}
+
 /// A room's mutes and bans still in force on the database clock.
 pub(super) fn load_restrictions<DB: Backend>(room_id: &str) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(

@@ -21,6 +21,45 @@ pub struct StoredRoom {
     pub restrictions: Vec<RestrictionRow>,
     /// Attributes, by key.
     pub attributes: Vec<AttributeRow>,
+    /// Pending seat requests and invitations.
+    pub seat_requests: Vec<SeatRequestRow>,
+}
+
+/// A pending seat request or invitation (`room_seat_request`).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SeatRequestRow {
+    /// Whose.
+    pub user_id: String,
+    /// `request` or `invite`.
+    pub kind: String,
+    /// The seat named, if any.
+    pub seat_index: Option<i64>,
+    /// When it runs out (ms since the epoch).
+    pub expires_at_ms: i64,
+    /// Who made it.
+    pub by_actor: String,
+}
+
+/// The seat request rows a commit changes, as the net effect of its commands.
+#[derive(Debug, Clone, Default)]
+pub struct SeatRequestChanges {
+    /// Rows to insert or overwrite.
+    pub upserted: Vec<SeatRequestRow>,
+    /// Users whose row goes.
+    pub deleted: Vec<String>,
+}
+
+/// A due seat request or invitation of some room: what the expiry scan reads.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct DueSeatRequest {
+    /// The room.
+    pub room_id: String,
+    /// Whose.
+    pub user_id: String,
+    /// `request` or `invite`.
+    pub kind: String,
+    /// When it ran out.
+    pub expires_at_ms: i64,
 }
 
 /// One of a room's attributes (`room_attribute`).
@@ -227,6 +266,8 @@ pub struct RoomCommit {
     pub restrictions: RestrictionChanges,
     /// Attributes.
     pub attributes: AttributeChanges,
+    /// Pending seat requests and invitations.
+    pub seat_requests: SeatRequestChanges,
     /// The rows are not claimable by a worker before this much time has passed.
     pub claim_after: Duration,
     /// The room's shard (stored on its outbox rows: an owner relays its own shards first).

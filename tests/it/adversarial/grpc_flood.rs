@@ -73,6 +73,7 @@ async fn create_room(grpc_port: u16, room: &str) -> Result<pb::CommandOutcome, t
         room_id: room.into(),
         owner_id: "alice".into(),
         title: "t".into(),
+        seats: None,
     });
     request.metadata_mut().insert("authorization", format!("Bearer {}", token("alice")).parse().unwrap());
     RoomServiceClient::new(channel).create_room(request).await.map(tonic::Response::into_inner)

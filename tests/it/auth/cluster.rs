@@ -149,6 +149,7 @@ async fn a_credential_that_is_not_ascii_travels_the_grpc_hop_as_the_caller_sent_
         room_id: "u-r1".into(),
         owner_id: "alice".into(),
         title: "t".into(),
+        seats: None,
     };
     let mut created = via_first.create_room(create()).await;
     for _ in 0..50 {

@@ -27,6 +27,7 @@ fn authed<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
 
 fn create(command_id: &str, owner: &str) -> pb::CreateRoomRequest {
     pb::CreateRoomRequest {
+        seats: None,
         command_id: command_id.into(),
         room_id: "r1".into(),
         owner_id: owner.into(),

@@ -138,6 +138,7 @@ async fn each_failure_answers_its_status_code() {
     assert_eq!(not_member.code(), Code::FailedPrecondition);
     // An oversized message.
     let huge = pb::CreateRoomRequest {
+        seats: None,
         command_id: "c5".into(),
         room_id: "r2".into(),
         owner_id: "alice".into(),

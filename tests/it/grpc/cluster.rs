@@ -94,6 +94,7 @@ async fn a_room_named_like_a_dot_segment_is_served_through_either_node() {
     let addr = |i: usize| format!("127.0.0.1:{}", nodes.nodes[i].grpc_port).parse().expect("addr");
     let mut first = RoomServiceClient::new(connect(addr(0)).await);
     let create = || pb::CreateRoomRequest {
+        seats: None,
         command_id: "c1".into(),
         room_id: "..".into(),
         owner_id: "o".into(),

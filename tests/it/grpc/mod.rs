@@ -38,6 +38,7 @@ impl GrpcApp {
             room_id: room.into(),
             owner_id: "alice".into(),
             title: "t".into(),
+            seats: None,
         };
         self.rooms().create_room(request).await.map(tonic::Response::into_inner)
     }

@@ -50,6 +50,7 @@ async fn the_moderation_methods_answer_over_grpc_like_their_routes() {
         let channel = Channel::from_shared(format!("http://{}", app.app.grpc_addr)).unwrap().connect_lazy();
         let mut rooms = RoomServiceClient::new(channel);
         let create = pb::CreateRoomRequest {
+            seats: None,
             command_id: cid("c"),
             room_id: "r1".into(),
             owner_id: "alice".into(),
@@ -153,6 +154,7 @@ async fn the_moderation_methods_answer_over_grpc_like_their_routes() {
         };
         rooms.mute_all(all).await.expect("mute all");
         let info = pb::UpdateRoomInfoRequest {
+            seat_mode: None,
             command_id: cid("i"),
             room_id: "r1".into(),
             actor_id: "alice".into(),
@@ -202,6 +204,7 @@ async fn hostile_moderation_calls_over_grpc_cost_nothing_but_their_own_answer() 
         let channel = Channel::from_shared(format!("http://{}", app.app.grpc_addr)).unwrap().connect_lazy();
         let mut rooms = RoomServiceClient::new(channel);
         let create = pb::CreateRoomRequest {
+            seats: None,
             command_id: cid("c"),
             room_id: "r1".into(),
             owner_id: "alice".into(),

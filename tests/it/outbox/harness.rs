@@ -113,6 +113,7 @@ impl Db {
                 outcome: "{}".into(),
             }],
             members: MemberChanges::default(),
+            seat_requests: Default::default(),
             gift_totals: Vec::new(),
             restrictions: Default::default(),
             attributes: Default::default(),

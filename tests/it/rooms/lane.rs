@@ -175,6 +175,15 @@ impl CommandStore for Watched {
         self.repo.idle_rooms(idle_after, after, limit).await
     }
 
+    async fn due_seat_requests(
+        &self,
+        now_ms: i64,
+        after: (&str, &str),
+        limit: u32,
+    ) -> Result<Vec<room_service::store::DueSeatRequest>, StoreError> {
+        self.repo.due_seat_requests(now_ms, after, limit).await
+    }
+
     async fn commit_room(&self, commit: &RoomCommit) -> Result<(), CommitError> {
         self.guards.lock().unwrap().push(commit.claim_after);
         let slow = *self.slow_commit.lock().unwrap();
@@ -241,7 +250,7 @@ impl Node {
 }
 
 fn created() -> Command {
-    Command::CreateRoom { owner_id: user("owner"), title: "Live".into() }
+    Command::CreateRoom { owner_id: user("owner"), title: "Live".into(), seats: Default::default() }
 }
 
 /// The id of the one IM event of a join.

@@ -75,7 +75,8 @@ async fn run_all(
 }
 
 async fn create(rooms: &RoomService) {
-    let create = Command::CreateRoom { owner_id: user("owner"), title: "Live".into() };
+    let create =
+        Command::CreateRoom { owner_id: user("owner"), title: "Live".into(), seats: Default::default() };
     run(rooms, "create", create).await.expect("create room");
 }
 

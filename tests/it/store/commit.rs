@@ -64,6 +64,7 @@ async fn commit_writes_command_log_outbox_rows_and_snapshot() {
             gift_totals: Vec::new(),
             restrictions: Vec::new(),
             attributes: Vec::new(),
+            seat_requests: Vec::new(),
         };
         assert_eq!(db.repo.load_room("r1").await.unwrap(), Some(room), "{db}");
 
@@ -185,7 +186,8 @@ async fn find_command_and_load_room_round_trip() {
                 members: Vec::new(),
                 gift_totals: Vec::new(),
                 restrictions: Vec::new(),
-                attributes: Vec::new()
+                attributes: Vec::new(),
+                seat_requests: Vec::new(),
             },
             "{db}"
         );

@@ -20,6 +20,7 @@ use room_service::store::{LoggedCommand, MemberChanges, NewOutboxRow, RoomCommit
 pub fn commit(room_id: &str, command_id: &str, expected: u64, events: usize) -> RoomCommit {
     let version = expected + 1;
     RoomCommit {
+        seat_requests: Default::default(),
         room_id: room_id.to_owned(),
         expected_version: expected,
         snapshot: Some(SnapshotWrite {

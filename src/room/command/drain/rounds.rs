@@ -72,8 +72,7 @@ impl Drain {
         if items.is_empty() {
             return Next::Answered;
         }
-        let plan =
-            Decide::new(room_id, (steps.clock)(), steps.options.max_admins).batch(state.as_ref(), &items);
+        let plan = Decide::new(room_id, (steps.clock)(), &steps.options).batch(state.as_ref(), &items);
         if plan.writes_nothing() {
             return self.nothing_to_write(slot, items, plan, state, progress).await;
         }
