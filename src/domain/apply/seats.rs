@@ -420,3 +420,7 @@ fn with_index(mut payload: Value, index: Option<u32>) -> Value {
     }
     payload
 }
+
+#[cfg(test)]
+#[path = "seats_tests.rs"]
+mod tests;
