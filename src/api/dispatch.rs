@@ -6,7 +6,7 @@
 use super::error::ApiError;
 use super::forward::wire::Hop;
 use super::operation::{Credential, Operation, Outcome, RoomRequest};
-use super::rooms::{members_page, moderation_page, run_command, run_heartbeat, run_heartbeats};
+use super::rooms::{members_page, moderation_page, run_command, run_heartbeat, run_heartbeats, seats_view};
 use super::state::AppState;
 use crate::auth::{Auth, Caller};
 
@@ -78,5 +78,6 @@ async fn execute(state: &AppState, request: RoomRequest) -> Result<Outcome, ApiE
                 .await
                 .map(Outcome::Moderation)
         }
+        Operation::Seats => seats_view(state, caller, &room_id).await.map(Outcome::Seats),
     }
 }

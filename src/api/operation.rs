@@ -14,7 +14,10 @@ use tokio::time::Instant;
 
 use super::error::ApiError;
 use crate::auth::Caller;
-use crate::domain::{Command, CommandId, MemberView, RestrictionKind, RoomId, RoomSnapshot, UserId};
+use crate::domain::{
+    Command, CommandId, MemberView, PendingKind, RestrictionKind, RoomId, RoomSnapshot, Seat, SeatMode,
+    UserId,
+};
 use crate::room::{CommandResponse, Transport};
 
 /// Largest body the batch heartbeat route takes whatever `http.body_limit_bytes` says: its
@@ -80,6 +83,35 @@ pub enum Operation {
         /// About this many (a user's entries are never split).
         limit: usize,
     },
+    /// The room's seats and the pending requests and invitations the caller may see.
+    Seats,
+}
+
+/// The room's seats and pending seat requests (`GET /v1/rooms/{room_id}/seats`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeatsView {
+    /// `free` or `apply`.
+    pub seat_mode: SeatMode,
+    /// The seats, by index.
+    pub seats: Vec<Seat>,
+    /// Pending requests and invitations: every one for the owner, admins and services (and
+    /// without authentication), the caller's own for a member; by user id.
+    pub pending: Vec<PendingEntry>,
+}
+
+/// One pending request or invitation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingEntry {
+    /// Whose.
+    pub user_id: UserId,
+    /// `request` or `invite`.
+    pub kind: PendingKind,
+    /// The seat named, if any.
+    pub index: Option<u32>,
+    /// When it expires (ms since the epoch).
+    pub expires_at_ms: i64,
+    /// Who made it.
+    pub by: String,
 }
 
 /// One active mute or ban (`GET /v1/rooms/{room_id}/moderation`).
@@ -129,6 +161,8 @@ pub enum Outcome {
     Members(MembersPage),
     /// The page of mutes and bans.
     Moderation(ModerationPage),
+    /// The seats.
+    Seats(SeatsView),
 }
 
 impl Outcome {
@@ -172,6 +206,14 @@ impl Outcome {
         }
     }
 
+    /// The answer of a [`Operation::Seats`].
+    pub fn seats(self) -> Result<SeatsView, ApiError> {
+        match self {
+            Outcome::Seats(view) => Ok(view),
+            other => Err(other.mismatch()),
+        }
+    }
+
     /// The answer of a [`Operation::Members`].
     pub fn members(self) -> Result<MembersPage, ApiError> {
         match self {
@@ -189,6 +231,7 @@ impl Outcome {
             Outcome::Snapshot(_) => "snapshot",
             Outcome::Members(_) => "members",
             Outcome::Moderation(_) => "moderation",
+            Outcome::Seats(_) => "seats",
         }
     }
 

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::error::ApiError;
-pub use super::operation::{HeartbeatsAnswer, MembersPage, ModerationEntry, ModerationPage};
+pub use super::operation::{
+    HeartbeatsAnswer, MembersPage, ModerationEntry, ModerationPage, PendingEntry, SeatsView,
+};
 use super::state::AppState;
 use crate::auth::policy::{self, Act};
 use crate::auth::{AuthError, Caller};
@@ -172,6 +174,28 @@ pub async fn moderation_page(
         })
         .collect();
     Ok(ModerationPage { entries, next_after })
+}
+
+/// The room's seats and the pending requests and invitations `caller` may see (all of them for
+/// the owner, admins and services, and without authentication; a member's own otherwise), for
+/// either API.
+pub async fn seats_view(state: &AppState, caller: &Caller, room_id: &RoomId) -> Result<SeatsView, ApiError> {
+    let actor = closer(caller, None)?;
+    let room = state.rooms.seats(room_id).await?;
+    let sees_all = actor.as_ref().is_none_or(|a| room.role_of(a) >= crate::domain::Role::Admin);
+    let pending = room
+        .seat_pending
+        .iter()
+        .filter(|(user, _)| sees_all || matches!(&actor, Some(Actor::User(me)) if me == *user))
+        .map(|(user_id, p)| PendingEntry {
+            user_id: user_id.clone(),
+            kind: p.kind,
+            index: p.index,
+            expires_at_ms: p.expires_at_ms,
+            by: p.by.clone(),
+        })
+        .collect();
+    Ok(SeatsView { seat_mode: room.seat_mode, seats: room.seats.iter().cloned().collect(), pending })
 }
 
 /// A page of a room's event history (`GET /v1/rooms/{room_id}/events`, gRPC `ListEvents`).

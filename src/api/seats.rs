@@ -29,9 +29,18 @@ pub struct SeatFields {
     pub policy: Option<MovePolicy>,
 }
 
-/// The actions a member does for itself: without `actor_id`, `user_id` names who acts.
+/// The actions a member does for itself only: without `actor_id`, `user_id` names who acts.
 fn acts_for_itself(action: &str) -> bool {
-    matches!(action, "take" | "leave" | "request" | "cancel_request" | "answer_invite" | "move")
+    matches!(action, "take" | "leave" | "request" | "answer_invite")
+}
+
+/// Whether `user_id` names who acts, `actor_id` being absent: for an action a member does for
+/// itself only; and without authentication, for `cancel_request` and `move` too (a member's
+/// own, unless `actor_id` names the moderator). A token's user, or a service, moving someone
+/// or withdrawing an invitation acts as itself.
+fn user_id_acts(caller: &Caller, action: &str) -> bool {
+    acts_for_itself(action)
+        || (matches!(caller, Caller::Anonymous) && matches!(action, "cancel_request" | "move"))
 }
 
 /// The room command of `action` with `fields`, acting as the caller: 400 naming an unknown
@@ -43,7 +52,7 @@ pub fn seat_command(caller: &Caller, action: &str, fields: SeatFields) -> Result
     }
     let mut f = Fields { action, fields, taken: Vec::new() };
     let actor_id = f.fields.actor_id.take();
-    let by = if acts_for_itself(action) && actor_id.is_none() {
+    let by = if actor_id.is_none() && user_id_acts(caller, action) {
         moderator(caller, f.fields.user_id.clone())?
     } else {
         moderator(caller, actor_id)?
@@ -83,7 +92,7 @@ pub fn seat_command(caller: &Caller, action: &str, fields: SeatFields) -> Result
             policy: f.optional(|x| x.policy.take(), "policy").unwrap_or(MovePolicy::Cancel),
         },
     };
-    // For a self action `user_id` named the actor: taken as such.
+    // For an action of the actor's own `user_id` named the actor: taken as such.
     if acts_for_itself(f.action) && f.fields.user_id.as_ref().is_some_and(|u| is(&by, u)) {
         f.fields.user_id = None;
     }
@@ -212,6 +221,25 @@ mod tests {
         );
         let expected = SeatAction::Move { user_id: user("bob"), to: 2, policy: MovePolicy::Cancel };
         assert_eq!(moved.unwrap(), Command::Seat { by: Actor::User(user("bob")), action: expected });
+    }
+
+    #[test]
+    fn a_token_or_a_service_moving_someone_acts_as_itself() {
+        let mv = || SeatFields {
+            user_id: Some(user("bob")),
+            to: Some(1),
+            policy: Some(MovePolicy::Force),
+            ..fields()
+        };
+        let action = || SeatAction::Move { user_id: user("bob"), to: 1, policy: MovePolicy::Force };
+        let admin = seat_command(&Caller::User(user("adm")), "move", mv()).unwrap();
+        assert_eq!(admin, Command::Seat { by: Actor::User(user("adm")), action: action() });
+        let service = seat_command(&Caller::Service("ops".into()), "move", mv()).unwrap();
+        assert_eq!(service, Command::Seat { by: Actor::Service("ops".into()), action: action() });
+        let cancel = SeatFields { user_id: Some(user("bob")), ..fields() };
+        let withdrawn = seat_command(&Caller::User(user("adm")), "cancel_request", cancel).unwrap();
+        let action = SeatAction::CancelRequest { user_id: Some(user("bob")) };
+        assert_eq!(withdrawn, Command::Seat { by: Actor::User(user("adm")), action });
     }
 
     #[test]

@@ -115,7 +115,9 @@ pub fn apply(
     ctx: &CommandContext,
 ) -> Result<Applied, DomainError> {
     let state = match (state, command) {
-        (None, Command::CreateRoom { owner_id, title, seats }) => return create(owner_id, title, seats, ctx),
+        (None, Command::CreateRoom { owner_id, title, seats }) => {
+            return create(owner_id, title, *seats, ctx);
+        }
         (None, _) => return Err(DomainError::RoomNotFound),
         (Some(state), _) => state,
     };
@@ -299,7 +301,7 @@ fn check_title(title: &str, max: usize) -> Result<(), DomainError> {
 fn create(
     owner_id: &UserId,
     title: &str,
-    seats: &SeatConfig,
+    seats: SeatConfig,
     ctx: &CommandContext,
 ) -> Result<Applied, DomainError> {
     check_title(title, MAX_TITLE_CHARS)?;

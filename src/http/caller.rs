@@ -19,8 +19,10 @@ use crate::auth::Caller;
 
 /// The middleware: authenticates the request (reads only when they are not public).
 pub async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    // A page of mutes and bans is the moderators' (SPEC §14.2), never a public read.
-    let read = request.method() == Method::GET && !request.uri().path().ends_with("/moderation");
+    // A page of mutes and bans is the moderators' (SPEC §14.2), the seat requests are the
+    // moderators' and each requester's: never a public read.
+    let path = request.uri().path();
+    let read = request.method() == Method::GET && !path.ends_with("/moderation") && !path.ends_with("/seats");
     let authorization = request.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
     match verify_caller(&state.auth, authorization, read).await {
         Ok(caller) => {

@@ -76,7 +76,7 @@ impl Default for PublicOptions {
 /// The routes of the public API, `(method, template)`, as [`public_router`] declares them:
 /// their request series are exported at 0 from startup ([`metrics::register_zero`]). The
 /// test `api::docs` fails when it and the router differ.
-pub const V1_ROUTES: [(&str, &str); 19] = [
+pub const V1_ROUTES: [(&str, &str); 20] = [
     ("POST", "/v1/rooms"),
     ("GET", "/v1/rooms/{room_id}"),
     ("POST", "/v1/rooms/{room_id}/join"),
@@ -95,6 +95,7 @@ pub const V1_ROUTES: [(&str, &str); 19] = [
     ("POST", "/v1/rooms/{room_id}/info"),
     ("POST", "/v1/rooms/{room_id}/attributes"),
     ("GET", "/v1/rooms/{room_id}/moderation"),
+    ("GET", "/v1/rooms/{room_id}/seats"),
     ("POST", "/v1/rooms/{room_id}/seats/{action}"),
 ];
 
@@ -123,6 +124,7 @@ pub fn public_router(state: AppState, options: PublicOptions) -> Router {
         .route("/v1/rooms/{room_id}/info", post(moderation::info))
         .route("/v1/rooms/{room_id}/attributes", post(moderation::attributes))
         .route("/v1/rooms/{room_id}/moderation", get(moderation::list))
+        .route("/v1/rooms/{room_id}/seats", get(seats::list))
         .route("/v1/rooms/{room_id}/seats/{action}", post(seats::seat))
         // Before the handlers forward: a request is verified where it arrives, and by the owner.
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), caller::authenticate))

@@ -7,8 +7,9 @@ use serde::Deserialize;
 
 use super::extract::{Json, RoomPath};
 use super::rooms::{CommandAnswer, answer};
+use crate::api::rooms::SeatsView;
 use crate::api::seats::{SeatFields, seat_command};
-use crate::api::{ApiError, AppState, Sender};
+use crate::api::{ApiError, AppState, Operation, RoomRequest, Sender, serve};
 use crate::domain::{CommandId, MovePolicy, UserId};
 
 /// The body of every seat action: which fields an action takes is checked with the action.
@@ -46,6 +47,15 @@ impl<S: Send + Sync> FromRequest<S> for SeatRequest {
         let Json(body) = Json::from_request(Request::from_parts(parts, body), state).await?;
         Ok(Self { sender, room_id, action, body })
     }
+}
+
+/// `GET /v1/rooms/{id}/seats`: the seats and the pending requests the caller may see.
+pub async fn list(
+    State(state): State<AppState>,
+    sender: Sender,
+    RoomPath(room_id): RoomPath,
+) -> Result<axum::Json<SeatsView>, ApiError> {
+    Ok(axum::Json(serve(&state, RoomRequest::new(room_id, Operation::Seats, sender)).await?.seats()?))
 }
 
 /// One seat action.

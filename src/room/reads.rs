@@ -65,6 +65,11 @@ impl RoomService {
         Ok(self.room(room_id).await?.snapshot())
     }
 
+    /// The room as committed, for its seats and pending seat requests.
+    pub async fn seats(&self, room_id: &RoomId) -> Result<RoomState, RoomError> {
+        self.room(room_id).await
+    }
+
     /// Up to `limit` members after `after` (exclusive), in user id order.
     pub async fn members(
         &self,

@@ -24,7 +24,7 @@ use crate::domain::state::RoomState;
 type Step = Result<Option<Vec<Event>>, DomainError>;
 
 /// The seats of a room created with `config`, all free.
-pub(super) fn new_seats(config: &SeatConfig) -> Result<imbl::Vector<Seat>, DomainError> {
+pub(super) fn new_seats(config: SeatConfig) -> Result<imbl::Vector<Seat>, DomainError> {
     if config.count > MAX_SEATS {
         return Err(DomainError::InvalidArgument {
             field: "seats.count",
@@ -83,6 +83,17 @@ impl RoomState {
         }
     }
 
+    /// Refuses `actor` kicking, locking or muting `holder`'s seat unless it is an admin at least
+    /// and may moderate them, or it is its own seat (the owner's too).
+    fn may_act_on_seat_of(&self, actor: &Actor, holder: &UserId) -> Result<(), DomainError> {
+        self.require(actor, Role::Admin)?;
+        if matches!(actor, Actor::User(me) if me == holder) {
+            Ok(())
+        } else {
+            self.may_moderate(actor, holder)
+        }
+    }
+
     /// The user as a member, not seated: who may be given a seat.
     fn seatable(&self, user: &UserId) -> Result<(), DomainError> {
         if !self.members.contains_key(user) {
@@ -123,21 +134,21 @@ impl Draft {
             SeatAction::CancelRequest { user_id } => self.cancel(by, user_id.as_ref()),
             SeatAction::AnswerRequest { user_id, accept } => {
                 self.state.require(by, Role::Admin)?;
-                self.answer(by, user_id, PendingKind::Request, *accept)
+                self.answer(by, user_id, PendingKind::Request, *accept, ctx.now_ms)
             }
             SeatAction::Invite { user_id, index } => {
                 self.invite(by, user_id, *index, ctx.now_ms.saturating_add(ttl))
             }
             SeatAction::AnswerInvite { accept } => {
                 let user = own(by)?.clone();
-                self.answer(by, &user, PendingKind::Invite, *accept)
+                self.answer(by, &user, PendingKind::Invite, *accept, ctx.now_ms)
             }
             SeatAction::Kick { index } => {
                 self.state.require(by, Role::Admin)?;
                 let at = self.state.seat_at(*index)?;
                 let holder =
                     self.state.seats[at].user_id.clone().ok_or(DomainError::SeatEmpty { index: *index })?;
-                self.state.may_moderate(by, &holder)?;
+                self.state.may_act_on_seat_of(by, &holder)?;
                 self.state.seats[at].user_id = None;
                 Ok(Some(self.seats_changed("kick", Some(&holder), *index, by, json!({}))))
             }
@@ -150,7 +161,7 @@ impl Draft {
                 }
                 let holder = self.state.seats[at].user_id.clone();
                 if let Some(holder) = &holder {
-                    self.state.may_moderate(by, holder)?;
+                    self.state.may_act_on_seat_of(by, holder)?;
                 }
                 self.state.seats[at].muted = *muted;
                 Ok(Some(self.seats_changed("mute", holder.as_ref(), *index, by, json!({"muted": muted}))))
@@ -236,8 +247,12 @@ impl Draft {
         Ok(Some(vec![closed(user, kind, "cancelled", by)]))
     }
 
-    /// Accepts (seating its user) or turns down a pending request or invitation.
-    fn answer(&mut self, by: &Actor, user: &UserId, kind: PendingKind, accept: bool) -> Step {
+    /// Accepts (seating its user) or turns down a pending request or invitation; one that ran
+    /// out at `now_ms` is no longer there to answer (its expiry is on its way).
+    fn answer(&mut self, by: &Actor, user: &UserId, kind: PendingKind, accept: bool, now_ms: i64) -> Step {
+        if self.state.seat_pending.get(user).is_some_and(|p| p.expires_at_ms <= now_ms) {
+            return Err(DomainError::NoSuchRequest { user_id: user.to_string(), kind: kind.as_str() });
+        }
         let pending = self.take_pending(user, kind)?;
         if !accept {
             let reason = if kind == PendingKind::Request { "rejected" } else { "declined" };
@@ -258,7 +273,7 @@ impl Draft {
         }
         let holder = self.state.seats[at].user_id.clone();
         if let Some(holder) = &holder {
-            self.state.may_moderate(by, holder)?;
+            self.state.may_act_on_seat_of(by, holder)?;
         }
         let seat = &mut self.state.seats[at];
         seat.locked = locked;
@@ -332,7 +347,7 @@ impl Draft {
 
     /// The room closes: every seat is left, every pending request dropped.
     pub(super) fn clear_seats(&mut self) {
-        for seat in self.state.seats.iter_mut() {
+        for seat in &mut self.state.seats {
             seat.user_id = None;
         }
         let users: Vec<UserId> = self.state.seat_pending.keys().cloned().collect();

@@ -219,6 +219,9 @@ fn kick_lock_and_mute_are_the_owners_and_admins_and_spare_the_owner() {
     let kick = |actor: &str, index| seat(actor, SeatAction::Kick { index });
     assert_eq!(run(&state, kick("m2", 1)), Err(DomainError::Forbidden { needs: "admin" }));
     assert_eq!(run(&state, kick("adm", 0)), Err(DomainError::Forbidden { needs: "service" }));
+    // Its own seat is anyone's with the role to kick, lock or mute: the owner's too.
+    assert!(run(&state, seat("owner", SeatAction::Mute { index: 0, muted: true })).is_ok());
+    assert!(run(&state, kick("owner", 0)).is_ok());
     assert_eq!(run(&state, kick("adm", 2)), Err(DomainError::SeatEmpty { index: 2 }));
     let kicked = run(&state, kick("adm", 1)).unwrap();
     assert_eq!(holders(&kicked.state), [Some("owner"), None, None]);
@@ -314,6 +317,10 @@ fn a_request_expires_once_when_due_and_only_the_one_pending() {
     };
     assert!(!run_at(&state, expire(due), due - 1).unwrap().applied, "not due yet");
     assert!(!run_at(&state, expire(due + 1), due + 5).unwrap().applied, "another request's expiry");
+    // Once due it can no longer be accepted, though its expiry has not run yet.
+    let late = seat("adm", SeatAction::AnswerRequest { user_id: user("m1"), accept: true });
+    let refused = run_at(&state, late, due);
+    assert_eq!(refused, Err(DomainError::NoSuchRequest { user_id: "m1".into(), kind: "request" }));
     let expired = run_at(&state, expire(due), due).unwrap();
     let event = only_event(&expired);
     assert_eq!(event.event_type, EventType::RoomSeatRequestExpired);

@@ -245,6 +245,13 @@ impl pb::room_service_server::RoomService for GrpcRooms {
         self.command(request, moderation::seat).await
     }
 
+    async fn list_seats(&self, request: Request<pb::ListSeatsRequest>) -> Rpc<pb::ListSeatsResponse> {
+        let sender = self.sender(&request, false).await?;
+        let room = room_id(request.into_inner().room_id)?;
+        let outcome = self.serve(room, Operation::Seats, sender).await?;
+        Ok(Response::new(reply::seats(outcome.seats().map_err(from_api)?)))
+    }
+
     async fn list_moderation(
         &self,
         request: Request<pb::ListModerationRequest>,

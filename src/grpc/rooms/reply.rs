@@ -2,8 +2,8 @@
 //! [`RoomSnapshot`], a page of members or events, the heartbeats' answer) as its messages.
 
 use super::super::pb;
-use crate::api::rooms::{EventsPage, HeartbeatsAnswer, MembersPage, ModerationPage};
-use crate::domain::{MemberView, RankEntry, RoomSnapshot, RoomStatus, SeatMode};
+use crate::api::rooms::{EventsPage, HeartbeatsAnswer, MembersPage, ModerationPage, SeatsView};
+use crate::domain::{MemberView, RankEntry, RoomSnapshot, RoomStatus, Seat, SeatMode};
 use crate::room::{CommandResponse, Delivery, EventReceipt};
 
 /// A command's answer.
@@ -50,19 +50,42 @@ pub(super) fn room(s: RoomSnapshot) -> pb::Room {
             .into_iter()
             .map(|(k, a)| (k, pb::AttributeValue { value: a.value, version: a.version }))
             .collect(),
-        seat_mode: match s.seat_mode {
-            SeatMode::Free => "free",
-            SeatMode::Apply => "apply",
-        }
-        .to_owned(),
-        seats: s
-            .seats
+        seat_mode: seat_mode(s.seat_mode),
+        seats: s.seats.into_iter().map(seat).collect(),
+    }
+}
+
+fn seat_mode(mode: SeatMode) -> String {
+    match mode {
+        SeatMode::Free => "free",
+        SeatMode::Apply => "apply",
+    }
+    .to_owned()
+}
+
+fn seat(seat: Seat) -> pb::Seat {
+    pb::Seat {
+        index: seat.index,
+        user_id: seat.user_id.map(|u| u.as_str().to_owned()),
+        locked: seat.locked,
+        muted: seat.muted,
+    }
+}
+
+/// The seats and pending requests.
+pub(super) fn seats(view: SeatsView) -> pb::ListSeatsResponse {
+    pb::ListSeatsResponse {
+        seat_mode: seat_mode(view.seat_mode),
+        seats: view.seats.into_iter().map(seat).collect(),
+        pending: view
+            .pending
             .into_iter()
-            .map(|seat| pb::Seat {
-                index: seat.index,
-                user_id: seat.user_id.map(|u| u.as_str().to_owned()),
-                locked: seat.locked,
-                muted: seat.muted,
+            .map(|p| pb::PendingSeat {
+                user_id: p.user_id.as_str().to_owned(),
+                kind: p.kind.as_str().to_owned(),
+                index: p.index,
+                expires_at_ms: p.expires_at_ms,
+                by: p.by,
             })
             .collect(),
     }
