@@ -89,7 +89,9 @@ pub(crate) fn precompute(
                 | Change::Restricted { .. }
                 | Change::Lifted { .. }
                 | Change::AttributeSet { .. }
-                | Change::AttributeDeleted { .. } => {}
+                | Change::AttributeDeleted { .. }
+                | Change::SeatPendingSet { .. }
+                | Change::SeatPendingDropped { .. } => {}
             }
         }
         let events: Vec<_> =

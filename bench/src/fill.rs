@@ -5,7 +5,7 @@
 //! and one `room_member` row per member. The service then loads it like any other room, and
 //! [`check_loaded`] proves over HTTP that it holds every member.
 
-use room_service::domain::{LiveFigures, RoomId, RoomSnapshot, RoomStatus, UserId};
+use room_service::domain::{LiveFigures, RoomId, RoomSnapshot, RoomStatus, Seat, SeatMode, UserId};
 use sqlx::mysql::MySqlPool;
 use sqlx::{MySql, QueryBuilder};
 
@@ -24,6 +24,16 @@ pub fn member(i: usize) -> String {
 /// CreateRoom leaves it (version 1, heat 0) but counting the members, then the member rows in
 /// multi-row INSERTs of [`CHUNK`]. Run it before the service first loads the room.
 pub async fn room(pool: &MySqlPool, room_id: &str, members: usize) -> anyhow::Result<()> {
+    room_with_seats(pool, room_id, members, 0).await
+}
+
+/// [`room`] with `seats` free mic seats (free mode).
+pub async fn room_with_seats(
+    pool: &MySqlPool,
+    room_id: &str,
+    members: usize,
+    seats: u32,
+) -> anyhow::Result<()> {
     let now_ms = crate::support::unix_ms();
     let snapshot = RoomSnapshot {
         room_id: RoomId::parse(room_id)?,
@@ -46,6 +56,8 @@ pub async fn room(pool: &MySqlPool, room_id: &str, members: usize) -> anyhow::Re
             gifts: 0,
             last_command_ms: now_ms,
         },
+        seat_mode: SeatMode::Free,
+        seats: (0..seats).map(|index| Seat { index, user_id: None, locked: false, muted: false }).collect(),
     };
     sqlx::query(
         "INSERT INTO room_snapshot (room_id, version, status, state, updated_at_ms) \

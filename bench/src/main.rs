@@ -24,7 +24,9 @@
 //! B14 traces: B1's load against the real binary with traces off, exported at ratio 1.0 and at
 //! 0.01, and off again: commands/s, CPU and spans per command · B15 moderation: MuteUser,
 //! KickUser with a ban and SetAttributes beside JoinRoom (16 clients, the real binary), and a
-//! room with 100,000 bans vs a room with none, one command at a time.
+//! room with 100,000 bans vs a room with none, one command at a time · B16 mic seats: a seat
+//! take and leave beside JoinRoom, gifts in rooms with 20 held seats vs none, 50 members racing
+//! for one seat (exactly one seated a race).
 
 /// The service's allocator (`src/main.rs`): B1 and the other in-process benchmarks run the
 /// service with it.
@@ -54,6 +56,7 @@ mod moderation;
 mod moderation_scale;
 mod presence;
 mod report;
+mod seats;
 mod stack;
 mod support;
 mod traces;
@@ -76,7 +79,7 @@ pub struct Args {
     /// MariaDB server (no database path); each benchmark creates and drops its own database.
     #[arg(long, env = "ROOM_SERVICE_BENCH_MYSQL_URL", default_value = "mysql://root@127.0.0.1:3306")]
     pub mysql_url: String,
-    /// Benchmarks to run, comma-separated (b1..b15); all when absent.
+    /// Benchmarks to run, comma-separated (b1..b16); all when absent.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// B1, B8, B15: concurrent clients.
@@ -203,6 +206,19 @@ pub struct Args {
     /// without the bans, one at a time.
     #[arg(long, default_value_t = 300)]
     pub ban_commands: usize,
+    /// B16: timed commands of each kind (JoinRoom, seat take and leave; gifts with and without
+    /// held seats) over the `--clients` clients.
+    #[arg(long, default_value_t = 2_000)]
+    pub seat_commands: usize,
+    /// B16: members of each seated room.
+    #[arg(long, default_value_t = 1_000)]
+    pub seat_members: usize,
+    /// B16: members racing for one seat at once.
+    #[arg(long, default_value_t = 50)]
+    pub seat_racers: usize,
+    /// B16: races.
+    #[arg(long, default_value_t = 20)]
+    pub seat_races: usize,
     /// B11: members of the crowd room, each heartbeating once a second.
     #[arg(long, default_value_t = 100_000)]
     pub crowd_members: usize,
@@ -257,6 +273,10 @@ impl Args {
             self.moderation_commands = self.moderation_commands.min(80);
             self.moderation_bans = self.moderation_bans.min(1_000);
             self.ban_commands = self.ban_commands.min(10);
+            self.seat_commands = self.seat_commands.min(80);
+            self.seat_members = self.seat_members.min(60);
+            self.seat_racers = self.seat_racers.min(10);
+            self.seat_races = self.seat_races.min(3);
         }
         // Sizes smallest first (the smallest is the baseline), none empty (a sender must exist).
         self.hot_sizes.retain(|&n| n > 0);
@@ -307,7 +327,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut lines: Vec<Line> = Vec::new();
     type Bench = fn(&Args) -> futures::future::BoxFuture<'_, anyhow::Result<Vec<Line>>>;
-    let benches: [(&str, &str, Bench); 16] = [
+    let benches: [(&str, &str, Bench); 17] = [
         ("b1", "command path", |a| Box::pin(on_fresh_db(a, "b1", command::run))),
         ("b2", "worker drain", |a| Box::pin(on_fresh_db(a, "b2", drain::run))),
         ("b3", "claim scaling", |a| Box::pin(on_fresh_db(a, "b3", claim::run))),
@@ -324,6 +344,7 @@ async fn main() -> anyhow::Result<()> {
         ("b13h", "events API, hostile readers", |a| Box::pin(on_fresh_db(a, "b13h", history_herd::run))),
         ("b14", "traces", |a| Box::pin(on_fresh_db(a, "b14", traces::run))),
         ("b15", "moderation", |a| Box::pin(on_fresh_db(a, "b15", moderation::run))),
+        ("b16", "mic seats", |a| Box::pin(on_fresh_db(a, "b16", seats::run))),
     ];
     for (id, what, bench) in benches {
         if !args.wants(id) {

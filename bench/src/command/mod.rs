@@ -121,7 +121,7 @@ fn create() -> Command {
 /// The HTTP path and body of `command` on `room`.
 pub(crate) fn request(room: &str, command_id: &str, command: &Command) -> (String, serde_json::Value) {
     match command {
-        Command::CreateRoom { owner_id, title } => (
+        Command::CreateRoom { owner_id, title, .. } => (
             "/v1/rooms".into(),
             json!({"command_id": command_id, "room_id": room, "owner_id": owner_id.as_str(), "title": title}),
         ),
