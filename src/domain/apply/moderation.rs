@@ -325,4 +325,4 @@ fn check_info(info: &InfoChange) -> Result<(), DomainError> {
 
 #[cfg(test)]
 #[path = "moderation_tests.rs"]
-mod tests;
+pub(super) mod tests;

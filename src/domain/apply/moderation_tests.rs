@@ -12,15 +12,18 @@ fn ctx(now_ms: i64) -> CommandContext {
     CommandContext { max_admins: 2, ..crate::domain::apply::tests::ctx(now_ms) }
 }
 
-fn run_at(state: &RoomState, command: Command, now_ms: i64) -> Result<Applied, DomainError> {
+/// `command` applied to `state` at `now_ms` (shared with the seat tests).
+pub(crate) fn run_at(state: &RoomState, command: Command, now_ms: i64) -> Result<Applied, DomainError> {
     crate::domain::apply(Some(state), &command, &ctx(now_ms))
 }
 
-fn run(state: &RoomState, command: Command) -> Result<Applied, DomainError> {
+/// `command` applied to `state` at 1,000 ms.
+pub(crate) fn run(state: &RoomState, command: Command) -> Result<Applied, DomainError> {
     run_at(state, command, 1_000)
 }
 
-fn by(id: &str) -> Actor {
+/// A user as an actor.
+pub(crate) fn by(id: &str) -> Actor {
     Actor::User(user(id))
 }
 

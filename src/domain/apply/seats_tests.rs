@@ -3,23 +3,12 @@
 use serde_json::json;
 
 use super::*;
+use crate::domain::apply::moderation::tests::{by, run, run_at};
 use crate::domain::apply::tests::{ctx, user};
 use crate::domain::command::InfoChange;
 use crate::domain::{Applied, Command, LeaveReason};
 
 const TTL: i64 = crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS;
-
-fn run_at(state: &RoomState, command: Command, now_ms: i64) -> Result<Applied, DomainError> {
-    crate::domain::apply(Some(state), &command, &ctx(now_ms))
-}
-
-fn run(state: &RoomState, command: Command) -> Result<Applied, DomainError> {
-    run_at(state, command, 1_000)
-}
-
-fn by(id: &str) -> Actor {
-    Actor::User(user(id))
-}
 
 fn seat(actor: &str, action: SeatAction) -> Command {
     Command::Seat { by: by(actor), action }
