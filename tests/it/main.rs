@@ -21,6 +21,7 @@ mod presence;
 mod process;
 mod recovery;
 mod rooms;
+mod seats;
 mod store;
 mod support;
 mod tencent_im;

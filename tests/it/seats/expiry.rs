@@ -1,0 +1,80 @@
+//! A pending request or invitation runs out after `rooms.seat_request_ttl` (SPEC §14.3): one
+//! `RoomSeatRequestExpired` each, once, by the service's own timer; its user may then ask
+//! again; one answered in time never expires.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::{create, holders, outbox_count, refused, seated};
+use crate::moderation::{events_of, join_all, room};
+use crate::support::app::{TestApp, settings};
+use crate::support::backends;
+
+/// Waits (at most 5 s) until `room` has `count` `RoomSeatRequestExpired` events; them.
+async fn expired(app: &TestApp, room: &str, count: usize) -> Vec<Value> {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let expired = events_of(app, room, "RoomSeatRequestExpired").await;
+        if expired.len() >= count {
+            return expired;
+        }
+        assert!(Instant::now() < until, "{} of {count} expired: {expired:?}", expired.len());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_request_and_an_invitation_expire_exactly_once() {
+    for db in backends().await {
+        let app = TestApp::start(settings(db.url(), None, &[("rooms.seat_request_ttl", "1s")])).await;
+        create(&app, "r1", "host", 4, "apply").await;
+        join_all(&app, "r1", &["bob", "carol", "dan"]).await;
+        let requested = seated(&app, "r1", "request", "bob", json!({"index": 2})).await;
+        assert_eq!(requested["events"][0]["event_type"], "RoomSeatRequested", "{db}: {requested}");
+        let invited = seated(&app, "r1", "invite", "host", json!({"user_id": "dan"})).await;
+        assert_eq!(invited["events"][0]["event_type"], "RoomSeatInvited", "{db}: {invited}");
+        // carol's request is answered in time: it never expires.
+        seated(&app, "r1", "request", "carol", json!({})).await;
+        seated(&app, "r1", "answer_request", "host", json!({"user_id": "carol", "accept": true})).await;
+        let payload = &events_of(&app, "r1", "RoomSeatRequested").await[0]["payload"];
+        let (ttl_from, expires) =
+            (db.now_ms().await, payload["expires_at_ms"].as_i64().expect("expires_at_ms"));
+        assert!((ttl_from - 500..=ttl_from + 1_000).contains(&expires), "{db}: about 1 s: {payload}");
+
+        let mut expired = expired(&app, "r1", 2).await;
+        // Long enough for a second firing of either timer to show.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(events_of(&app, "r1", "RoomSeatRequestExpired").await.len(), 2, "{db}: once each");
+        assert_eq!(outbox_count(&db, "r1", "RoomSeatRequestExpired").await, 2, "{db}");
+        expired.sort_by_key(|e| e["payload"]["user_id"].as_str().map(str::to_owned));
+        let payloads: Vec<&Value> = expired.iter().map(|e| &e["payload"]).collect();
+        assert_eq!(
+            payloads,
+            [
+                &json!({"user_id": "bob", "kind": "request", "index": 2}),
+                &json!({"user_id": "dan", "kind": "invite"})
+            ],
+            "{db}"
+        );
+        assert_eq!(
+            holders(&room(&app, "r1").await["seats"]),
+            [Some("carol".into()), None, None, None],
+            "{db}"
+        );
+
+        // Gone: the invitation cannot be answered; each may be asked again.
+        refused(&app, "r1", "answer_invite", "dan", json!({"accept": true}), (409, "no_such_request")).await;
+        seated(&app, "r1", "request", "bob", json!({})).await;
+        seated(&app, "r1", "answer_request", "host", json!({"user_id": "bob", "accept": true})).await;
+        seated(&app, "r1", "invite", "host", json!({"user_id": "dan", "index": 3})).await;
+        seated(&app, "r1", "answer_invite", "dan", json!({"accept": true})).await;
+        let seats = holders(&room(&app, "r1").await["seats"]);
+        assert_eq!(seats, [Some("carol".into()), Some("bob".into()), None, Some("dan".into())], "{db}");
+        // Answered in time, neither expires later.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(events_of(&app, "r1", "RoomSeatRequestExpired").await.len(), 2, "{db}");
+        app.stop().await;
+    }
+}

@@ -1,0 +1,138 @@
+//! Hostile seat input (SPEC §14.3): one member's 200 requests at once leave one pending request
+//! (one `RoomSeatRequested`), the other 199 answer 409 `request_pending`; and every refusal —
+//! a taken seat, a member's moderation, a stranger's take, an index out of range, a body
+//! missing or adding a field, a room without seats — writes nothing: no command-log row, no
+//! outbox row, the room's version as it was.
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::{create, holders, outbox_count, refused, seat, seated};
+use crate::moderation::{error, events_of, join_all, room, written};
+use crate::support::app::{TestApp, settings};
+use crate::support::backends;
+
+const REQUESTS: usize = 200;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_two_hundred_requests_at_once_leave_one_pending() {
+    for db in backends().await {
+        let app = TestApp::start(settings(db.url(), None, &[])).await;
+        create(&app, "r1", "host", 8, "apply").await;
+        join_all(&app, "r1", &["bob"]).await;
+        let before = written(&db, &app, "r1").await;
+        let answers: Vec<(u16, Value)> = futures::stream::iter(0..REQUESTS)
+            .map(|_| seat(&app, "r1", "request", "bob", json!({})))
+            .buffer_unordered(REQUESTS)
+            .collect()
+            .await;
+        let applied = answers.iter().filter(|(s, _)| *s == 200).count();
+        assert_eq!(applied, 1, "{db}: one request applies");
+        for (status, answer) in answers.iter().filter(|(s, _)| *s != 200) {
+            assert_eq!((*status, error(answer).0), (409, "request_pending"), "{db}: {answer}");
+        }
+        let after = written(&db, &app, "r1").await;
+        assert_eq!(
+            (after.commands, after.outbox, after.version),
+            (before.commands + 1, before.outbox + 1, before.version + 1),
+            "{db}: one command written"
+        );
+        assert_eq!(outbox_count(&db, "r1", "RoomSeatRequested").await, 1, "{db}");
+        let requested = events_of(&app, "r1", "RoomSeatRequested").await;
+        assert_eq!(requested.len(), 1, "{db}: {requested:?}");
+        assert_eq!(requested[0]["payload"]["user_id"], "bob", "{db}");
+        assert!(requested[0]["payload"]["expires_at_ms"].as_i64() > Some(0), "{db}: {requested:?}");
+        assert_eq!(holders(&room(&app, "r1").await["seats"]), vec![None; 8], "{db}: a request seats nobody");
+        app.stop().await;
+    }
+}
+
+/// Asserts `actor`'s `action` with `body` on `room` is refused with `expect` and writes nothing.
+async fn writes_nothing(
+    db: &crate::support::TestDb,
+    app: &TestApp,
+    room: &str,
+    (action, actor, body): (&str, &str, Value),
+    expect: (u16, &str),
+) {
+    let before = written(db, app, room).await;
+    refused(app, room, action, actor, body.clone(), expect).await;
+    assert_eq!(
+        written(db, app, room).await,
+        before,
+        "{db}: {actor} {action} {body}: a refusal writes nothing"
+    );
+}
+
+#[tokio::test]
+async fn every_refusal_writes_nothing() {
+    for db in backends().await {
+        let app = TestApp::start(settings(db.url(), None, &[])).await;
+        create(&app, "r1", "alice", 2, "free").await;
+        join_all(&app, "r1", &["bob", "carol"]).await;
+        seated(&app, "r1", "take", "bob", json!({"index": 0})).await;
+        let seats_before = room(&app, "r1").await["seats"].clone();
+
+        let cases: Vec<((&str, &str, Value), (u16, &str))> = vec![
+            (("take", "carol", json!({"index": 0})), (409, "seat_occupied")),
+            (("take", "bob", json!({"index": 1})), (409, "already_seated")),
+            (("take", "zed", json!({"index": 1})), (409, "not_member")),
+            (("take", "carol", json!({"index": 2})), (400, "invalid_argument")),
+            (("take", "carol", json!({"index": 4_000_000_000u64})), (400, "invalid_argument")),
+            (("take", "carol", json!({"index": -1})), (400, "invalid_argument")),
+            (("take", "carol", json!({"index": 0, "accept": true})), (400, "invalid_argument")),
+            (("kick", "carol", json!({"index": 0})), (403, "forbidden")),
+            (("lock", "carol", json!({"index": 1, "locked": true})), (403, "forbidden")),
+            (("mute", "carol", json!({"index": 0, "muted": true})), (403, "forbidden")),
+            (("move", "carol", json!({"user_id": "bob", "to": 1, "policy": "cancel"})), (403, "forbidden")),
+            (("move", "bob", json!({"user_id": "bob", "to": 1, "policy": "force"})), (403, "forbidden")),
+            (("invite", "carol", json!({"user_id": "carol"})), (403, "forbidden")),
+            (("answer_request", "carol", json!({"user_id": "bob", "accept": true})), (403, "forbidden")),
+            (("kick", "alice", json!({"index": 1})), (409, "not_seated")),
+            (("kick", "alice", json!({"index": 2})), (400, "invalid_argument")),
+            (("kick", "alice", json!({})), (400, "invalid_argument")),
+            (("lock", "alice", json!({"index": 1})), (400, "invalid_argument")),
+            (("move", "alice", json!({"user_id": "bob", "to": 1})), (400, "invalid_argument")),
+            (("answer_request", "alice", json!({"user_id": "carol"})), (400, "invalid_argument")),
+            (("leave", "carol", json!({})), (409, "not_seated")),
+            (("request", "carol", json!({})), (409, "wrong_seat_mode")),
+            (("answer_invite", "carol", json!({"accept": true})), (409, "no_such_request")),
+            (
+                ("answer_request", "alice", json!({"user_id": "carol", "accept": true})),
+                (409, "no_such_request"),
+            ),
+            (("cancel_request", "carol", json!({})), (409, "no_such_request")),
+        ];
+        for (call, expect) in cases {
+            writes_nothing(&db, &app, "r1", call, expect).await;
+        }
+        assert_eq!(room(&app, "r1").await["seats"], seats_before, "{db}");
+
+        // A locked seat: nobody takes it, nobody moves onto it.
+        seated(&app, "r1", "lock", "alice", json!({"index": 1, "locked": true})).await;
+        writes_nothing(&db, &app, "r1", ("take", "carol", json!({"index": 1})), (409, "seat_locked")).await;
+        writes_nothing(&db, &app, "r1", ("take", "carol", json!({})), (409, "seats_full")).await;
+        let onto_locked = json!({"user_id": "bob", "to": 1, "policy": "force"});
+        writes_nothing(&db, &app, "r1", ("move", "alice", onto_locked), (409, "seat_locked")).await;
+
+        // A room without seats: every action is 409 seats_disabled; its view shows none.
+        create(&app, "plain", "alice", 0, "free").await;
+        join_all(&app, "plain", &["carol"]).await;
+        for (action, actor, body) in [
+            ("take", "carol", json!({})),
+            ("take", "carol", json!({"index": 0})),
+            ("request", "carol", json!({})),
+            ("lock", "alice", json!({"index": 0, "locked": true})),
+        ] {
+            writes_nothing(&db, &app, "plain", (action, actor, body), (409, "seats_disabled")).await;
+        }
+        let plain = room(&app, "plain").await;
+        assert_eq!(plain["seats"], json!([]), "{db}: {plain}");
+        // An unknown action is refused before any room is touched.
+        let before = written(&db, &app, "r1").await;
+        let (status, answer) = seat(&app, "r1", "dance", "carol", json!({})).await;
+        assert!([400, 404].contains(&status), "{db}: {answer}");
+        assert_eq!(written(&db, &app, "r1").await, before, "{db}: nothing written");
+        app.stop().await;
+    }
+}
