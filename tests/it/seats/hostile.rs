@@ -14,6 +14,9 @@ use crate::support::backends;
 
 const REQUESTS: usize = 200;
 
+/// A seat call: action, actor, body.
+type Call<'a> = (&'a str, &'a str, Value);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_members_two_hundred_requests_at_once_leave_one_pending() {
     for db in backends().await {
@@ -52,7 +55,7 @@ async fn writes_nothing(
     db: &crate::support::TestDb,
     app: &TestApp,
     room: &str,
-    (action, actor, body): (&str, &str, Value),
+    (action, actor, body): Call<'_>,
     expect: (u16, &str),
 ) {
     let before = written(db, app, room).await;
@@ -73,7 +76,7 @@ async fn every_refusal_writes_nothing() {
         seated(&app, "r1", "take", "bob", json!({"index": 0})).await;
         let seats_before = room(&app, "r1").await["seats"].clone();
 
-        let cases: Vec<((&str, &str, Value), (u16, &str))> = vec![
+        let cases: Vec<(Call, (u16, &str))> = vec![
             (("take", "carol", json!({"index": 0})), (409, "seat_occupied")),
             (("take", "bob", json!({"index": 1})), (409, "already_seated")),
             (("take", "zed", json!({"index": 1})), (409, "not_member")),
