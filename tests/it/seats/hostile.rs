@@ -95,7 +95,7 @@ async fn every_refusal_writes_nothing() {
             (("kick", "alice", json!({"index": 2})), (400, "invalid_argument")),
             (("kick", "alice", json!({})), (400, "invalid_argument")),
             (("lock", "alice", json!({"index": 1})), (400, "invalid_argument")),
-            (("move", "alice", json!({"user_id": "bob", "to": 1})), (400, "invalid_argument")),
+            (("move", "alice", json!({"user_id": "bob", "policy": "cancel"})), (400, "invalid_argument")),
             (("answer_request", "alice", json!({"user_id": "carol"})), (400, "invalid_argument")),
             (("leave", "carol", json!({})), (409, "not_seated")),
             (("request", "carol", json!({})), (409, "wrong_seat_mode")),
