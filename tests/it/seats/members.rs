@@ -12,29 +12,36 @@ use crate::moderation::{cid, events, join_all, ok, room};
 use crate::support::app::{TestApp, settings};
 use crate::support::backends;
 
-/// The events of `room` at `version`.
-async fn at_version(app: &TestApp, room: &str, version: u64) -> Vec<Value> {
-    let all = events(app, room).await;
-    all.into_iter().map(|(e, _)| e).filter(|e| e["room_version"] == version).collect()
+/// The events of `room` at `version` among `all`.
+fn at_version(all: &[Value], version: u64) -> Vec<&Value> {
+    all.iter().filter(|e| e["room_version"] == version).collect()
 }
 
-/// Asserts the command answered with `answer` made one event of `event_type`, one version after
-/// `before`, its payload carrying `seats` (held as `expected`) and the room showing the same.
-async fn frees_in_one_step(
-    app: &TestApp,
+/// Every event of `room`, once (the events API limits each reader's rate).
+async fn all_events(app: &TestApp, room: &str) -> Vec<Value> {
+    events(app, room).await.into_iter().map(|(e, _)| e).collect()
+}
+
+/// Who holds the seats, as `holders` answers it.
+fn seats(expected: &[Option<&str>]) -> Vec<Option<String>> {
+    expected.iter().map(|h| h.map(str::to_owned)).collect()
+}
+
+/// Asserts the command answered with `answer` took one version step after `before` and made one
+/// event, of `event_type`, whose payload carries the seats its answer shows, held as `expected`.
+fn frees_in_one_step(
+    all: &[Value],
     answer: &Value,
     before: u64,
     event_type: &str,
     expected: &[Option<&str>],
 ) {
-    let expected: Vec<Option<String>> = expected.iter().map(|h| h.map(str::to_owned)).collect();
     assert_eq!(answer["room_version"].as_u64(), Some(before + 1), "one version step: {answer}");
-    assert_eq!(holders(&answer["room"]["seats"]), expected, "the answer's room: {answer}");
-    let at = at_version(app, "r1", before + 1).await;
+    assert_eq!(holders(&answer["room"]["seats"]), seats(expected), "the answer's room: {answer}");
+    let at = at_version(all, before + 1);
     assert_eq!(at.len(), 1, "one event, no RoomSeatsChanged of its own: {at:?}");
     assert_eq!(at[0]["event_type"], event_type, "{at:?}");
-    assert_eq!(holders(&at[0]["payload"]["seats"]), expected, "its payload carries the seats: {at:?}");
-    assert_eq!(holders(&room(app, "r1").await["seats"]), expected);
+    assert_eq!(holders(&at[0]["payload"]["seats"]), seats(expected), "its payload carries the seats: {at:?}");
 }
 
 #[tokio::test]
@@ -43,31 +50,29 @@ async fn leaving_or_being_kicked_out_of_the_room_frees_the_seat_in_that_command(
         let app = TestApp::start(settings(db.url(), None, &[])).await;
         create(&app, "r1", "host", 3, "free").await;
         join_all(&app, "r1", &["bob", "carol", "dan"]).await;
+        let mut took = 0;
         for (n, user) in ["bob", "carol", "dan"].iter().enumerate() {
-            seated(&app, "r1", "take", user, json!({"index": n})).await;
+            took =
+                seated(&app, "r1", "take", user, json!({"index": n})).await["room_version"].as_u64().unwrap();
         }
-        let version = |v: &Value| v["version"].as_u64().unwrap();
-
-        let before = version(&room(&app, "r1").await);
         let (status, left) =
             app.post("/v1/rooms/r1/leave", json!({"command_id": cid("l"), "user_id": "bob"})).await;
         assert_eq!(status, 200, "{db}: {left}");
-        frees_in_one_step(&app, &left, before, "RoomUserLeft", &[None, Some("carol"), Some("dan")]).await;
-
-        let before = version(&room(&app, "r1").await);
         let kicked = ok(&app, "r1", "kicks", "host", json!({"user_id": "carol", "ban_s": 60})).await;
-        frees_in_one_step(&app, &kicked, before, "RoomUserKicked", &[None, None, Some("dan")]).await;
-        assert_eq!(outbox_count(&db, "r1", "RoomSeatsChanged").await, 3, "{db}: the three takes only");
-
         // A member leaving without a seat: its event carries no seats.
         join_all(&app, "r1", &["erin"]).await;
-        let (_, left) =
+        let (_, erin) =
             app.post("/v1/rooms/r1/leave", json!({"command_id": cid("l"), "user_id": "erin"})).await;
-        let at = at_version(&app, "r1", left["room_version"].as_u64().unwrap()).await;
-        assert!(at[0]["payload"].get("seats").is_none(), "{db}: {at:?}");
-
         // The kicked member cannot act on a seat it no longer holds.
         refused(&app, "r1", "leave", "carol", json!({}), (409, "not_seated")).await;
+        assert_eq!(holders(&room(&app, "r1").await["seats"]), seats(&[None, None, Some("dan")]), "{db}");
+
+        let all = all_events(&app, "r1").await;
+        frees_in_one_step(&all, &left, took, "RoomUserLeft", &[None, Some("carol"), Some("dan")]);
+        frees_in_one_step(&all, &kicked, took + 1, "RoomUserKicked", &[None, None, Some("dan")]);
+        let at = at_version(&all, erin["room_version"].as_u64().unwrap());
+        assert!(at[0]["payload"].get("seats").is_none(), "{db}: {at:?}");
+        assert_eq!(outbox_count(&db, "r1", "RoomSeatsChanged").await, 3, "{db}: the three takes only");
         app.stop().await;
     }
 }
@@ -122,7 +127,8 @@ async fn a_stale_seated_member_is_evicted_off_its_seat_in_one_command() {
         let view = room(&app, "r1").await;
         assert_eq!(view["version"].as_u64(), Some(before + 1), "{db}: one command: {view}");
         assert_eq!(holders(&view["seats"]), [None, None], "{db}: {view}");
-        let at = at_version(&app, "r1", before + 1).await;
+        let all = all_events(&app, "r1").await;
+        let at = at_version(&all, before + 1);
         assert_eq!(at.len(), 1, "{db}: {at:?}");
         let payload = &at[0]["payload"];
         assert_eq!(
