@@ -8,7 +8,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::{create, holders, outbox_count, refused, seat, seated};
-use crate::moderation::{error, events_of, join_all, room, written};
+use crate::moderation::{act, error, events_of, join_all, ok, room, written};
 use crate::support::app::{TestApp, settings};
 use crate::support::backends;
 
@@ -111,6 +111,26 @@ async fn every_refusal_writes_nothing() {
         }
         assert_eq!(room(&app, "r1").await["seats"], seats_before, "{db}");
 
+        // A member changes no seat mode; an admin moves no owner off its seat.
+        let before = written(&db, &app, "r1").await;
+        let (status, answer) = act(&app, "r1", "info", "carol", json!({"seat_mode": "apply"})).await;
+        assert_eq!((status, error(&answer).0), (403, "forbidden"), "{db}: {answer}");
+        assert_eq!(written(&db, &app, "r1").await, before, "{db}: nothing written");
+        ok(&app, "r1", "admins", "alice", json!({"user_id": "carol", "admin": true})).await;
+        join_all(&app, "r1", &["alice"]).await;
+        seated(&app, "r1", "leave", "bob", json!({})).await;
+        seated(&app, "r1", "take", "alice", json!({"index": 0})).await;
+        for (action, body) in [
+            ("kick", json!({"index": 0})),
+            ("lock", json!({"index": 0, "locked": true})),
+            ("mute", json!({"index": 0, "muted": true})),
+            ("move", json!({"user_id": "alice", "to": 1, "policy": "force"})),
+        ] {
+            writes_nothing(&db, &app, "r1", (action, "carol", body), (403, "forbidden")).await;
+        }
+        seated(&app, "r1", "leave", "alice", json!({})).await;
+        seated(&app, "r1", "take", "bob", json!({"index": 0})).await;
+
         // A locked seat: nobody takes it, nobody moves onto it.
         seated(&app, "r1", "lock", "alice", json!({"index": 1, "locked": true})).await;
         writes_nothing(&db, &app, "r1", ("take", "carol", json!({"index": 1})), (409, "seat_locked")).await;
@@ -129,6 +149,10 @@ async fn every_refusal_writes_nothing() {
         ] {
             writes_nothing(&db, &app, "plain", (action, actor, body), (409, "seats_disabled")).await;
         }
+        let before = written(&db, &app, "plain").await;
+        let (status, answer) = act(&app, "plain", "info", "alice", json!({"seat_mode": "apply"})).await;
+        assert_eq!((status, error(&answer).0), (409, "seats_disabled"), "{db}: {answer}");
+        assert_eq!(written(&db, &app, "plain").await, before, "{db}: nothing written");
         let plain = room(&app, "plain").await;
         assert_eq!(plain["seats"], json!([]), "{db}: {plain}");
         // An unknown action is refused before any room is touched.
@@ -136,6 +160,32 @@ async fn every_refusal_writes_nothing() {
         let (status, answer) = seat(&app, "r1", "dance", "carol", json!({})).await;
         assert!([400, 404].contains(&status), "{db}: {answer}");
         assert_eq!(written(&db, &app, "r1").await, before, "{db}: nothing written");
+        app.stop().await;
+    }
+}
+
+/// The room's 101st pending request (or invitation) is 409 `too_many_requests`, writing nothing;
+/// one answered makes room for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rooms_hundred_and_first_pending_request_is_refused() {
+    for db in backends().await {
+        let app = TestApp::start(settings(db.url(), None, &[])).await;
+        create(&app, "r1", "host", 2, "apply").await;
+        let users: Vec<String> = (0..=100).map(|n| format!("m{n:03}")).collect();
+        super::race::join_many(&app, "r1", &users).await;
+        let requests: Vec<(u16, Value)> = futures::stream::iter(&users[..100])
+            .map(|u| seat(&app, "r1", "request", u, json!({})))
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        assert!(requests.iter().all(|(s, _)| *s == 200), "{db}: 100 pending: {requests:?}");
+        let last = users[100].as_str();
+        writes_nothing(&db, &app, "r1", ("request", last, json!({})), (409, "too_many_requests")).await;
+        let invite = json!({"user_id": last});
+        writes_nothing(&db, &app, "r1", ("invite", "host", invite.clone()), (409, "too_many_requests")).await;
+        seated(&app, "r1", "answer_request", "host", json!({"user_id": "m000", "accept": false})).await;
+        seated(&app, "r1", "request", last, json!({})).await;
+        assert_eq!(outbox_count(&db, "r1", "RoomSeatRequested").await, 101, "{db}");
         app.stop().await;
     }
 }
