@@ -7,6 +7,7 @@ mod actions;
 mod churn;
 mod cluster;
 mod expiry;
+mod grpc;
 mod hostile;
 mod im_order;
 mod members;
