@@ -1,7 +1,7 @@
 //! The race of [`super::race`] through a forwarding node (SPEC §14.3, §11.4): two processes of
 //! one cluster, every command sent to the node that does not own the room. One take applies at
 //! the owner, the other 49 answers come back 409 `seat_occupied`, and IM gets one
-//! `RoomSeatsChanged`.
+//! `RoomSeatsChanged`; a request made through it expires once.
 
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ const RACERS: usize = 50;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_takes_through_a_forwarding_node_seat_exactly_one() {
-    let nodes = Nodes::start(2, &[]).await;
+    let nodes = Nodes::start(2, &[("ROOM_SERVICE__ROOMS__SEAT_REQUEST_TTL", "1s")]).await;
     let create = json!({"command_id": cid("c"), "room_id": "fw", "owner_id": "host", "title": "t",
         "seats": {"count": 2, "mode": "free"}});
     // Shards may still be settling right after start (503 not_owner): retry as documented.
@@ -67,4 +67,23 @@ async fn fifty_takes_through_a_forwarding_node_seat_exactly_one() {
     nodes.all_delivered(Duration::from_secs(20)).await;
     let sent = nodes.im.all_messages().into_iter().filter(|m| m.desc == "RoomSeatsChanged").count();
     assert_eq!(sent, 1, "IM got one RoomSeatsChanged");
+
+    // A request made through the other node expires once, at the owner, in the cluster.
+    let to_apply = json!({"command_id": cid("i"), "actor_id": "host", "seat_mode": "apply"});
+    let (status, body) = nodes.post(via, "/v1/rooms/fw/info", to_apply).await;
+    assert_eq!(status, 200, "{body}");
+    let request = json!({"command_id": cid("r"), "actor_id": users[1], "index": 1});
+    let (status, body) = nodes.post(via, "/v1/rooms/fw/seats/request", request).await;
+    assert_eq!(status, 200, "{body}");
+    let sql =
+        "SELECT COUNT(*) FROM room_outbox WHERE room_id = 'fw' AND event_type = 'RoomSeatRequestExpired'";
+    crate::delivery::eventually("the request expired", Duration::from_secs(10), || async {
+        nodes.db.scalar(sql).await == Some(1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(nodes.db.scalar(sql).await, Some(1), "expired once");
+    let again = json!({"command_id": cid("r"), "actor_id": users[1]});
+    let (status, body) = nodes.post(via, "/v1/rooms/fw/seats/request", again).await;
+    assert_eq!(status, 200, "asks again once expired: {body}");
 }

@@ -1,6 +1,7 @@
 //! A pending request or invitation runs out after `rooms.seat_request_ttl` (SPEC §14.3): one
 //! `RoomSeatRequestExpired` each, once, by the service's own timer; its user may then ask
-//! again; one answered in time never expires.
+//! again; one answered in time never expires; and pending requests, like the seats, survive a
+//! restart.
 
 use std::time::Duration;
 
@@ -76,6 +77,41 @@ async fn a_request_and_an_invitation_expire_exactly_once() {
         // Answered in time, neither expires later.
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         assert_eq!(outbox_count(&db, "r1", "RoomSeatRequestExpired").await, 2, "{db}");
+        app.stop().await;
+    }
+}
+
+/// The seats and the pending requests are stored (the seats in the room, each pending request
+/// a row): after a restart the seats are as they were, a pending request still blocks a second
+/// one, may still be answered, and one left unanswered expires once, by the new process.
+#[tokio::test]
+async fn seats_and_pending_requests_survive_a_restart_and_expire_once_after_it() {
+    for db in backends().await {
+        let ttl = [("rooms.seat_request_ttl", "2s")];
+        let app = TestApp::start(settings(db.url(), None, &ttl)).await;
+        create(&app, "r1", "host", 3, "apply").await;
+        join_all(&app, "r1", &["bob", "carol", "dan"]).await;
+        seated(&app, "r1", "invite", "host", json!({"user_id": "bob", "index": 2})).await;
+        seated(&app, "r1", "answer_invite", "bob", json!({"accept": true})).await;
+        seated(&app, "r1", "lock", "host", json!({"index": 0, "locked": true})).await;
+        seated(&app, "r1", "request", "carol", json!({})).await;
+        seated(&app, "r1", "request", "dan", json!({"index": 1})).await;
+        let before = room(&app, "r1").await;
+        app.stop().await;
+
+        let app = TestApp::start(settings(db.url(), None, &ttl)).await;
+        let after = room(&app, "r1").await;
+        assert_eq!((&after["seats"], &after["seat_mode"]), (&before["seats"], &before["seat_mode"]), "{db}");
+        refused(&app, "r1", "request", "carol", json!({}), (409, "request_pending")).await;
+        seated(&app, "r1", "answer_request", "host", json!({"user_id": "dan", "accept": true})).await;
+        expired(&db, "r1", 1).await;
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        let expired = events_of(&app, "r1", "RoomSeatRequestExpired").await;
+        let payloads: Vec<&Value> = expired.iter().map(|e| &e["payload"]).collect();
+        assert_eq!(payloads, [&json!({"user_id": "carol", "kind": "request"})], "{db}: once, carol's only");
+        let seats = holders(&room(&app, "r1").await["seats"]);
+        assert_eq!(seats, [None, Some("dan".into()), Some("bob".into())], "{db}");
+        seated(&app, "r1", "request", "carol", json!({})).await;
         app.stop().await;
     }
 }
