@@ -87,7 +87,7 @@ async fn a_request_and_an_invitation_expire_exactly_once() {
 #[tokio::test]
 async fn seats_and_pending_requests_survive_a_restart_and_expire_once_after_it() {
     for db in backends().await {
-        let ttl = [("rooms.seat_request_ttl", "2s")];
+        let ttl = [("rooms.seat_request_ttl", "3s")];
         let app = TestApp::start(settings(db.url(), None, &ttl)).await;
         create(&app, "r1", "host", 3, "apply").await;
         join_all(&app, "r1", &["bob", "carol", "dan"]).await;
