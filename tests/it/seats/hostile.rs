@@ -8,7 +8,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::{create, holders, outbox_count, refused, seat, seated};
-use crate::moderation::{act, error, events_of, join_all, ok, room, written};
+use crate::moderation::{act, cid, error, events_of, join_all, ok, room, written};
 use crate::support::app::{TestApp, settings};
 use crate::support::backends;
 
@@ -186,6 +186,35 @@ async fn the_rooms_hundred_and_first_pending_request_is_refused() {
         seated(&app, "r1", "answer_request", "host", json!({"user_id": "m000", "accept": false})).await;
         seated(&app, "r1", "request", last, json!({})).await;
         assert_eq!(outbox_count(&db, "r1", "RoomSeatRequested").await, 101, "{db}");
+        app.stop().await;
+    }
+}
+
+/// A room asking for more than 20 seats, an unknown mode or a field `seats` does not take is
+/// 400 naming it, and no room is made.
+#[tokio::test]
+async fn a_creation_with_bad_seats_is_400_naming_the_field() {
+    for db in backends().await {
+        let app = TestApp::start(settings(db.url(), None, &[])).await;
+        for (seats, field) in [
+            (json!({"count": 21, "mode": "free"}), "seats.count"),
+            (json!({"count": 2, "mode": "open"}), "seats.mode"),
+            (json!({"count": 2, "size": 3}), "size"),
+            (json!({"count": -1}), "seats.count"),
+        ] {
+            let body = json!({"command_id": cid("c"), "room_id": "bad", "owner_id": "host", "title": "t",
+                "seats": seats});
+            let (status, answer) = app.post("/v1/rooms", body).await;
+            let (code, message) = error(&answer);
+            assert_eq!((status, code), (400, "invalid_argument"), "{db}: {seats}: {answer}");
+            assert!(message.contains(field), "{db}: {seats}: {message}");
+        }
+        let (status, _) = app.get("/v1/rooms/bad").await;
+        assert_eq!(status, 404, "{db}: no room made");
+        assert_eq!(db.count("room_command_log").await, 0, "{db}: nothing written");
+        // 20 is the most.
+        create(&app, "big", "host", 20, "apply").await;
+        assert_eq!(holders(&room(&app, "big").await["seats"]), vec![None; 20], "{db}");
         app.stop().await;
     }
 }

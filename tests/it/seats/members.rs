@@ -139,3 +139,26 @@ async fn a_stale_seated_member_is_evicted_off_its_seat_in_one_command() {
         app.stop().await;
     }
 }
+
+/// The room's close leaves every seat and drops every pending request; a seat action on the
+/// closed room is 409 `room_closed`.
+#[tokio::test]
+async fn the_close_leaves_every_seat() {
+    for db in backends().await {
+        let app = TestApp::start(settings(db.url(), None, &[])).await;
+        create(&app, "r1", "host", 2, "apply").await;
+        join_all(&app, "r1", &["bob", "carol"]).await;
+        seated(&app, "r1", "invite", "host", json!({"user_id": "bob"})).await;
+        seated(&app, "r1", "answer_invite", "bob", json!({"accept": true})).await;
+        seated(&app, "r1", "request", "carol", json!({})).await;
+        let closed = ok(&app, "r1", "close", "host", json!({})).await;
+        assert_eq!(holders(&closed["room"]["seats"]), [None, None], "{db}: {closed}");
+        assert_eq!(holders(&room(&app, "r1").await["seats"]), [None, None], "{db}");
+        let accept = json!({"user_id": "carol", "accept": true});
+        refused(&app, "r1", "answer_request", "host", accept, (409, "room_closed")).await;
+        refused(&app, "r1", "take", "host", json!({}), (409, "room_closed")).await;
+        let pending = db.scalar("SELECT COUNT(*) FROM room_seat_request").await;
+        assert_eq!(pending, Some(0), "{db}: no pending request row left");
+        app.stop().await;
+    }
+}
