@@ -1,8 +1,8 @@
 //! The `Seat` method over gRPC (SPEC §14.3), under `auth.mode: none` with `actor_id` (or, for a
 //! self action, `user_id` alone): it answers like `POST /v1/rooms/{id}/seats/{action}`, a seat
 //! code is FAILED_PRECONDITION with `error-code`, a member's moderation PERMISSION_DENIED, a bad
-//! field INVALID_ARGUMENT naming it; the same call sent 20 times at once applies once; and no
-//! refusal writes a thing.
+//! field INVALID_ARGUMENT naming it; `ListSeats` shows the pending requests; the same call sent
+//! 20 times at once applies once; and no refusal writes a thing.
 
 use room_service::grpc::pb;
 use room_service::grpc::pb::room_service_client::RoomServiceClient;
@@ -150,6 +150,13 @@ async fn the_seat_method_answers_like_its_route_and_a_refusal_writes_nothing() {
         let requested = rooms.seat(call("dan", "request")).await.expect("request").into_inner();
         assert_eq!(requested.events[0].event_type, "RoomSeatRequested", "{db}");
         refused(&mut rooms, call("dan", "request"), Code::FailedPrecondition, "request_pending").await;
+        let listed =
+            rooms.list_seats(pb::ListSeatsRequest { room_id: "g1".into() }).await.expect("list").into_inner();
+        assert_eq!((listed.seat_mode.as_str(), listed.seats.len()), ("apply", 3), "{db}: {listed:?}");
+        let pending: Vec<(&str, &str, &str)> =
+            listed.pending.iter().map(|p| (p.user_id.as_str(), p.kind.as_str(), p.by.as_str())).collect();
+        assert_eq!(pending, [("dan", "request", "dan")], "{db}");
+        assert!(listed.pending[0].expires_at_ms > 0 && listed.pending[0].index.is_none(), "{db}: {listed:?}");
         let accept = pb::SeatRequest {
             user_id: Some("dan".into()),
             accept: Some(true),

@@ -4,6 +4,7 @@
 //! back from the events API and from the fake IM, as a client would.
 
 mod actions;
+mod auth;
 mod churn;
 mod cluster;
 mod expiry;
