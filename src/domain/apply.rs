@@ -150,7 +150,7 @@ pub fn apply(
         Command::SetAttributes { by, write } => draft.set_attributes(by, write)?,
         Command::Seat { by, action } => draft.seat(by, action, ctx)?,
         Command::ExpireSeatRequest { user_id, kind, expires_at_ms } => {
-            draft.expire_pending(user_id, *kind, *expires_at_ms, now)
+            draft.expire_pending(user_id, *kind, *expires_at_ms, now)?
         }
     };
     Ok(match events {

@@ -81,7 +81,7 @@ pub enum DomainError {
         /// The seat.
         index: u32,
     },
-    /// The user holds no seat (or the seat named is empty).
+    /// The user holds no seat.
     #[error("{user_id} holds no seat")]
     NotSeated {
         /// Who (or `seat <index>` for an empty seat).
@@ -116,9 +116,9 @@ pub enum DomainError {
         max: usize,
     },
     /// The action needs the other seat mode.
-    #[error("seat_mode: the room's seats are in {mode} mode")]
+    #[error("seat_mode: the room's seats are in {} mode", mode.as_str())]
     WrongSeatMode {
         /// The room's mode now.
-        mode: &'static str,
+        mode: crate::domain::SeatMode,
     },
 }

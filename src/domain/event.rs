@@ -283,7 +283,8 @@ mod tests {
             ),
             (
                 EventType::RoomUserLeft,
-                serde_json::json!({"user_id": name, "reason": "closed", "member_count": u64::MAX}),
+                serde_json::json!({"user_id": name, "reason": "closed", "member_count": u64::MAX,
+                    "seats": worst_seats(&name)}),
             ),
             (
                 EventType::RoomGiftSent,

@@ -25,6 +25,21 @@ pub enum SeatMode {
     Apply,
 }
 
+impl SeatMode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeatMode::Free => "free",
+            SeatMode::Apply => "apply",
+        }
+    }
+
+    /// The mode its wire name names.
+    pub fn parse(name: &str) -> Option<Self> {
+        [SeatMode::Free, SeatMode::Apply].into_iter().find(|m| m.as_str() == name)
+    }
+}
+
 /// What `POST /v1/rooms` asks for seats.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -111,6 +126,22 @@ pub enum MovePolicy {
     Force,
     /// Exchange the two seats' holders (owner/admin).
     Swap,
+}
+
+impl MovePolicy {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MovePolicy::Cancel => "cancel",
+            MovePolicy::Force => "force",
+            MovePolicy::Swap => "swap",
+        }
+    }
+
+    /// The policy its wire name names.
+    pub fn parse(name: &str) -> Option<Self> {
+        [MovePolicy::Cancel, MovePolicy::Force, MovePolicy::Swap].into_iter().find(|p| p.as_str() == name)
+    }
 }
 
 /// A seat command's action (SPEC §14.3), its wire name in `action`.
@@ -252,6 +283,14 @@ mod tests {
         }
         let expire =
             Command::ExpireSeatRequest { user_id: user(), kind: PendingKind::Invite, expires_at_ms: 7 };
+        for mode in [SeatMode::Free, SeatMode::Apply] {
+            assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
+            assert_eq!(SeatMode::parse(mode.as_str()), Some(mode));
+        }
+        for policy in [MovePolicy::Cancel, MovePolicy::Force, MovePolicy::Swap] {
+            assert_eq!(serde_json::to_value(policy).unwrap(), policy.as_str());
+            assert_eq!(MovePolicy::parse(policy.as_str()), Some(policy));
+        }
         let json = serde_json::to_string(&expire).unwrap();
         assert_eq!(serde_json::from_str::<Command>(&json).unwrap(), expire);
         // A room created without seats serialises as before seats existed (replays compare it).

@@ -236,29 +236,33 @@ impl RoomService {
         }
     }
 
-    /// The seat requests and invitations due at `now_ms` of the rooms this node owns, from a
-    /// scan of every room's in pages of `page`, until it found `limit` of its own.
+    /// The seat requests and invitations due at `now_ms` of the rooms this node owns after
+    /// `after` (`(room_id, user_id)`, key order), from a scan of every room's in pages of
+    /// `page`, until it found `limit` of its own; with where the next scan goes on from
+    /// (`None`: it reached the end).
     pub async fn due_seat_requests(
         &self,
         now_ms: i64,
+        after: (String, String),
         page: u32,
         limit: usize,
-    ) -> Result<Vec<DueSeatRequest>, RoomError> {
+    ) -> Result<(Vec<DueSeatRequest>, Option<(String, String)>), RoomError> {
         let repo = self.inner.commit.repo();
-        let (mut after, mut mine) = ((String::new(), String::new()), Vec::new());
+        let (mut after, mut mine) = (after, Vec::new());
         loop {
             let rows = repo.due_seat_requests(now_ms, (&after.0, &after.1), page).await?;
             let full = rows.len() == page as usize;
             if let Some(last) = rows.last() {
                 after = (last.room_id.clone(), last.user_id.clone());
             }
-            mine.extend(
-                rows.into_iter()
-                    .filter(|r| RoomId::parse(r.room_id.as_str()).is_ok_and(|room| self.owns(&room))),
-            );
-            if !full || mine.len() >= limit {
-                mine.truncate(limit);
-                return Ok(mine);
+            let owned =
+                |r: &DueSeatRequest| RoomId::parse(r.room_id.as_str()).is_ok_and(|room| self.owns(&room));
+            mine.extend(rows.into_iter().filter(owned));
+            if !full {
+                return Ok((mine, None));
+            }
+            if mine.len() >= limit {
+                return Ok((mine, Some(after)));
             }
         }
     }

@@ -1,8 +1,9 @@
 //! The mic seat commands (SPEC §14.3): who takes, leaves, requests, is invited to, is kicked
 //! from and moves between a room's seats, with the roles of [`super::moderation`]. A seat is
 //! only ever held by a member, and nobody holds two: every step below keeps both, and a member
-//! leaving the room (its own leave, a stale eviction, a kick, the close) leaves its seat and
-//! drops its pending request in the same command ([`Draft::unseat`]).
+//! leaving the room (its own leave, a stale eviction, a kick) leaves its seat and drops its
+//! pending request in the same command ([`Draft::unseat`]); the close empties them all
+//! ([`Draft::clear_seats`]).
 //!
 //! Each command makes exactly one event: `RoomSeatsChanged` (the whole list and its cause) when
 //! seats changed, else the request's or invitation's own event.
@@ -31,13 +32,19 @@ pub(super) fn new_seats(config: SeatConfig) -> Result<imbl::Vector<Seat>, Domain
             reason: format!("must be 0–{MAX_SEATS}"),
         });
     }
+    if config.count == 0 && config.mode != SeatMode::Free {
+        return Err(DomainError::InvalidArgument {
+            field: "seats.mode",
+            reason: "a room without seats has no seat mode (give seats.count)".into(),
+        });
+    }
     Ok((0..config.count).map(|index| Seat { index, user_id: None, locked: false, muted: false }).collect())
 }
 
 impl RoomState {
-    /// The seat `user` holds, if any.
+    /// The seat `user` holds, if any (its position in the list, which is its index).
     pub fn seat_of(&self, user: &UserId) -> Option<u32> {
-        self.seats.iter().find(|s| s.user_id.as_ref() == Some(user)).map(|s| s.index)
+        self.seats.iter().position(|s| s.user_id.as_ref() == Some(user)).map(|at| at as u32)
     }
 
     /// `index` as a position in the seat list: 409 without seats, 400 out of range.
@@ -133,7 +140,12 @@ impl Draft {
             SeatAction::Request { index } => self.request(by, *index, ctx.now_ms.saturating_add(ttl)),
             SeatAction::CancelRequest { user_id } => self.cancel(by, user_id.as_ref()),
             SeatAction::AnswerRequest { user_id, accept } => {
-                self.state.require(by, Role::Admin)?;
+                // Accepting seats anyone; turning down is acting on the requester.
+                if *accept {
+                    self.state.require(by, Role::Admin)?;
+                } else {
+                    self.state.may_moderate(by, user_id)?;
+                }
                 self.answer(by, user_id, PendingKind::Request, *accept, ctx.now_ms)
             }
             SeatAction::Invite { user_id, index } => {
@@ -144,7 +156,6 @@ impl Draft {
                 self.answer(by, &user, PendingKind::Invite, *accept, ctx.now_ms)
             }
             SeatAction::Kick { index } => {
-                self.state.require(by, Role::Admin)?;
                 let at = self.state.seat_at(*index)?;
                 let holder =
                     self.state.seats[at].user_id.clone().ok_or(DomainError::SeatEmpty { index: *index })?;
@@ -156,12 +167,12 @@ impl Draft {
             SeatAction::Mute { index, muted } => {
                 self.state.require(by, Role::Admin)?;
                 let at = self.state.seat_at(*index)?;
-                if self.state.seats[at].muted == *muted {
-                    return Ok(None);
-                }
                 let holder = self.state.seats[at].user_id.clone();
                 if let Some(holder) = &holder {
                     self.state.may_act_on_seat_of(by, holder)?;
+                }
+                if self.state.seats[at].muted == *muted {
+                    return Ok(None);
                 }
                 self.state.seats[at].muted = *muted;
                 Ok(Some(self.seats_changed("mute", holder.as_ref(), *index, by, json!({"muted": muted}))))
@@ -187,7 +198,7 @@ impl Draft {
     fn request(&mut self, by: &Actor, index: Option<u32>, expires_at_ms: i64) -> Step {
         let user = own(by)?;
         if self.state.seat_mode == SeatMode::Free {
-            return Err(DomainError::WrongSeatMode { mode: "free" });
+            return Err(DomainError::WrongSeatMode { mode: SeatMode::Free });
         }
         self.open_pending(user, PendingKind::Request, index, expires_at_ms, by)?;
         Ok(Some(vec![event(
@@ -241,16 +252,16 @@ impl Draft {
             _ => (own(by)?, PendingKind::Request),
         };
         if kind == PendingKind::Invite {
-            self.state.require(by, Role::Admin)?;
+            self.state.may_moderate(by, user)?;
         }
         self.take_pending(user, kind)?;
         Ok(Some(vec![closed(user, kind, "cancelled", by)]))
     }
 
     /// Accepts (seating its user) or turns down a pending request or invitation; one that ran
-    /// out at `now_ms` is no longer there to answer (its expiry is on its way).
+    /// out at `now_ms` can no longer be accepted (its expiry is on its way), only turned down.
     fn answer(&mut self, by: &Actor, user: &UserId, kind: PendingKind, accept: bool, now_ms: i64) -> Step {
-        if self.state.seat_pending.get(user).is_some_and(|p| p.expires_at_ms <= now_ms) {
+        if accept && self.state.seat_pending.get(user).is_some_and(|p| p.expires_at_ms <= now_ms) {
             return Err(DomainError::NoSuchRequest { user_id: user.to_string(), kind: kind.as_str() });
         }
         let pending = self.take_pending(user, kind)?;
@@ -268,12 +279,12 @@ impl Draft {
     fn lock(&mut self, by: &Actor, index: u32, locked: bool) -> Step {
         self.state.require(by, Role::Admin)?;
         let at = self.state.seat_at(index)?;
-        if self.state.seats[at].locked == locked {
-            return Ok(None);
-        }
         let holder = self.state.seats[at].user_id.clone();
         if let Some(holder) = &holder {
             self.state.may_act_on_seat_of(by, holder)?;
+        }
+        if self.state.seats[at].locked == locked {
+            return Ok(None);
         }
         let seat = &mut self.state.seats[at];
         seat.locked = locked;
@@ -304,7 +315,7 @@ impl Draft {
             if policy == MovePolicy::Cancel {
                 return Err(DomainError::SeatOccupied { index: to });
             }
-            self.state.may_moderate(by, holder)?;
+            self.state.may_act_on_seat_of(by, holder)?;
         }
         let back = if policy == MovePolicy::Swap { holder.clone() } else { None };
         self.state.seats[from as usize].user_id = back;
@@ -314,24 +325,32 @@ impl Draft {
     }
 
     /// A pending request or invitation ran out: `None` unless it is still the one pending
-    /// (same kind, same expiry) and due at `now_ms`.
+    /// (same kind, same expiry). Refused before it is due at `now_ms` (a clock stepped back
+    /// since the scan saw it due): a refusal is not logged, so the expiry runs again later,
+    /// where a logged no-op would replay forever.
     pub(super) fn expire_pending(
         &mut self,
         user: &UserId,
         kind: PendingKind,
         expires_at_ms: i64,
         now_ms: i64,
-    ) -> Option<Vec<Event>> {
-        let pending = self.state.seat_pending.get(user)?;
-        if pending.kind != kind || pending.expires_at_ms != expires_at_ms || now_ms < expires_at_ms {
-            return None;
+    ) -> Step {
+        if now_ms < expires_at_ms {
+            return Err(DomainError::InvalidArgument {
+                field: "expires_at_ms",
+                reason: format!("not due for {} ms", expires_at_ms - now_ms),
+            });
+        }
+        let Some(pending) = self.state.seat_pending.get(user) else { return Ok(None) };
+        if pending.kind != kind || pending.expires_at_ms != expires_at_ms {
+            return Ok(None);
         }
         let index = pending.index;
         self.drop_pending(user);
-        Some(vec![event(
+        Ok(Some(vec![event(
             EventType::RoomSeatRequestExpired,
             with_index(json!({"user_id": user, "kind": kind}), index),
-        )])
+        )]))
     }
 
     /// A member leaving the room leaves its seat and drops its pending request or invitation;
@@ -350,6 +369,10 @@ impl Draft {
         for seat in &mut self.state.seats {
             seat.user_id = None;
         }
+        self.drop_all_pending();
+    }
+
+    fn drop_all_pending(&mut self) {
         let users: Vec<UserId> = self.state.seat_pending.keys().cloned().collect();
         for user in &users {
             self.drop_pending(user);
@@ -365,10 +388,7 @@ impl Draft {
         }
         self.state.seat_mode = mode;
         if mode == SeatMode::Free {
-            let users: Vec<UserId> = self.state.seat_pending.keys().cloned().collect();
-            for user in &users {
-                self.drop_pending(user);
-            }
+            self.drop_all_pending();
         }
         Ok(true)
     }

@@ -57,6 +57,13 @@ fn a_room_has_the_seats_it_was_created_with_and_no_more_than_twenty() {
     let refused = crate::domain::apply(None, &create(21), &ctx(0));
     assert!(matches!(refused, Err(DomainError::InvalidArgument { field: "seats.count", .. })), "{refused:?}");
     assert_eq!(crate::domain::apply(None, &create(20), &ctx(0)).unwrap().state.seats.len(), 20);
+    let moded = Command::CreateRoom {
+        owner_id: user("o"),
+        title: "t".into(),
+        seats: SeatConfig { count: 0, mode: SeatMode::Apply },
+    };
+    let refused = crate::domain::apply(None, &moded, &ctx(0));
+    assert!(matches!(refused, Err(DomainError::InvalidArgument { field: "seats.mode", .. })), "{refused:?}");
     // Without seats, every action is 409 seats_disabled.
     let none = room(0, SeatMode::Free);
     assert_eq!(run(&none, take("m1", None)), Err(DomainError::SeatsDisabled));
@@ -130,7 +137,7 @@ fn in_apply_mode_a_member_requests_and_an_admin_answers() {
     // In free mode there is nothing to request.
     let free = room(2, SeatMode::Free);
     let refused = run(&free, seat("m1", SeatAction::Request { index: None }));
-    assert_eq!(refused, Err(DomainError::WrongSeatMode { mode: "free" }));
+    assert_eq!(refused, Err(DomainError::WrongSeatMode { mode: SeatMode::Free }));
 }
 
 #[test]
@@ -208,6 +215,10 @@ fn kick_lock_and_mute_are_the_owners_and_admins_and_spare_the_owner() {
     let kick = |actor: &str, index| seat(actor, SeatAction::Kick { index });
     assert_eq!(run(&state, kick("m2", 1)), Err(DomainError::Forbidden { needs: "admin" }));
     assert_eq!(run(&state, kick("adm", 0)), Err(DomainError::Forbidden { needs: "service" }));
+    // An admin muting the owner's seat is refused whatever the seat's state.
+    let muted_owner = run(&state, seat("owner", SeatAction::Mute { index: 0, muted: true })).unwrap().state;
+    let again = run(&muted_owner, seat("adm", SeatAction::Mute { index: 0, muted: true }));
+    assert_eq!(again, Err(DomainError::Forbidden { needs: "service" }));
     // Its own seat is anyone's with the role to kick, lock or mute: the owner's too.
     assert!(run(&state, seat("owner", SeatAction::Mute { index: 0, muted: true })).is_ok());
     assert!(run(&state, kick("owner", 0)).is_ok());
@@ -304,12 +315,19 @@ fn a_request_expires_once_when_due_and_only_the_one_pending() {
         kind: PendingKind::Request,
         expires_at_ms,
     };
-    assert!(!run_at(&state, expire(due), due - 1).unwrap().applied, "not due yet");
+    // Not due yet (a clock stepped back since the scan): refused, so never logged as a no-op.
+    assert!(matches!(
+        run_at(&state, expire(due), due - 1),
+        Err(DomainError::InvalidArgument { field: "expires_at_ms", .. })
+    ));
     assert!(!run_at(&state, expire(due + 1), due + 5).unwrap().applied, "another request's expiry");
     // Once due it can no longer be accepted, though its expiry has not run yet.
     let late = seat("adm", SeatAction::AnswerRequest { user_id: user("m1"), accept: true });
     let refused = run_at(&state, late, due);
     assert_eq!(refused, Err(DomainError::NoSuchRequest { user_id: "m1".into(), kind: "request" }));
+    // Turning it down still works (an operator clears it so).
+    let reject = seat("adm", SeatAction::AnswerRequest { user_id: user("m1"), accept: false });
+    assert!(run_at(&state, reject, due).unwrap().applied);
     let expired = run_at(&state, expire(due), due).unwrap();
     let event = only_event(&expired);
     assert_eq!(event.event_type, EventType::RoomSeatRequestExpired);

@@ -91,10 +91,9 @@ pub(super) fn list(kind: String, after: String, limit: u32) -> Result<Operation,
 pub(super) fn seat(m: pb::SeatRequest, caller: &Caller) -> Parsed {
     let policy = match m.policy.as_deref() {
         None => None,
-        Some("cancel") => Some(MovePolicy::Cancel),
-        Some("force") => Some(MovePolicy::Force),
-        Some("swap") => Some(MovePolicy::Swap),
-        Some(_) => return Err(invalid("policy", "must be cancel, force or swap")),
+        Some(name) => {
+            Some(MovePolicy::parse(name).ok_or_else(|| invalid("policy", "must be cancel, force or swap"))?)
+        }
     };
     let fields = SeatFields {
         actor_id: optional_user("actor_id", m.actor_id)?,
@@ -112,9 +111,5 @@ pub(super) fn seat(m: pb::SeatRequest, caller: &Caller) -> Parsed {
 
 /// `free` or `apply`.
 pub(super) fn seat_mode(field: &str, mode: &str) -> Result<SeatMode, Status> {
-    match mode {
-        "free" => Ok(SeatMode::Free),
-        "apply" => Ok(SeatMode::Apply),
-        _ => Err(invalid(field, "must be free or apply")),
-    }
+    SeatMode::parse(mode).ok_or_else(|| invalid(field, "must be free or apply"))
 }

@@ -56,11 +56,7 @@ pub(super) fn room(s: RoomSnapshot) -> pb::Room {
 }
 
 fn seat_mode(mode: SeatMode) -> String {
-    match mode {
-        SeatMode::Free => "free",
-        SeatMode::Apply => "apply",
-    }
-    .to_owned()
+    mode.as_str().to_owned()
 }
 
 fn seat(seat: Seat) -> pb::Seat {

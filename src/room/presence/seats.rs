@@ -41,48 +41,70 @@ pub fn expiry_command_id(
         .unwrap_or_else(|_| unreachable!("a hex digest is printable ASCII"))
 }
 
-/// Expires the due requests of the rooms this node owns, once; returns how many it expired.
-pub async fn expire_due(rooms: &RoomService, cancel: &CancellationToken) -> usize {
-    let due = match rooms.due_seat_requests(rooms.now_ms(), EXPIRY_SCAN_PAGE, EXPIRY_SCAN_LIMIT).await {
-        Ok(due) => due,
+/// Expires the due requests of the rooms this node owns after `cursor`, once; returns how
+/// many it expired, and moves `cursor` to where the next scan goes on from. A scan that stopped
+/// at its limit goes on after its last row next time, so rows that keep failing (a room that
+/// cannot load) never hold the others back; one that reached the end starts over.
+pub async fn expire_due(
+    rooms: &RoomService,
+    cursor: &mut (String, String),
+    cancel: &CancellationToken,
+) -> usize {
+    let now_ms = rooms.now_ms();
+    let due = match rooms.due_seat_requests(now_ms, cursor.clone(), EXPIRY_SCAN_PAGE, EXPIRY_SCAN_LIMIT).await
+    {
+        Ok((due, next)) => {
+            *cursor = next.unwrap_or_default();
+            due
+        }
         Err(error) => {
             tracing::warn!(%error, "Could not look for due seat requests");
             return 0;
         }
     };
-    let mut expired = 0;
+    let (mut expired, mut failed): (usize, Option<String>) = (0, None);
     for row in due {
         if cancel.is_cancelled() {
             break;
         }
-        expired += usize::from(expire(rooms, row).await);
+        // A room that failed once is left for the next scan: one warning a room a scan.
+        if failed.as_deref() == Some(row.room_id.as_str()) {
+            continue;
+        }
+        match expire(rooms, &row).await {
+            Ok(applied) => expired += usize::from(applied),
+            Err(error) => {
+                tracing::warn!(room_id = %row.room_id, %error, "Could not expire a seat request");
+                failed = Some(row.room_id);
+            }
+        }
     }
     expired
 }
 
 /// Expires one request; true when this call did.
-async fn expire(rooms: &RoomService, row: DueSeatRequest) -> bool {
-    let (Ok(room_id), Ok(user_id), Some(kind)) =
-        (RoomId::parse(row.room_id), UserId::parse(row.user_id), PendingKind::parse(&row.kind))
-    else {
-        return false;
-    };
+async fn expire(rooms: &RoomService, row: &DueSeatRequest) -> Result<bool, String> {
+    let room_id = RoomId::parse(row.room_id.as_str()).map_err(|e| e.to_string())?;
+    let user_id = UserId::parse(row.user_id.as_str()).map_err(|e| e.to_string())?;
+    let kind = PendingKind::parse(&row.kind).ok_or_else(|| format!("unknown kind {:?}", row.kind))?;
     let command_id = expiry_command_id(&room_id, &user_id, kind, row.expires_at_ms);
     let command = Command::ExpireSeatRequest { user_id, kind, expires_at_ms: row.expires_at_ms };
-    match rooms.submit(CommandRequest::new(room_id.clone(), command_id, "seat-expiry", command)).await {
-        Ok(r) => r.applied && !r.replayed,
-        Err(error) => {
-            tracing::warn!(room_id = %room_id, %error, "Could not expire a seat request");
-            false
-        }
+    match rooms.submit(CommandRequest::new(room_id, command_id, "seat-expiry", command)).await {
+        Ok(r) => Ok(r.applied && !r.replayed),
+        Err(error) => Err(error.to_string()),
     }
 }
 
 /// Expires due seat requests every [`scan_interval`] until cancelled.
 pub async fn run_seat_expiry(rooms: RoomService, ttl: Duration, cancel: CancellationToken) {
     let (rooms, stop) = (&rooms, &cancel);
+    let cursor = &std::sync::Mutex::new((String::new(), String::new()));
     every(scan_interval(ttl), true, &cancel, || async move {
-        let expired = expire_due(rooms, stop).await;
+        let mut at = cursor.lock().map(|c| c.clone()).unwrap_or_default();
+        let expired = expire_due(rooms, &mut at, stop).await;
+        if let Ok(mut c) = cursor.lock() {
+            *c = at;
+        }
         if expired > 0 {
             tracing::debug!(expired, "Expired seat requests");
         }

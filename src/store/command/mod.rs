@@ -132,7 +132,8 @@ pub trait CommandStore: Send + Sync {
     ) -> Result<Vec<String>, StoreError>;
 
     /// Up to `limit` pending seat requests and invitations of every room due at `now_ms` (the
-    /// node's clock, which set them), after `after` (`(room_id, user_id)`, key order).
+    /// scanning node's clock; a request's expiry was set on its owner's), after `after`
+    /// (`(room_id, user_id)`, key order).
     async fn due_seat_requests(
         &self,
         now_ms: i64,
