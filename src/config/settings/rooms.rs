@@ -27,7 +27,7 @@ pub struct RoomsSettings {
     pub max_admins: usize,
     /// A room with no member and no command for this long closes itself (`None`: never).
     pub idle_close_after: Option<Duration>,
-    /// How long a seat request or invitation stays pending (1s..=[`MAX_SEAT_REQUEST_TTL`]).
+    /// How long a seat request or invitation stays pending (1s..=`MAX_SEAT_REQUEST_TTL`).
     pub seat_request_ttl: Duration,
 }
 
