@@ -102,7 +102,7 @@ fn migrate_creates_the_schema_and_exits() {
         String::from_utf8_lossy(&tables.stdout).trim(),
         "['room_attribute', 'room_audit_log', 'room_cluster', 'room_cluster_node', 'room_command_log', \
          'room_event_consumer', 'room_gift_total', 'room_member', 'room_outbox', 'room_payment_refund', \
-         'room_restriction', 'room_shard_lease', 'room_snapshot']"
+         'room_restriction', 'room_seat_request', 'room_shard_lease', 'room_snapshot']"
     );
 }
 
