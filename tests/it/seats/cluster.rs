@@ -61,6 +61,11 @@ async fn fifty_takes_through_a_forwarding_node_seat_exactly_one() {
         assert_eq!(status, 200, "{view}");
         assert_eq!(holders(&view["seats"]), [Some(winner.clone()), None], "read via node {i}: {view}");
         assert_eq!(view["version"].as_u64(), Some(2 + RACERS as u64), "create, the joins, one take");
+        // The seat queue is read at the owner too (the operation crosses the hop).
+        let (status, queue) = nodes.get(i, "/v1/rooms/fw/seats").await;
+        assert_eq!(status, 200, "{queue}");
+        assert_eq!(holders(&queue["seats"]), [Some(winner.clone()), None], "queue via node {i}: {queue}");
+        assert_eq!(queue["pending"], json!([]), "{queue}");
     }
     let sql = "SELECT COUNT(*) FROM room_outbox WHERE room_id = 'fw' AND event_type = 'RoomSeatsChanged'";
     assert_eq!(nodes.db.scalar(sql).await, Some(1), "one RoomSeatsChanged written");

@@ -19,6 +19,26 @@ fn metadata<'a>(status: &'a tonic::Status, key: &str) -> &'a str {
     status.metadata().get(key).map_or("", |v| v.to_str().unwrap())
 }
 
+/// A client of `app`'s gRPC API with room `g1` of owner alice, `count` free seats, and
+/// `members` joined.
+async fn seated_room(app: &TestApp, count: u32, members: &[&str]) -> Client {
+    let channel = Channel::from_shared(format!("http://{}", app.app.grpc_addr)).unwrap().connect_lazy();
+    let mut rooms = RoomServiceClient::new(channel);
+    let create = pb::CreateRoomRequest {
+        command_id: cid("c"),
+        room_id: "g1".into(),
+        owner_id: "alice".into(),
+        title: "t".into(),
+        seats: Some(pb::SeatConfig { count, mode: "free".into() }),
+    };
+    rooms.create_room(create).await.expect("create");
+    for user in members {
+        let join = pb::MemberRequest { command_id: cid("j"), room_id: "g1".into(), user_id: (*user).into() };
+        rooms.join_room(join).await.expect("join");
+    }
+    rooms
+}
+
 /// A `Seat` call on `g1`: `action` by `actor`, no field set.
 fn call(actor: &str, action: &str) -> pb::SeatRequest {
     pb::SeatRequest {
@@ -63,20 +83,7 @@ async fn refused(rooms: &mut Client, request: pb::SeatRequest, code: Code, error
 async fn the_seat_method_answers_like_its_route_and_a_refusal_writes_nothing() {
     for db in backends().await {
         let app = TestApp::start(settings(db.url(), None, &[])).await;
-        let channel = Channel::from_shared(format!("http://{}", app.app.grpc_addr)).unwrap().connect_lazy();
-        let mut rooms = RoomServiceClient::new(channel);
-        let create = pb::CreateRoomRequest {
-            command_id: cid("c"),
-            room_id: "g1".into(),
-            owner_id: "alice".into(),
-            title: "t".into(),
-            seats: Some(pb::SeatConfig { count: 3, mode: "free".into() }),
-        };
-        rooms.create_room(create).await.expect("create");
-        for user in ["bob", "carol", "dan", "erin"] {
-            let join = pb::MemberRequest { command_id: cid("j"), room_id: "g1".into(), user_id: user.into() };
-            rooms.join_room(join).await.expect("join");
-        }
+        let mut rooms = seated_room(&app, 3, &["bob", "carol", "dan", "erin"]).await;
 
         let took = rooms.seat(at("bob", "take", 0)).await.expect("take").into_inner();
         assert!(took.applied, "{db}: {took:?}");
@@ -174,20 +181,7 @@ async fn the_seat_method_answers_like_its_route_and_a_refusal_writes_nothing() {
 async fn the_same_seat_call_twenty_times_at_once_applies_once() {
     for db in backends().await {
         let app = TestApp::start(settings(db.url(), None, &[])).await;
-        let channel = Channel::from_shared(format!("http://{}", app.app.grpc_addr)).unwrap().connect_lazy();
-        let mut rooms = RoomServiceClient::new(channel);
-        let create = pb::CreateRoomRequest {
-            command_id: cid("c"),
-            room_id: "g1".into(),
-            owner_id: "alice".into(),
-            title: "t".into(),
-            seats: Some(pb::SeatConfig { count: 2, mode: "free".into() }),
-        };
-        rooms.create_room(create).await.expect("create");
-        for user in ["bob", "carol"] {
-            let join = pb::MemberRequest { command_id: cid("j"), room_id: "g1".into(), user_id: user.into() };
-            rooms.join_room(join).await.expect("join");
-        }
+        let mut rooms = seated_room(&app, 2, &["bob", "carol"]).await;
         let same = at("bob", "take", 1);
         let answers = futures::future::join_all((0..20).map(|_| {
             let (mut rooms, same) = (rooms.clone(), same.clone());
