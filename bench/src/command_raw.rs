@@ -84,14 +84,7 @@ pub(crate) fn precompute(
                     gift_total = Some((user_id.to_string(), value, total.first_version as i64));
                 }
                 // B1 sends neither leaves, closes nor moderation commands.
-                Change::MemberLeft { .. }
-                | Change::MembersCleared
-                | Change::Restricted { .. }
-                | Change::Lifted { .. }
-                | Change::AttributeSet { .. }
-                | Change::AttributeDeleted { .. }
-                | Change::SeatPendingSet { .. }
-                | Change::SeatPendingDropped { .. } => {}
+                _ => {}
             }
         }
         let events: Vec<_> =

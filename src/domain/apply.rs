@@ -81,6 +81,39 @@ pub enum Change {
     },
 }
 
+/// What a [`Change`] does to the room's members, for whoever keeps them beside the state (the
+/// commit's member rows, the cell's presence): said once here, so a new kind of change is
+/// weighed in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberChange<'a> {
+    /// A member joined, at this time.
+    Joined(&'a UserId, i64),
+    /// A member left.
+    Left(&'a UserId),
+    /// Every member was removed.
+    Cleared,
+}
+
+impl Change {
+    /// The change to the members this is, if any.
+    pub fn member(&self) -> Option<MemberChange<'_>> {
+        match self {
+            Change::MemberJoined { user_id, joined_at_ms } => {
+                Some(MemberChange::Joined(user_id, *joined_at_ms))
+            }
+            Change::MemberLeft { user_id } => Some(MemberChange::Left(user_id)),
+            Change::MembersCleared => Some(MemberChange::Cleared),
+            Change::SenderTotal { .. }
+            | Change::Restricted { .. }
+            | Change::Lifted { .. }
+            | Change::AttributeSet { .. }
+            | Change::AttributeDeleted { .. }
+            | Change::SeatPendingSet { .. }
+            | Change::SeatPendingDropped { .. } => None,
+        }
+    }
+}
+
 /// Maximum gift count per command.
 pub const MAX_GIFT_COUNT: u32 = 9_999;
 /// Maximum value of one gift unit.

@@ -156,6 +156,7 @@ impl Draft {
                 self.answer(by, &user, PendingKind::Invite, *accept, ctx.now_ms)
             }
             SeatAction::Kick { index } => {
+                self.state.require(by, Role::Admin)?;
                 let at = self.state.seat_at(*index)?;
                 let holder =
                     self.state.seats[at].user_id.clone().ok_or(DomainError::SeatEmpty { index: *index })?;

@@ -7,7 +7,11 @@
 //! - a pending request or invitation belongs to a member without a seat, one per user, at most
 //!   [`MAX_PENDING_SEATS`] per room, and none is pending in free mode... unless invited;
 //! - every applied command makes exactly one event that reaches IM, and whenever the seats
-//!   changed, that event carries the whole new seat list (so the events rebuild the seats).
+//!   changed, that event carries the whole new seat list (so the events rebuild the seats);
+//! - the role matrix: what only the owner and admins do (answer, invite, kick, lock, mute, a
+//!   take in apply mode, moving someone or forcing and swapping) is never applied for a member,
+//!   and nobody but a service acts on someone of its rank or above (the owner, another admin)
+//!   other than itself.
 
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -15,7 +19,7 @@ use proptest::sample::select;
 
 use super::{Command, CommandContext, CommandId, RoomId, RoomState, UserId, apply};
 use crate::domain::{
-    Actor, EventType, LeaveReason, MAX_PENDING_SEATS, MovePolicy, PendingKind, SeatAction, SeatConfig,
+    Actor, EventType, LeaveReason, MAX_PENDING_SEATS, MovePolicy, PendingKind, Role, SeatAction, SeatConfig,
     SeatMode,
 };
 
@@ -109,6 +113,60 @@ fn ctx(now_ms: i64) -> CommandContext {
     }
 }
 
+/// The role of person `i` in `room`.
+fn role(room: &RoomState, i: usize) -> Role {
+    match actor(i) {
+        Actor::Service(_) => Role::Service,
+        Actor::User(u) => room.user_role(&u),
+    }
+}
+
+/// The rights the matrix asks of an applied seat action by `a` in `before` (restated from the
+/// spec): `Ok` when it may, else why not.
+fn check_rights(before: &RoomState, a: usize, action: &SeatAction) -> Result<(), TestCaseError> {
+    let mine = role(before, a);
+    let me = match actor(a) {
+        Actor::User(u) => Some(u),
+        Actor::Service(_) => None,
+    };
+    // A moderator acting on `user` (not itself) must outrank it.
+    let over = |user: &UserId| me.as_ref() == Some(user) || mine > before.user_role(user);
+    let holder = |index: u32| before.seats.get(index as usize).and_then(|s| s.user_id.clone());
+    let apply_mode = before.seat_mode == SeatMode::Apply;
+    let (admin_only, targets): (bool, Vec<UserId>) = match action {
+        SeatAction::Take { .. } => (apply_mode, vec![]),
+        SeatAction::Leave | SeatAction::Request { .. } | SeatAction::AnswerInvite { .. } => (false, vec![]),
+        SeatAction::CancelRequest { user_id } => {
+            let other = user_id.clone().filter(|u| me.as_ref() != Some(u));
+            (other.is_some(), other.into_iter().collect())
+        }
+        SeatAction::AnswerRequest { user_id, accept } => {
+            (true, if *accept { vec![] } else { vec![user_id.clone()] })
+        }
+        SeatAction::Invite { .. } => (true, vec![]),
+        SeatAction::Kick { index } | SeatAction::Lock { index, .. } | SeatAction::Mute { index, .. } => {
+            (true, holder(*index).into_iter().collect())
+        }
+        SeatAction::Move { user_id, to, policy } => {
+            let itself = me.as_ref() == Some(user_id);
+            let mut targets = if itself { vec![] } else { vec![user_id.clone()] };
+            if *policy != MovePolicy::Cancel {
+                targets.extend(holder(*to));
+            }
+            (!itself || apply_mode || *policy != MovePolicy::Cancel, targets)
+        }
+    };
+    prop_assert!(!admin_only || mine >= Role::Admin, "{action:?} applied for a {mine:?}");
+    for target in &targets {
+        prop_assert!(
+            over(target),
+            "{action:?} by a {mine:?} applied on {target} ({:?})",
+            before.user_role(target)
+        );
+    }
+    Ok(())
+}
+
 fn check_invariants(room: &RoomState) -> Result<(), TestCaseError> {
     let mut seated = Vec::new();
     for seat in &room.seats {
@@ -173,6 +231,9 @@ fn run(mode: SeatMode, ops: &[(Op, u32)]) -> Result<(), TestCaseError> {
         let command = command(&room, op);
         if let Ok(applied) = apply(Some(&room), &command, &ctx(now_ms)) {
             if applied.applied {
+                if let Op::Seat { actor: a, action } = op {
+                    check_rights(&room, *a, action)?;
+                }
                 check_events(&room, &applied.state, &applied.events)?;
             } else {
                 prop_assert_eq!(&applied.state, &room, "a no-op changed the room");

@@ -12,8 +12,8 @@ use super::outcome::{LoggedEvent, LoggedOutcome};
 use crate::cluster::shard_of;
 use crate::delivery::codec;
 use crate::domain::{
-    Attribute, Change, PendingKind, PendingSeat, Restriction, RestrictionKind, RoomId, RoomSnapshot,
-    RoomState, SenderTotal, StoredRestriction, UserId,
+    Attribute, Change, MemberChange, PendingKind, PendingSeat, Restriction, RestrictionKind, RoomId,
+    RoomSnapshot, RoomState, SenderTotal, StoredRestriction, UserId,
 };
 use crate::room::error::RoomError;
 use crate::room::options::CommitStats;
@@ -378,24 +378,18 @@ struct NetMembers {
 
 impl NetMembers {
     fn record(&mut self, change: &Change) {
-        match change {
-            Change::MemberJoined { user_id, joined_at_ms } => {
-                self.last.insert(user_id.clone(), Some(*joined_at_ms));
+        match change.member() {
+            Some(MemberChange::Joined(user_id, joined_at_ms)) => {
+                self.last.insert(user_id.clone(), Some(joined_at_ms));
             }
-            Change::MemberLeft { user_id } => {
+            Some(MemberChange::Left(user_id)) => {
                 self.last.insert(user_id.clone(), None);
             }
-            Change::MembersCleared => {
+            Some(MemberChange::Cleared) => {
                 self.cleared = true;
                 self.last.clear();
             }
-            Change::SenderTotal { .. }
-            | Change::Restricted { .. }
-            | Change::Lifted { .. }
-            | Change::AttributeSet { .. }
-            | Change::AttributeDeleted { .. }
-            | Change::SeatPendingSet { .. }
-            | Change::SeatPendingDropped { .. } => {}
+            None => {}
         }
     }
 

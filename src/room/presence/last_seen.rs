@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::domain::{Change, DomainError, RoomState, RoomStatus, UserId};
+use crate::domain::{Change, DomainError, MemberChange, RoomState, RoomStatus, UserId};
 
 /// The answer to heartbeats of members of one room.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,9 +85,7 @@ impl LastSeen {
         changes: &[Change],
         now_ms: i64,
     ) {
-        let members_changed = changes.iter().any(|c| {
-            matches!(c, Change::MemberJoined { .. } | Change::MemberLeft { .. } | Change::MembersCleared)
-        });
+        let members_changed = changes.iter().any(|c| c.member().is_some());
         let open = state.is_some_and(|s| s.status == RoomStatus::Open);
         if !members_changed
             && open
@@ -99,21 +97,15 @@ impl LastSeen {
         match guard.as_mut() {
             Some(Loaded { epoch: loaded, room: Room::Open(members) }) if *loaded == epoch && open => {
                 for change in changes {
-                    match change {
-                        Change::MemberJoined { user_id, joined_at_ms } => {
-                            members.insert(user_id.clone(), AtomicI64::new(*joined_at_ms));
+                    match change.member() {
+                        Some(MemberChange::Joined(user_id, joined_at_ms)) => {
+                            members.insert(user_id.clone(), AtomicI64::new(joined_at_ms));
                         }
-                        Change::MemberLeft { user_id } => {
+                        Some(MemberChange::Left(user_id)) => {
                             members.remove(user_id);
                         }
-                        Change::MembersCleared => members.clear(),
-                        Change::SenderTotal { .. }
-                        | Change::Restricted { .. }
-                        | Change::Lifted { .. }
-                        | Change::AttributeSet { .. }
-                        | Change::AttributeDeleted { .. }
-                        | Change::SeatPendingSet { .. }
-                        | Change::SeatPendingDropped { .. } => {}
+                        Some(MemberChange::Cleared) => members.clear(),
+                        None => {}
                     }
                 }
             }
