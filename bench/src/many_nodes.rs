@@ -15,6 +15,9 @@ use sqlx::mysql::MySqlPool;
 
 use crate::support;
 
+/// The nodes' shared secret of the cluster hop (`cluster.secret`).
+const CLUSTER_SECRET: &str = "b8-bench-cluster-secret-of-32-bytes-at-least";
+
 /// The local Redis the cluster's shard directory lives in (its keys are named by the
 /// database's cluster id, so a benchmark database never meets the tests' keys).
 const REDIS_URL: &str = "redis://127.0.0.1:6379/";
@@ -66,6 +69,7 @@ impl Nodes {
                 ("node_id", &id),
                 ("http.listen", &listen),
                 ("cluster.enabled", "true"),
+                ("cluster.secret", CLUSTER_SECRET),
                 ("cluster.advertise_url", &base),
                 ("cluster.expected_nodes", &expected),
                 ("redis.url", REDIS_URL),

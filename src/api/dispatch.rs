@@ -54,6 +54,7 @@ pub async fn verify_caller(auth: &Auth, credential: Option<&[u8]>, read: bool) -
 /// Runs `request` here: the one place an operation meets the room service's API, for both
 /// edges and for hops.
 async fn execute(state: &AppState, request: RoomRequest) -> Result<Outcome, ApiError> {
+    request.operation.check()?;
     let RoomRequest { room_id, operation, sender } = request;
     let caller = &sender.caller;
     match operation {

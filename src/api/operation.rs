@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::error::ApiError;
+use super::rooms::{MAX_MEMBERS_LIMIT, check_heartbeat_ids};
 use crate::auth::Caller;
 use crate::domain::{
     Command, CommandId, MemberView, PendingKind, RestrictionKind, RoomId, RoomSnapshot, Seat, SeatMode,
@@ -142,6 +143,28 @@ impl Operation {
     /// True for a read: it needs a token only when reads are not public (`auth.public_reads`).
     pub fn is_read(&self) -> bool {
         matches!(self, Operation::Snapshot | Operation::Members { .. })
+    }
+
+    /// The bounds every operation keeps, whichever edge or hop it came by: the room's owner
+    /// checks them before it runs one (the edges refuse the same while parsing, with the same
+    /// words), so no page is sized by a caller's number. 400 naming the field.
+    pub fn check(&self) -> Result<(), ApiError> {
+        let page = |limit: usize| {
+            if (1..=MAX_MEMBERS_LIMIT as usize).contains(&limit) {
+                Ok(())
+            } else {
+                Err(ApiError::invalid("limit", format!("must be an integer from 1 to {MAX_MEMBERS_LIMIT}")))
+            }
+        };
+        match self {
+            Operation::Members { limit, .. } | Operation::Moderation { limit, .. } => page(*limit),
+            Operation::Heartbeats { user_ids } => check_heartbeat_ids(user_ids),
+            // A command's fields are the domain's to bound, who may ask for it the policy's.
+            Operation::Command { .. }
+            | Operation::Heartbeat { .. }
+            | Operation::Snapshot
+            | Operation::Seats => Ok(()),
+        }
     }
 }
 

@@ -142,7 +142,7 @@ pub async fn members_page(
     limit: usize,
 ) -> Result<MembersPage, ApiError> {
     // One more than asked tells whether another page follows.
-    let mut members = state.rooms.members(room_id, after, limit + 1).await?;
+    let mut members = state.rooms.members(room_id, after, limit.saturating_add(1)).await?;
     let next_after = (members.len() > limit).then(|| {
         members.truncate(limit);
         members.last().map(|m| m.user_id.clone())

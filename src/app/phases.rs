@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 use super::{auth, pack_limits, wallet};
-use crate::api::forward::{Forwarder, hop_limit};
+use crate::api::forward::{Forwarder, Seal, hop_limit};
 use crate::api::read_limit::ReadLimiter;
 use crate::api::readiness::DbPing;
 use crate::api::{AppState, Lifecycle, NodeInfo};
@@ -150,7 +150,8 @@ impl Apis {
             .as_ref()
             .map(|k| {
                 let body_limit = hop_limit(http_settings.body_limit_bytes);
-                Forwarder::new(k.cluster(), http_settings.request_timeout, body_limit)
+                let seal = Seal::new(&settings.cluster.hop_secrets);
+                Forwarder::new(k.cluster(), http_settings.request_timeout, body_limit, seal)
             })
             .transpose()
             .context("cluster forwarding client")?;

@@ -1,12 +1,15 @@
-//! What a caller may do (SPEC §12.3): act only as itself — CreateRoom's `owner_id`,
-//! Join/Leave's and a heartbeat's `user_id`, SendGift's `sender_id` must be the caller; the
-//! batch heartbeat needs a service token; a service (or, with `mode: none`, anyone) acts for
-//! anyone. A moderation command's actor (`by`, SPEC §14.2) must be the caller too: a user
+//! What a caller may do (docs/API.md "Authentication"): act only as itself — CreateRoom's
+//! `owner_id`, Join/Leave's and a heartbeat's `user_id`, SendGift's `sender_id` must be the
+//! caller; the batch heartbeat needs a service token; a service (or, with `mode: none`,
+//! anyone) acts for anyone. A moderation command's actor (`by`) must be the caller too: a user
 //! itself, a service its own `svc:<name>` or any user it acts for; only an anonymous caller
-//! (mode none) closes a room naming nobody. What the actor's role allows, only the room knows.
+//! (mode none) closes a room naming nobody. The service's timer-driven commands (an idle
+//! close, a stale eviction, a seat request's expiry) are nobody's to ask for. Who asks for a
+//! command is the command's own exhaustive decision ([`Command::actor`]); what the actor's
+//! role allows, only the room knows.
 
 use super::{AuthError, Caller};
-use crate::domain::{Actor, Command, UserId};
+use crate::domain::{Acting, Actor, Command, UserId};
 
 /// What a request asks to do, as far as authorization goes.
 #[derive(Debug, Clone, Copy)]
@@ -21,28 +24,29 @@ pub enum Act<'a> {
 
 /// Refuses `act` unless `caller` may do it (a role in the room is the room's to check).
 pub fn authorize(caller: &Caller, act: Act<'_>) -> Result<(), AuthError> {
-    let (field, user) = match act {
-        Act::Command(Command::CreateRoom { owner_id, .. }) => ("owner_id", owner_id),
-        Act::Command(Command::JoinRoom { user_id } | Command::LeaveRoom { user_id, .. }) => {
-            ("user_id", user_id)
-        }
-        Act::Command(Command::SendGift { sender_id, .. }) => ("sender_id", sender_id),
-        Act::Command(command @ Command::CloseRoom { .. }) => {
-            return actor_is_caller(caller, command.by(), true);
-        }
-        Act::Command(command) if command.by().is_some() => {
-            return actor_is_caller(caller, command.by(), false);
-        }
-        Act::Command(_) => return Ok(()),
-        Act::Heartbeat(user_id) => ("user_id", user_id),
-        Act::Heartbeats if matches!(caller, Caller::User(_)) => {
-            return Err(AuthError::Forbidden {
+    match act {
+        Act::Command(command) => match command.actor() {
+            Acting::User { field, user } => user_is_caller(caller, field, user),
+            Acting::By(actor) => actor_is_caller(caller, Some(actor)),
+            Acting::Nobody => actor_is_caller(caller, None),
+            Acting::Timer { field } => Err(AuthError::Forbidden {
+                field,
+                why: "only the service itself issues this command (it is timer-driven)",
+            }),
+        },
+        Act::Heartbeat(user_id) => user_is_caller(caller, "user_id", user_id),
+        Act::Heartbeats => match caller {
+            Caller::User(_) => Err(AuthError::Forbidden {
                 field: "user_ids",
                 why: "the batch heartbeat needs a service token",
-            });
-        }
-        Act::Heartbeats => return Ok(()),
-    };
+            }),
+            Caller::Service(_) | Caller::Anonymous => Ok(()),
+        },
+    }
+}
+
+/// Refuses unless `caller` may act as `user`, named by `field`.
+fn user_is_caller(caller: &Caller, field: &'static str, user: &UserId) -> Result<(), AuthError> {
     if caller.may_act_as(user) {
         Ok(())
     } else {
@@ -53,15 +57,14 @@ pub fn authorize(caller: &Caller, act: Act<'_>) -> Result<(), AuthError> {
     }
 }
 
-/// Refuses a command whose actor is not `caller` (nobody: only an anonymous caller's close,
-/// when `nobody_ok`).
-fn actor_is_caller(caller: &Caller, by: Option<&Actor>, nobody_ok: bool) -> Result<(), AuthError> {
+/// Refuses a command whose actor is not `caller` (nobody: only an anonymous caller's close).
+fn actor_is_caller(caller: &Caller, by: Option<&Actor>) -> Result<(), AuthError> {
     let ok = match (by, caller) {
         (Some(Actor::User(user)), _) => caller.may_act_as(user),
         (Some(Actor::Service(name)), Caller::Service(me)) => name == me,
-        (Some(Actor::Service(_)), _) => false,
-        (None, Caller::Anonymous) => nobody_ok,
-        (None, _) => false,
+        (Some(Actor::Service(_)), Caller::User(_) | Caller::Anonymous) => false,
+        (None, Caller::Anonymous) => true,
+        (None, Caller::User(_) | Caller::Service(_)) => false,
     };
     if ok {
         Ok(())
@@ -144,5 +147,38 @@ mod tests {
         let close_by_nobody = Command::CloseRoom { by: None, idle: false };
         assert_eq!(field_of(authorize(&Caller::Anonymous, Act::Command(&close_by_nobody))), None);
         assert_eq!(field_of(authorize(&bob, Act::Command(&close_by_nobody))), Some("actor_id"));
+    }
+
+    #[test]
+    fn the_services_timer_driven_commands_are_refused_from_every_caller() {
+        let leave = |reason| Command::LeaveRoom { user_id: user("bob"), reason };
+        let timers = [
+            (Command::CloseRoom { by: None, idle: true }, "idle"),
+            (Command::CloseRoom { by: Some(Actor::User(user("bob"))), idle: true }, "idle"),
+            (leave(LeaveReason::Stale), "reason"),
+            (leave(LeaveReason::Closed), "reason"),
+            (
+                Command::ExpireSeatRequest {
+                    user_id: user("bob"),
+                    kind: crate::domain::PendingKind::Request,
+                    expires_at_ms: 1,
+                },
+                "command",
+            ),
+        ];
+        let callers = [Caller::User(user("bob")), Caller::Service("ops".into()), Caller::Anonymous];
+        for (command, field) in &timers {
+            for caller in &callers {
+                assert_eq!(
+                    field_of(authorize(caller, Act::Command(command))),
+                    Some(*field),
+                    "{caller:?} {command:?}"
+                );
+            }
+        }
+        assert_eq!(
+            field_of(authorize(&Caller::User(user("bob")), Act::Command(&leave(LeaveReason::User)))),
+            None
+        );
     }
 }

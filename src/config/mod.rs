@@ -34,7 +34,7 @@ pub use error::ConfigError;
 pub use settings::{
     AuthMode, AuthSettings, Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings,
     DEFAULT_BATCH_SIZE, DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL, DEFAULT_PUBLISH_TIMEOUT,
-    DEFAULT_STATS_INTERVAL, DatabaseSettings, GrpcSettings, HistorySettings, HttpSettings,
+    DEFAULT_STATS_INTERVAL, DatabaseSettings, GrpcSettings, HistorySettings, HopSecrets, HttpSettings,
     IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, JwtSettings, LogFormat, LogSettings,
     MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_FORCED_PER_SEC, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS,
     MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_IN_FLIGHT_PER_ROOM, MAX_QUEUE_SPANS, MAX_SYNC_PUBLISH_WAIT,
@@ -161,8 +161,36 @@ fn load_from(
     let origins = Origins { env, file };
 
     let raw: RawConfig = figment.extract_lossy().map_err(|e| origins.map_figment(e))?;
+    env_only_secrets(&raw, &origins)?;
     let settings = validate::validate(raw.clone(), source, hostname).map_err(|e| origins.annotate(e))?;
     Ok((settings, raw))
+}
+
+/// The cluster's secrets come from the environment only: one in a file (committed, copied
+/// into images) is refused, naming the key.
+fn env_only_secrets(raw: &RawConfig, origins: &Origins) -> Result<(), ConfigError> {
+    let set =
+        [("cluster.secret", &raw.cluster.secret), ("cluster.secret_previous", &raw.cluster.secret_previous)];
+    let mut in_file: Vec<ConfigError> = set
+        .into_iter()
+        .filter(|(key, value)| !value.is_empty() && !origins.env.contains_key(*key))
+        .map(|(key, _)| ConfigError::InvalidValue {
+            key: key.to_owned(),
+            origin: origins.file.as_ref().map(|f| format!("file {}", f.display())),
+            reason: format!(
+                "set it from the environment only ({ENV_PREFIX}{}), never in a file",
+                key.replace('.', "__").to_ascii_uppercase()
+            ),
+        })
+        .collect();
+    match in_file.pop() {
+        None => Ok(()),
+        Some(one) if in_file.is_empty() => Err(one),
+        Some(last) => {
+            in_file.push(last);
+            Err(ConfigError::Multiple(in_file))
+        }
+    }
 }
 
 /// `ROOM_SERVICE__TENCENT_IM__SECRET_KEY` → `tencent_im.secret_key`.

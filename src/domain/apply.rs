@@ -171,7 +171,9 @@ pub fn apply(
         Command::SendGift { sender_id, receiver_id, gift_id, count, unit_value } => {
             Some(draft.send_gift(sender_id, receiver_id, gift_id, *count, *unit_value)?)
         }
-        Command::CloseRoom { by, idle } => draft.close(by.as_ref(), *idle, now)?,
+        Command::CloseRoom { by, idle } => {
+            draft.close(by.as_ref(), idle.then_some(ctx.idle_close_after_ms), now)?
+        }
         Command::SetAdmin { by, user_id, admin } => draft.set_admin(by, user_id, *admin, ctx.max_admins)?,
         Command::MuteUser { by, user_id, duration_s } => draft.mute(by, user_id, *duration_s, now)?,
         Command::KickUser { by, user_id, ban_s, reason } => {
@@ -281,22 +283,31 @@ impl Draft {
 
     /// The room closes, every member removed, with the live's summary: by its owner, an
     /// operator, or itself when `idle` (`None` when a member came in meanwhile).
+    /// Closes the room: an owner's or a service's close, or (`idle`: `Some` of
+    /// `rooms.idle_close_after`) the service's idle close, which applies only to a room that
+    /// has had no member and no command for that long (never while idle close is off).
     fn close(
         &mut self,
         by: Option<&Actor>,
-        idle: bool,
+        idle: Option<Option<i64>>,
         now_ms: i64,
     ) -> Result<Option<Vec<Event>>, DomainError> {
         let next = &mut self.state;
         let reason = match (idle, by) {
-            (true, _) if !next.members.is_empty() => return Ok(None),
-            (true, _) => CloseReason::Idle,
-            (false, Some(Actor::Service(_))) => CloseReason::Admin,
-            (false, Some(actor)) => {
+            (Some(after), _) => {
+                let quiet =
+                    after.is_some_and(|after| next.figures.last_command_ms <= now_ms.saturating_sub(after));
+                if !next.members.is_empty() || !quiet {
+                    return Ok(None);
+                }
+                CloseReason::Idle
+            }
+            (None, Some(Actor::Service(_))) => CloseReason::Admin,
+            (None, Some(actor)) => {
                 next.require(actor, moderation::Role::Owner)?;
                 CloseReason::Owner
             }
-            (false, None) => CloseReason::Owner,
+            (None, None) => CloseReason::Owner,
         };
         let removed = next.members.len();
         next.members = Default::default();

@@ -89,6 +89,28 @@ pub struct InfoChange {
     pub seat_mode: Option<SeatMode>,
 }
 
+/// Who asks for a command ([`Command::actor`]), as authorization sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acting<'a> {
+    /// A user, named by the command's `field`: the caller itself (or a service acting for it).
+    User {
+        /// The field that names it.
+        field: &'static str,
+        /// The user.
+        user: &'a UserId,
+    },
+    /// The actor the command names in `by` (a moderator, a closer): the caller itself.
+    By(&'a Actor),
+    /// Nobody: a close without an actor (an anonymous caller's, under `auth.mode: none`).
+    Nobody,
+    /// The service's own timer (an idle close, a stale eviction, a seat request's expiry):
+    /// never a caller's, whoever it is; `field` is what makes it the timer's.
+    Timer {
+        /// The field at fault in a caller's request.
+        field: &'static str,
+    },
+}
+
 /// Why a member left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -284,6 +306,33 @@ impl Command {
         }
     }
 
+    /// Who asks for this command, as authorization sees it: one exhaustive decision per
+    /// command, so a new command does not compile until it says who may send it.
+    pub fn actor(&self) -> Acting<'_> {
+        match self {
+            Command::CreateRoom { owner_id, .. } => Acting::User { field: "owner_id", user: owner_id },
+            Command::JoinRoom { user_id } => Acting::User { field: "user_id", user: user_id },
+            Command::LeaveRoom { user_id, reason } => match reason {
+                LeaveReason::User => Acting::User { field: "user_id", user: user_id },
+                // A stale eviction is the presence worker's, a close's leaves the room's own.
+                LeaveReason::Stale | LeaveReason::Closed => Acting::Timer { field: "reason" },
+            },
+            Command::SendGift { sender_id, .. } => Acting::User { field: "sender_id", user: sender_id },
+            Command::CloseRoom { idle: true, .. } => Acting::Timer { field: "idle" },
+            Command::CloseRoom { by: Some(by), idle: false } => Acting::By(by),
+            Command::CloseRoom { by: None, idle: false } => Acting::Nobody,
+            Command::SetAdmin { by, .. }
+            | Command::MuteUser { by, .. }
+            | Command::KickUser { by, .. }
+            | Command::UnbanUser { by, .. }
+            | Command::MuteAll { by, .. }
+            | Command::UpdateRoomInfo { by, .. }
+            | Command::SetAttributes { by, .. }
+            | Command::Seat { by, .. } => Acting::By(by),
+            Command::ExpireSeatRequest { .. } => Acting::Timer { field: "command" },
+        }
+    }
+
     /// The user the command acts as: the owner it creates a room for, who joins or leaves, who
     /// sends a gift, the user a moderation command acts as (`by`); `None` for a command naming
     /// nobody (a service's or an anonymous close).
@@ -316,4 +365,8 @@ pub struct CommandContext {
     pub max_admins: usize,
     /// `rooms.seat_request_ttl`, in milliseconds.
     pub seat_request_ttl_ms: i64,
+    /// `rooms.idle_close_after`, in milliseconds (`None`: never): an idle close applies only
+    /// to a room with no member and no command for this long, as the room finds it at the
+    /// close's turn.
+    pub idle_close_after_ms: Option<i64>,
 }

@@ -274,6 +274,7 @@ mod tests {
             now_ms: i64::MIN,
             max_admins: crate::domain::DEFAULT_MAX_ADMINS,
             seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
+            idle_close_after_ms: None,
         };
         assert!(crate::domain::UserId::parse(name.clone()).is_ok());
         let payloads = [
@@ -397,6 +398,7 @@ mod tests {
             now_ms: 1,
             max_admins: crate::domain::DEFAULT_MAX_ADMINS,
             seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
+            idle_close_after_ms: None,
         };
         let envelope =
             |event_type, payload| EventEnvelope::new(Event { event_type, payload }, &ctx, 2, uuid_like());

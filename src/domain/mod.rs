@@ -17,7 +17,9 @@ mod state;
 pub use apply::attributes::{MAX_ATTRIBUTE_VALUE_BYTES, MAX_ATTRIBUTES};
 pub use apply::moderation::{DEFAULT_BAN_S, DEFAULT_MAX_ADMINS, MAX_RESTRICTION_S, Role};
 pub use apply::{Applied, Change, MAX_GIFT_COUNT, MAX_UNIT_VALUE, MemberChange, apply};
-pub use command::{Actor, AttributeWrite, CloseReason, Command, CommandContext, InfoChange, LeaveReason};
+pub use command::{
+    Acting, Actor, AttributeWrite, CloseReason, Command, CommandContext, InfoChange, LeaveReason,
+};
 pub use error::DomainError;
 pub use event::{ENVELOPE_ID_HEX, Event, EventEnvelope, EventType, LARGEST_IM_EVENT_BYTES, envelope_id};
 pub use ids::{CommandId, GiftId, IdError, RESERVED_COMMAND_PREFIX, RequestId, RoomId, UserId};

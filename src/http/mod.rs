@@ -40,7 +40,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::api::forward::hop_limit;
+use crate::api::forward::HOP_PATH;
 use crate::api::{ApiError, AppState, BATCH_HEARTBEAT_BYTES};
 use crate::config::HttpSettings;
 use crate::secret::Secret;
@@ -127,14 +127,14 @@ pub fn public_router(state: AppState, options: PublicOptions) -> Router {
         .route("/v1/rooms/{room_id}/seats", get(seats::list))
         .route("/v1/rooms/{room_id}/seats/{action}", post(seats::seat))
         // Before the handlers forward: a request is verified where it arrives, and by the owner.
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), caller::authenticate))
-        // The owner's end of the cluster hop (`api::forward::HOP_PATH`), which verifies the
-        // caller's credential itself, per operation; its body holds the largest request.
-        .route(
-            "/internal/v1/operations",
-            post(hop::serve).layer(DefaultBodyLimit::max(hop_limit(options.body_limit))),
-        )
-        .route_layer(edge::layer(options.request_timeout, options.max_in_flight));
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), caller::authenticate));
+    // The owner's end of the cluster hop (`api::forward::HOP_PATH`), with a cluster only: it
+    // verifies the sending node's seal, then the caller's credential itself, per operation.
+    let v1 = match &state.forwarder {
+        Some(_) => v1.route(HOP_PATH, post(hop::serve)),
+        None => v1,
+    }
+    .route_layer(edge::layer(options.request_timeout, options.max_in_flight));
     let health = Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz));
     outer_layers(with_fallbacks(v1.merge(health)), options.body_limit).with_state(state)
 }

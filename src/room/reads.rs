@@ -105,13 +105,14 @@ impl RoomService {
         let mut merged: Vec<StoredRestriction> = kinds
             .into_iter()
             .flat_map(|kind| {
-                room.restrictions_page(kind, now_ms, after, limit + 1)
+                room.restrictions_page(kind, now_ms, after, limit.saturating_add(1))
                     .into_iter()
                     .map(move |(u, r)| (kind, u, r))
             })
             .collect();
         merged.sort_by(|a, b| (&a.1, a.0).cmp(&(&b.1, b.0)));
-        let mut page = Vec::with_capacity(limit);
+        // Never sized by the caller's number: the page holds at most what was merged.
+        let mut page = Vec::with_capacity(limit.min(merged.len()));
         let mut more = false;
         for entry in merged {
             let same_user = page.last().is_some_and(|last: &StoredRestriction| last.1 == entry.1);

@@ -73,7 +73,7 @@ pub fn describe_all() {
 }
 
 /// The counters without labels: exported at 0 from startup by [`init_unlabelled_counters`].
-pub const UNLABELLED_COUNTERS: [&str; 12] = [
+pub const UNLABELLED_COUNTERS: [&str; 13] = [
     OUTBOX_CLAIMED_TOTAL,
     OUTBOX_LEASE_LOST_TOTAL,
     OUTBOX_PURGED_ROWS_TOTAL,
@@ -86,6 +86,7 @@ pub const UNLABELLED_COUNTERS: [&str; 12] = [
     TRACE_EXPORTS_FAILED_TOTAL,
     TRACE_FORCED_REFUSED_TOTAL,
     HISTORY_READS_LIMITED_TOTAL,
+    HOPS_REFUSED_TOTAL,
 ];
 
 /// The `reason`s of `room_trace_spans_dropped_total` (`telemetry::traces`'s queue).

@@ -69,6 +69,9 @@ declare_metrics! {
     HISTORY_READS_LIMITED_TOTAL: Counter(Count) = "room_history_reads_limited_total";
     /// Room requests forwarded to the node owning the room, by `result` (ok|error).
     COMMANDS_FORWARDED_TOTAL: Counter(Count) = "room_commands_forwarded_total";
+    /// Calls of the cluster hop's route refused because no node of this cluster sealed them
+    /// (no seal, another secret, a changed body, or sealed over a minute away from this clock).
+    HOPS_REFUSED_TOTAL: Counter(Count) = "room_cluster_hops_refused_total";
     /// Shards whose lease this node holds (all 1024 without a cluster).
     CLUSTER_SHARDS_OWNED: Gauge(Count) = "room_cluster_shards_owned";
     /// Age of the oldest committed event a consumer has not passed yet, by `consumer` (0: caught up).

@@ -11,6 +11,7 @@
 //! answers 503 `not_owner`, and the client's retry is routed afresh). Each forwarded request
 //! counts in `room_commands_forwarded_total{result}`.
 
+pub mod seal;
 pub mod wire;
 
 use std::time::Duration;
@@ -22,6 +23,7 @@ use super::operation::{Outcome, RoomRequest};
 use crate::cluster::{Cluster, Located, Owner};
 use crate::telemetry::{names, traces};
 
+pub use seal::Seal;
 pub use wire::{FORWARDED_BY, HOP_PATH, hop_limit};
 
 /// Longest wait for a shard between owners (a handoff, or a dead owner's lease expiring is
@@ -31,29 +33,41 @@ const SETTLE_PATIENCE: Duration = Duration::from_secs(3);
 /// What an owner answered: the operation's outcome, or its refusal.
 type Answered = Result<Outcome, ApiError>;
 
-/// The forwarding client and the limits of a hop.
+/// The forwarding client, the limits of a hop and its [`Seal`].
 #[derive(Debug, Clone)]
 pub struct Forwarder {
     cluster: Cluster,
     client: reqwest::Client,
     body_limit: usize,
+    seal: Seal,
 }
 
 impl Forwarder {
     /// Forwards through `cluster` with hops bounded by `timeout`; a hop's body up to
-    /// `body_limit` ([`hop_limit`] of `http.body_limit_bytes`, as the owner's route takes).
-    pub fn new(cluster: Cluster, timeout: Duration, body_limit: usize) -> reqwest::Result<Self> {
+    /// `body_limit` ([`hop_limit`] of `http.body_limit_bytes`, as the owner's route takes),
+    /// each sealed with `seal` (which also verifies the hops this node serves).
+    pub fn new(cluster: Cluster, timeout: Duration, body_limit: usize, seal: Seal) -> reqwest::Result<Self> {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(1))
             .pool_max_idle_per_host(64)
             .build()?;
-        Ok(Self { cluster, client, body_limit })
+        Ok(Self { cluster, client, body_limit, seal })
     }
 
     /// The cluster routed through.
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
+    }
+
+    /// The seal hops are signed and verified with.
+    pub fn seal(&self) -> &Seal {
+        &self.seal
+    }
+
+    /// The largest hop body.
+    pub fn body_limit(&self) -> usize {
+        self.body_limit
     }
 
     /// Carries `request` to its room's owner: its answer, or the error this node answers in
@@ -95,7 +109,8 @@ impl Forwarder {
     }
 
     async fn send(&self, owner: &Owner, request: &RoomRequest, body: Bytes) -> Option<Answered> {
-        let headers = wire::headers(request, self.cluster.node_id());
+        let mut headers = wire::headers(request, self.cluster.node_id());
+        self.seal.sign(&body, std::time::SystemTime::now(), &mut headers);
         let hop = self.client.post(format!("{}{HOP_PATH}", owner.url)).headers(headers).body(body);
         let answered = async {
             let response = hop.send().await?;

@@ -96,6 +96,25 @@ pub fn encode(request: &RoomRequest, limit: usize) -> Result<Bytes, ApiError> {
     Ok(Bytes::from(body))
 }
 
+/// The hop in `body`, at the owner: exactly the form [`encode`] writes, else 400. A field no
+/// node sends (unknown, or misplaced) is refused as the edges refuse one, never ignored; the
+/// operation's bounds and who may ask for it are checked after, as for an edge's request.
+pub fn decode_hop(body: &[u8]) -> Result<Hop, ApiError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::invalid("body", format!("not JSON: {e}")))?;
+    let hop: Hop = serde_json::from_value(value.clone())
+        .map_err(|e| ApiError::invalid("operation", format!("not an operation: {e}")))?;
+    // Cannot fail (see `encode`); a hop that does not come back as it was sent is refused.
+    let canonical = serde_json::to_value(&hop).unwrap_or(serde_json::Value::Null);
+    if canonical != value {
+        return Err(ApiError::invalid(
+            "operation",
+            "holds a field no node sends (unknown, or out of place): only a node's own encoding is served",
+        ));
+    }
+    Ok(hop)
+}
+
 /// The hop's headers for `request` from node `node_id`; within the `forward` span, whose trace
 /// context they carry.
 pub fn headers(request: &RoomRequest, node_id: &str) -> HeaderMap {
@@ -236,6 +255,35 @@ mod tests {
         let without = serde_json::from_slice::<Hop>(&encode(&request(None), 1024).unwrap()).unwrap();
         assert_eq!(without.budget_ms, None);
         assert_eq!(encode(&sent, body.len() - 1).unwrap_err().code, "too_large");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_owner_reads_back_only_what_a_node_writes() {
+        let body = encode(&request(Some(Instant::now() + Duration::from_millis(800))), 4096).unwrap();
+        let hop = decode_hop(&body).unwrap();
+        assert_eq!(hop.budget_ms, Some(800));
+        let mut value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        for extra in [
+            ("/extra", serde_json::json!(1)),
+            ("/operation/extra", serde_json::json!(1)),
+            ("/operation/command/extra", serde_json::json!(1)),
+        ] {
+            let mut changed = value.clone();
+            let (parent, key) = extra.0.rsplit_once('/').unwrap();
+            changed.pointer_mut(parent).unwrap()[key] = extra.1;
+            let refused = decode_hop(&serde_json::to_vec(&changed).unwrap()).unwrap_err();
+            assert_eq!(
+                (refused.status, refused.code.as_ref()),
+                (StatusCode::BAD_REQUEST, "invalid_argument"),
+                "{changed}"
+            );
+        }
+        value["operation"]["op"] = "explode".into();
+        assert_eq!(
+            decode_hop(&serde_json::to_vec(&value).unwrap()).unwrap_err().status,
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(decode_hop(b"[1").unwrap_err().status, StatusCode::BAD_REQUEST);
     }
 
     #[test]

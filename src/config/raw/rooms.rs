@@ -16,6 +16,11 @@ pub(crate) struct RawCluster {
     /// Lifetime of a shard lease on the database clock; renewed every 3/10 of it, and a node
     /// that could not renew for 7/10 of it stops serving the shard.
     pub lease_ttl: RawDuration,
+    /// The nodes' shared secret (≥ 32 bytes, from the environment only): every hop is signed
+    /// with it, and only a hop it signed is served.
+    pub secret: Secret,
+    /// A second secret also accepted (never signed with): the other secret of a rotation.
+    pub secret_previous: Secret,
 }
 
 impl Default for RawCluster {
@@ -25,6 +30,8 @@ impl Default for RawCluster {
             advertise_url: String::new(),
             expected_nodes: 1,
             lease_ttl: RawDuration::new("10s"),
+            secret: Secret::default(),
+            secret_previous: Secret::default(),
         }
     }
 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::secret::Secret;
+
 /// Largest accepted `rooms.max_commit_batch`.
 pub const MAX_COMMIT_BATCH: usize = 1000;
 /// Longest accepted `rooms.sync_publish_wait`.
@@ -88,6 +90,18 @@ pub struct ClusterSettings {
     pub expected_nodes: u32,
     /// Lifetime of a shard lease (database clock).
     pub lease_ttl: Duration,
+    /// The secrets of the cluster hop: the one hops are signed with, and any also accepted
+    /// (empty without a cluster).
+    pub hop_secrets: HopSecrets,
+}
+
+/// The secrets of the cluster hop (`cluster.secret`, `cluster.secret_previous`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HopSecrets {
+    /// Signs every hop this node sends, and is accepted.
+    pub signing: Secret,
+    /// Also accepted, never signed with (a rotation's other secret).
+    pub previous: Option<Secret>,
 }
 
 impl ClusterSettings {

@@ -221,9 +221,27 @@ fn cluster_needs_a_shared_mysql_database_and_an_advertised_url() {
     );
     refuses("cluster: {expected_nodes: 0}\n", "cluster.expected_nodes");
     refuses("cluster: {lease_ttl: \"10m\"}\n", "cluster.lease_ttl");
-    let s = ok(&format!(
-        "{MYSQL}cluster: {{enabled: true, advertise_url: \"http://10.0.0.5:8080/\", expected_nodes: 3}}\n"
-    ));
+    let cluster = "cluster: {enabled: true, advertise_url: \"http://10.0.0.5:8080/\", expected_nodes: 3}\n";
+    let secret = ("ROOM_SERVICE__CLUSTER__SECRET", "0123456789abcdef0123456789abcdef");
+    let message = fails_on(&format!("{MYSQL}{cluster}"), &[], "cluster.secret");
+    assert!(message.contains("ROOM_SERVICE__CLUSTER__SECRET"), "{message}");
+    fails_on(
+        &format!("{MYSQL}{cluster}"),
+        &[("ROOM_SERVICE__CLUSTER__SECRET", "too short")],
+        "cluster.secret",
+    );
+    fails_on(
+        &format!("{MYSQL}{cluster}"),
+        &[secret, ("ROOM_SERVICE__CLUSTER__SECRET_PREVIOUS", "short")],
+        "cluster.secret_previous",
+    );
+    // From a file never, even a good one; and it is never echoed.
+    let in_file = "cluster: {secret: \"0123456789abcdef0123456789abcdef-file\"}\n";
+    let message = fails_on(in_file, &[], "cluster.secret");
+    assert!(message.contains("environment") && !message.contains("abcdef"), "{message}");
+    let s = load_yaml(&format!("{MYSQL}{cluster}"), &[secret]).expect("a cluster with its secret");
+    assert_eq!(s.cluster.hop_secrets.signing.expose(), secret.1);
+    assert!(!format!("{:?}", s.cluster).contains(secret.1), "never printed");
     assert!(s.cluster.enabled);
     assert_eq!(s.cluster.advertise_url, "http://10.0.0.5:8080");
     assert_eq!(s.cluster.expected_nodes, 3);

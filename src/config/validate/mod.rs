@@ -17,7 +17,7 @@ use super::rules::{
 };
 use super::settings::{
     AuthSettings, Backend, ClusterSettings, ConfigSource, ConsumerSettings, ConsumersSettings,
-    DEFAULT_BATCH_SIZE, DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HistorySettings,
+    DEFAULT_BATCH_SIZE, DEFAULT_PUBLISH_TIMEOUT, DatabaseSettings, GrpcSettings, HistorySettings, HopSecrets,
     HttpSettings, IM_BATCH_BYTES_RANGE, ImBatchSettings, ImRateLimitSettings, LogFormat, LogSettings,
     MAX_BATCH_SIZE, MAX_COMMIT_BATCH, MAX_FORCED_PER_SEC, MAX_HISTORY_AGE, MAX_HISTORY_EVENTS,
     MAX_HTTP_LIMIT, MAX_IM_BATCH_EVENTS, MAX_IN_FLIGHT, MAX_IN_FLIGHT_PER_ROOM, MAX_QUEUE_SPANS,
@@ -71,6 +71,7 @@ pub(crate) fn validate(
             advertise_url: String::new(),
             expected_nodes: 1,
             lease_ttl: Duration::from_secs(10),
+            hop_secrets: HopSecrets::default(),
         },
         redis: redis(&mut p, raw.redis),
         wallet: wallet(&mut p, raw.wallet),

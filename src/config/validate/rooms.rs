@@ -167,7 +167,31 @@ pub(super) fn cluster(p: &mut Problems, raw: RawCluster, backend: Backend) -> Cl
             }
         }
     }
-    ClusterSettings { enabled: raw.enabled, advertise_url, expected_nodes, lease_ttl }
+    let hop_secrets = hop_secrets(p, raw.enabled, raw.secret, raw.secret_previous);
+    ClusterSettings { enabled: raw.enabled, advertise_url, expected_nodes, lease_ttl, hop_secrets }
+}
+
+/// Shortest `cluster.secret` (and `cluster.secret_previous`), in bytes: an HMAC-SHA256 key.
+pub const MIN_CLUSTER_SECRET_BYTES: usize = 32;
+
+/// `cluster.secret` is required with a cluster, and both secrets are at least
+/// [`MIN_CLUSTER_SECRET_BYTES`] long (the loader refuses either from a file).
+fn hop_secrets(p: &mut Problems, enabled: bool, secret: Secret, previous: Secret) -> HopSecrets {
+    let blank = |s: Secret| Some(s).filter(|s| !s.expose().trim().is_empty());
+    let (secret, previous) = (blank(secret), blank(previous));
+    for (key, value) in [("cluster.secret", &secret), ("cluster.secret_previous", &previous)] {
+        if value.as_ref().is_some_and(|s| s.expose().len() < MIN_CLUSTER_SECRET_BYTES) {
+            p.add(key, format!("must be at least {MIN_CLUSTER_SECRET_BYTES} bytes (a random secret, the same on every node)"));
+        }
+    }
+    if enabled && secret.is_none() {
+        p.add(
+            "cluster.secret",
+            "required when cluster.enabled: the nodes' shared secret that signs every hop \
+             (ROOM_SERVICE__CLUSTER__SECRET, at least 32 bytes)",
+        );
+    }
+    HopSecrets { signing: secret.unwrap_or_default(), previous }
 }
 
 pub(super) fn wallet(p: &mut Problems, raw: RawWallet) -> WalletSettings {

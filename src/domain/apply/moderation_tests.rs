@@ -258,12 +258,23 @@ fn the_close_tells_its_reason_and_the_lives_summary() {
 }
 
 #[test]
-fn an_idle_close_closes_only_an_empty_room() {
+fn an_idle_close_closes_only_a_room_empty_and_silent_for_idle_close_after() {
+    let idle = Command::CloseRoom { by: None, idle: true };
+    let at = |now_ms, after: Option<i64>| CommandContext { idle_close_after_ms: after, ..ctx(now_ms) };
     let room = room();
-    assert!(!run(&room, Command::CloseRoom { by: None, idle: true }).unwrap().applied, "members came");
+    let members_came = crate::domain::apply(Some(&room), &idle, &at(1_000_000, Some(1))).unwrap();
+    assert!(!members_came.applied, "members came");
     let create =
         Command::CreateRoom { owner_id: user("owner"), title: "Live".into(), seats: Default::default() };
-    let empty = crate::domain::apply(None, &create, &ctx(0)).unwrap().state;
-    let closed = run(&empty, Command::CloseRoom { by: None, idle: true }).unwrap();
-    assert_eq!(closed.events[0].payload["reason"], "idle");
+    let empty = crate::domain::apply(None, &create, &at(0, None)).unwrap().state;
+    // Created at 0: silent for 5 s at 5_000, not at 4_999; never while idle close is off.
+    for (now_ms, after, applies) in
+        [(4_999, Some(5_000), false), (5_000, Some(5_000), true), (9_999_999, None, false)]
+    {
+        let closed = crate::domain::apply(Some(&empty), &idle, &at(now_ms, after)).unwrap();
+        assert_eq!(closed.applied, applies, "at {now_ms} after {after:?}");
+        if applies {
+            assert_eq!(closed.events[0].payload["reason"], "idle");
+        }
+    }
 }

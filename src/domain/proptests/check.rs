@@ -52,6 +52,7 @@ pub(super) fn ctx(step: usize) -> CommandContext {
         now_ms: 1_000 + step as i64,
         max_admins: crate::domain::DEFAULT_MAX_ADMINS,
         seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
+        idle_close_after_ms: None,
     }
 }
 

@@ -115,6 +115,7 @@ fn ctx(now_ms: i64) -> CommandContext {
         now_ms,
         max_admins: MAX_ADMINS,
         seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
+        idle_close_after_ms: None,
     }
 }
 

@@ -110,6 +110,7 @@ fn ctx(now_ms: i64) -> CommandContext {
         now_ms,
         max_admins: 2,
         seat_request_ttl_ms: TTL_MS,
+        idle_close_after_ms: None,
     }
 }
 

@@ -212,6 +212,7 @@ mod tests {
             now_ms: 1,
             max_admins: crate::domain::DEFAULT_MAX_ADMINS,
             seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
+            idle_close_after_ms: None,
         };
         let user = |id: &str| UserId::parse(id).unwrap();
         let create =

@@ -147,13 +147,16 @@ pub(in crate::room) struct Decide<'a> {
     now_ms: i64,
     max_admins: usize,
     seat_request_ttl_ms: i64,
+    idle_close_after_ms: Option<i64>,
 }
 
 impl<'a> Decide<'a> {
     /// Decides commands of `room_id` at `now_ms`.
     pub(in crate::room) fn new(room_id: &'a RoomId, now_ms: i64, options: &RoomOptions) -> Self {
         let seat_request_ttl_ms = i64::try_from(options.seat_request_ttl.as_millis()).unwrap_or(i64::MAX);
-        Self { room_id, now_ms, max_admins: options.max_admins, seat_request_ttl_ms }
+        let idle_close_after_ms =
+            options.idle_close_after.map(|after| i64::try_from(after.as_millis()).unwrap_or(i64::MAX));
+        Self { room_id, now_ms, max_admins: options.max_admins, seat_request_ttl_ms, idle_close_after_ms }
     }
 
     /// Applies `items` in order to `state` (the room as committed at its version).
@@ -186,6 +189,7 @@ impl<'a> Decide<'a> {
             now_ms: self.now_ms,
             max_admins: self.max_admins,
             seat_request_ttl_ms: self.seat_request_ttl_ms,
+            idle_close_after_ms: self.idle_close_after_ms,
         };
         let applied = match domain::apply(plan.state.as_ref(), &item.command, &ctx) {
             Ok(applied) => applied,

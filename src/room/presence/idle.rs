@@ -1,16 +1,16 @@
-//! Idle close (SPEC §14.2, `rooms.idle_close_after`): a room with no member and no command (its
+//! Idle close (`rooms.idle_close_after`, docs/CONFIG.md): a room with no member and no command (its
 //! creation counts) for that long closes itself, with `RoomClosed` reason `idle`. Every node
 //! scans the database for such rooms and closes only those it owns, under a command id made of
 //! the room's id: a room is closed once, however many nodes saw it idle or whichever node owned
-//! it when. The close applies only if the room is still empty and silent at its turn.
+//! it when. The close applies only if the room is still empty and silent at its turn: the
+//! room itself checks that, as part of the command (`CommandContext::idle_close_after_ms`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::every;
-use crate::domain::{Command, CommandId, RoomId, RoomState};
+use crate::domain::{Command, CommandId, RoomId};
 use crate::room::{CommandRequest, RoomService};
 
 /// Most idle rooms one scan closes.
@@ -40,19 +40,15 @@ pub async fn close_idle(rooms: &RoomService, idle_after: Duration, cancel: &Canc
             return 0;
         }
     };
-    let idle_ms = i64::try_from(idle_after.as_millis()).unwrap_or(i64::MAX);
     let mut closed = 0;
     for room_id in candidates {
         if cancel.is_cancelled() {
             break;
         }
-        let cutoff = rooms.now_ms().saturating_sub(idle_ms);
-        // Read at the command's turn: a member or a command since the scan keeps it open.
-        let still_idle =
-            Arc::new(move |s: &RoomState| s.members.is_empty() && s.figures.last_command_ms <= cutoff);
+        // The room checks at the command's turn that it is still empty and silent for
+        // `idle_after`: a member or a command since the scan keeps it open.
         let command = Command::CloseRoom { by: None, idle: true };
-        let request = CommandRequest::new(room_id.clone(), idle_command_id(&room_id), "idle-close", command)
-            .only_if(still_idle);
+        let request = CommandRequest::new(room_id.clone(), idle_command_id(&room_id), "idle-close", command);
         match rooms.submit(request).await {
             Ok(r) if r.applied && !r.replayed => {
                 tracing::info!(room_id = %room_id, "Closed an idle room");

@@ -196,6 +196,7 @@ mod tests {
             now_ms,
             max_admins: crate::domain::DEFAULT_MAX_ADMINS,
             seat_request_ttl_ms: crate::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
+            idle_close_after_ms: None,
         }
     }
 

@@ -14,6 +14,7 @@ fn keeper(db: &TestDb, directory: &Directory, node: &str) -> LeaseKeeper {
         advertise_url: format!("http://{node}:8080"),
         expected_nodes: 2,
         lease_ttl: Duration::from_secs(30),
+        hop_secrets: Default::default(),
     };
     LeaseKeeper::new(db.repo.clone(), directory.clone(), node.into(), settings)
 }

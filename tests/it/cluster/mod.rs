@@ -3,6 +3,7 @@
 //! loopback. The lease TTL is scaled down to 3 s (renewal every 0.9 s, self-fence at 2.1 s)
 //! to keep the runs short; every other value is the shipped default.
 
+mod hop;
 mod idle;
 mod keeper;
 mod nodes;
@@ -18,6 +19,9 @@ use serde_json::Value;
 use crate::delivery::Node;
 use crate::outbox::harness::{ADMIN, APP, KEY};
 use crate::support::{Spawned, TestDb};
+
+/// `cluster.secret` of the test nodes.
+pub const SECRET: &str = "test-cluster-secret-of-at-least-32-bytes";
 
 /// `cluster.lease_ttl` of the test nodes.
 pub(crate) const TTL: Duration = Duration::from_secs(3);
@@ -45,6 +49,7 @@ impl Nodes {
             let url = format!("http://127.0.0.1:{}", node.port);
             let mut all: Vec<(String, String)> = [
                 ("ROOM_SERVICE__CLUSTER__ENABLED", "true"),
+                ("ROOM_SERVICE__CLUSTER__SECRET", SECRET),
                 ("ROOM_SERVICE__CLUSTER__ADVERTISE_URL", url.as_str()),
                 ("ROOM_SERVICE__CLUSTER__EXPECTED_NODES", "3"),
                 ("ROOM_SERVICE__CLUSTER__LEASE_TTL", "3s"),
