@@ -8,6 +8,7 @@ mod auth;
 mod churn;
 mod cluster;
 mod expiry;
+mod expiry_load;
 mod grpc;
 mod hostile;
 mod im_order;
