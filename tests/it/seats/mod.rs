@@ -14,6 +14,7 @@ mod hostile;
 mod im_order;
 mod members;
 mod race;
+mod rate;
 
 use serde_json::{Value, json};
 
