@@ -16,9 +16,6 @@ use crate::auth::limit::KeyedRate;
 use crate::domain::{Actor, Command, RoomId, UserId};
 use crate::telemetry::names;
 
-/// The error code of a refused seat action.
-pub const SEAT_RATE_LIMITED: &str = "seat_rate_limited";
-
 /// One GCRA per (room, user) over the seat commands.
 #[derive(Debug)]
 pub struct SeatLimiter {
@@ -62,7 +59,7 @@ impl SeatLimiter {
                 retry_after.as_millis()
             );
             let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-            let error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, SEAT_RATE_LIMITED, message);
+            let error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "seat_rate_limited", message);
             ApiError { retry_after: Some(seconds.max(1)), ..error }
         })
     }
@@ -101,7 +98,7 @@ mod tests {
             limiter.check(&r1, &seat(user("alice"))).expect("within the burst");
         }
         let refused = limiter.check(&r1, &seat(user("alice"))).expect_err("over the limit");
-        assert_eq!((refused.status.as_u16(), &*refused.code), (429, SEAT_RATE_LIMITED));
+        assert_eq!((refused.status.as_u16(), &*refused.code), (429, "seat_rate_limited"));
         assert_eq!(refused.retry_after, Some(1), "{}", refused.message);
         assert!(refused.message.contains("rooms.seat_actions_per_user_per_sec"), "{}", refused.message);
         limiter.check(&r2, &seat(user("alice"))).expect("another room is another budget");
