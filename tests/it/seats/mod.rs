@@ -13,6 +13,7 @@ mod grpc;
 mod hostile;
 mod im_order;
 mod members;
+mod quarantine;
 mod race;
 mod rate;
 
