@@ -55,6 +55,7 @@ fn message() -> Message {
         priority: Priority::Normal,
         body: Arc::from(r#"{"event_id":"0190f5c2-7b1e-7cc0-8000-000000000001","payload":{}}"#),
         sender: None,
+        seated: Default::default(),
         trace: None,
         admin: None,
     };

@@ -32,6 +32,7 @@ pub mod operation;
 pub mod read_limit;
 pub mod readiness;
 pub mod rooms;
+pub mod seat_limit;
 pub mod seats;
 mod state;
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::{forward, read_limit, readiness};
+use super::{forward, read_limit, readiness, seat_limit};
 use crate::room::RoomService;
 use crate::store::SharedRepository;
 
@@ -63,6 +63,9 @@ pub struct AppState {
     /// Each reader's share of the events API (`rooms.history.reads_per_sec_per_client`);
     /// `None`: no limit.
     pub reads: Option<Arc<read_limit::ReadLimiter>>,
+    /// Each user's share of the mic seat actions in a room
+    /// (`rooms.seat_actions_per_user_per_sec`); `None`: no limit.
+    pub seat_actions: Option<Arc<seat_limit::SeatLimiter>>,
 }
 
 /// This node's id and public URL.

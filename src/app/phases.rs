@@ -14,6 +14,7 @@ use super::{auth, pack_limits, wallet};
 use crate::api::forward::{Forwarder, Seal, hop_limit};
 use crate::api::read_limit::ReadLimiter;
 use crate::api::readiness::DbPing;
+use crate::api::seat_limit::SeatLimiter;
 use crate::api::{AppState, Lifecycle, NodeInfo};
 use crate::cluster::{LeaseKeeper, Ownership};
 use crate::config::Settings;
@@ -169,6 +170,7 @@ impl Apis {
             forwarder,
             auth: auth(&settings.auth).await?,
             reads: ReadLimiter::new(settings.rooms.history.reads_per_sec_per_client).map(Arc::new),
+            seat_actions: SeatLimiter::new(settings.rooms.seat_actions_per_user_per_sec).map(Arc::new),
             node: NodeInfo { node_id: settings.node_id.clone(), url },
         };
         let public = http::public_router(state.clone(), PublicOptions::from(http_settings));

@@ -122,6 +122,7 @@ mod tests {
             priority: Priority::Normal,
             body: Arc::from("{}"),
             sender: None,
+            seated: Default::default(),
             trace: None,
             admin: None,
         };

@@ -122,6 +122,7 @@ mod tests {
                 priority: Priority::High,
                 body: Arc::from(format!(r#"{{"event_id":"{id}"}}"#)),
                 sender: None,
+                seated: Default::default(),
                 trace: None,
                 admin: None,
             };

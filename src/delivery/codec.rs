@@ -55,6 +55,7 @@ impl Event {
             priority,
             body,
             sender: envelope.actor().map(Arc::from),
+            seated: envelope.seated().into_iter().map(Arc::from).collect(),
             trace: None,
             admin: None,
         }

@@ -1,8 +1,8 @@
 //! The packer: how many events one message may carry (`im_batch.*`, SPEC §12.1), and the one
 //! loop both drivers (the room lanes and the outbox worker) take their next message off the
 //! front of a room's queue with ([`next_pack`]): the longest prefix, in order, within
-//! `max_events` and `max_bytes` of content, an event that goes alone (its sender is in
-//! [quarantine](super::quarantine)) in a message of its own — and the only place that decides
+//! `max_events` and `max_bytes` of content, an event that goes alone (its sender, or a seated
+//! user it names, is in [quarantine](super::quarantine)) in a message of its own — and the only place that decides
 //! which queued events reach IM and which are skipped (the publish stack's filter answers
 //! those without a call; they never count against the limits).
 
@@ -38,6 +38,10 @@ pub trait Ready {
     fn content_bytes(&self) -> usize;
     /// Whose content it carries ([`Event::sender`]).
     fn sender(&self) -> Option<&str>;
+    /// The other users whose ids it carries from the mic seats ([`Event::seated`]).
+    fn seated(&self) -> &[std::sync::Arc<str>] {
+        &[]
+    }
     /// True when it carries an IM group call ([`Event::admin`]): a message of its own.
     fn group_call(&self) -> bool {
         false
@@ -55,6 +59,10 @@ impl Ready for Event {
 
     fn sender(&self) -> Option<&str> {
         self.sender.as_deref()
+    }
+
+    fn seated(&self) -> &[std::sync::Arc<str>] {
+        &self.seated
     }
 
     fn group_call(&self) -> bool {
@@ -91,7 +99,7 @@ pub fn next_pack<'a, T: Ready + 'a>(
         .into_iter()
         .take(barrier)
         .filter(|e| reaches_im(*e))
-        .map(|e| (e.content_bytes(), e.sender()));
+        .map(|e| (e.content_bytes(), e.sender().into_iter().chain(e.seated().iter().map(|id| &**id))));
     let take = quarantine.take(limits, ready);
     if take.alone {
         Quarantine::sent_alone(path);

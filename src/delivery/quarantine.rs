@@ -1,7 +1,10 @@
 //! Senders in quarantine (SPEC §13.1, "a pack shares no fate over content"): once IM refused
 //! an event alone for its content, its sender ([`Event::sender`]) is held here for [`HOLD`],
 //! and both packers — a room's lane and the outbox worker — send that sender's events alone
-//! ([`Quarantine::take`]). Its next refused event then costs exactly one refused call, and
+//! ([`Quarantine::take`]). A seated user an event names ([`Event::seated`]: a seat event
+//! carries every holder's id, and no actor) is held and looked up like a sender
+//! ([`Quarantine::hold_refused`]), so a seat list IM refuses for one holder's id costs one
+//! refused call a change, not a bisection of the room's pack. Its next refused event then costs exactly one refused call, and
 //! never splits a pack of other senders' events again: the room's other events pay at most
 //! the two extra calls of the messages before and after it.
 //!
@@ -100,9 +103,22 @@ impl Quarantine {
         false
     }
 
-    /// True when `event`'s sender is held: the event goes alone.
+    /// True when `event`'s sender, or a seated user it names ([`Event::seated`]), is held: the
+    /// event goes alone.
     pub fn goes_alone(&self, event: &Event) -> bool {
-        event.sender.as_deref().is_some_and(|sender| self.holds(sender))
+        ids(event).any(|id| self.holds(id))
+    }
+
+    /// IM refused `event` alone for its content, seen on `path`: holds the ids it carries
+    /// as [`Self::hold`] does a sender. Those of them held already when one is (the event went
+    /// alone for them: the culprit is among them), else every one — its sender and each seated
+    /// user it names, for a seat list is content like an actor's id.
+    pub fn hold_refused(&self, event: &Event, path: Path) {
+        let held: Vec<&str> = ids(event).filter(|id| self.holds(id)).collect();
+        let culprits: Vec<&str> = if held.is_empty() { ids(event).collect() } else { held };
+        for id in culprits {
+            self.hold(id, path);
+        }
     }
 
     /// Senders held (expired ones not yet looked at included).
@@ -115,17 +131,18 @@ impl Quarantine {
         self.len() == 0
     }
 
-    /// How many of the ready events go into the next message: [`PackLimits::take_apart`], a
-    /// held sender's event alone. `ready`: each ready event's content bytes and sender, in
-    /// order. The one packing rule of both packers.
-    pub fn take<'a>(
+    /// How many of the ready events go into the next message: [`PackLimits::take_apart`], the
+    /// event of a held sender (or naming a held seated user) alone. `ready`: each ready event's
+    /// content bytes and the ids it carries (its sender, then its seated users), in order. The
+    /// one packing rule of both packers.
+    pub fn take<'a, I: IntoIterator<Item = &'a str>>(
         &self,
         limits: PackLimits,
-        ready: impl IntoIterator<Item = (usize, Option<&'a str>)>,
+        ready: impl IntoIterator<Item = (usize, I)>,
     ) -> Take {
         let mut first_alone = None;
-        let events = limits.take_apart(ready.into_iter().map(|(bytes, sender)| {
-            let alone = sender.is_some_and(|s| self.holds(s));
+        let events = limits.take_apart(ready.into_iter().map(|(bytes, ids)| {
+            let alone = ids.into_iter().any(|id| self.holds(id));
             first_alone.get_or_insert(alone);
             (bytes, alone)
         }));
@@ -139,6 +156,11 @@ impl Quarantine {
     }
 }
 
+/// The ids `event` carries that IM may refuse it for: its sender, then its seated users.
+fn ids(event: &Event) -> impl Iterator<Item = &str> {
+    event.sender.as_deref().into_iter().chain(event.seated.iter().map(|id| &**id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +172,7 @@ mod tests {
             priority: crate::publish::Priority::High,
             body: "{}".into(),
             sender: Some(sender.into()),
+            seated: Default::default(),
             trace: None,
             admin: None,
         }
@@ -169,6 +192,30 @@ mod tests {
         assert!(quarantine.holds("mallory"), "a second refusal renews the hold");
         tokio::time::advance(Duration::from_secs(2)).await;
         assert!(!quarantine.holds("mallory"), "released once the hold is over");
+    }
+
+    fn seat_change(seated: &[&str]) -> Event {
+        let seated: Vec<Arc<str>> = seated.iter().map(|id| Arc::from(*id)).collect();
+        Event { event_type: "RoomSeatsChanged", sender: None, seated: seated.into(), ..event("x") }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_seated_id_is_held_and_looked_up_like_a_sender() {
+        let quarantine = Quarantine::default();
+        // Refused alone and nobody held: every id it carries is held.
+        quarantine.hold_refused(&seat_change(&["mallory", "ann"]), Path::Sync);
+        assert!(quarantine.holds("mallory") && quarantine.holds("ann"));
+        assert!(quarantine.goes_alone(&seat_change(&["bob", "mallory"])), "a held seated id");
+        assert!(!quarantine.goes_alone(&seat_change(&["bob"])) && !quarantine.goes_alone(&event("bob")));
+        // With the culprit known (held), only it is held again: the others' holds run out.
+        let quarantine = Quarantine::default();
+        quarantine.hold("mallory", Path::Sync);
+        quarantine.hold_refused(&seat_change(&["ann", "mallory"]), Path::Worker);
+        assert!(quarantine.holds("mallory") && !quarantine.holds("ann"));
+        let limits = PackLimits { max_events: 32, max_bytes: 11_000 };
+        let ready = [(10, vec!["a"]), (10, vec!["b", "mallory"]), (10, vec!["c"])];
+        let take = quarantine.take(limits, ready.iter().map(|(bytes, ids)| (*bytes, ids.iter().copied())));
+        assert_eq!(take, Take { events: 1, alone: false }, "the pack stops before the seat change");
     }
 
     #[tokio::test(start_paused = true)]

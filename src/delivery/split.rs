@@ -6,7 +6,7 @@
 //! too long, 9000x a body IM cannot take) of a message of several events may hold one culprit
 //! only: the message is split in halves, sent in order — the second half only once the first
 //! went through or was refused for its own content — until each refused event stands alone.
-//! An event refused alone puts its sender in [`Quarantine`] (its later events then go alone,
+//! An event refused alone puts its sender (and the seated users it names) in [`Quarantine`] (its later events then go alone,
 //! so they never split a pack again) and is handed to its publisher ([`Resend::refused_alone`]:
 //! the worker parks it with its marks, the lane parks it at once, in order, before sending what
 //! follows). Any other failure is the failure of every event from there on: they wait behind
@@ -71,9 +71,7 @@ impl<R: Resend> Splitter<'_, R> {
             }
             if n == 1 {
                 let event = &events[0];
-                if let Some(sender) = event.sender.as_deref() {
-                    self.quarantine.hold(sender, self.path);
-                }
+                self.quarantine.hold_refused(event, self.path);
                 let fate = if self.resend.refused_alone(event, &error).await {
                     Fate::RefusedAlone(error)
                 } else {
@@ -183,6 +181,7 @@ mod tests {
                 priority: Priority::High,
                 body: "{}".into(),
                 sender: Some((*sender).into()),
+                seated: Default::default(),
                 trace: None,
                 admin: None,
             })

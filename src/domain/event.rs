@@ -221,6 +221,24 @@ impl EventEnvelope {
         self.payload.get(self.event_type.actor_field()?)?.as_str()
     }
 
+    /// The other user ids its content carries from the mic seats, each once and never the
+    /// [actor](Self::actor): every holder of its `seats` list (`RoomSeatsChanged`, and a
+    /// departure of a seated member), and the users its `cause` names (`user_id`, `by`,
+    /// `displaced`). At most the seats of a room and three; empty for any other event.
+    pub fn seated(&self) -> Vec<&str> {
+        let holders = self.payload.get("seats").and_then(|s| s.as_array()).into_iter().flatten();
+        let holders = holders.filter_map(|seat| seat.get("user_id")?.as_str());
+        let cause = self.payload.get("cause");
+        let named = ["user_id", "by", "displaced"].into_iter().filter_map(|f| cause?.get(f)?.as_str());
+        let mut ids: Vec<&str> = Vec::new();
+        for id in holders.chain(named) {
+            if Some(id) != self.actor() && !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        ids
+    }
+
     /// The envelope as JSON, as it is stored and published.
     pub fn to_json(&self) -> String {
         // Cannot fail: serde_json fails only on a map with non-string keys or a `Serialize`
@@ -415,6 +433,19 @@ mod tests {
         assert_eq!(closed.actor(), None);
         assert_eq!(gift.command_id, envelope_id("c1"));
         assert_eq!(gift.request_id, envelope_id("q1"));
+
+        // A seat event names no actor, but every holder and whom its cause names.
+        let seats = serde_json::json!([{"index": 0, "user_id": "mallory"}, {"index": 1, "user_id": null},
+            {"index": 2, "user_id": "erin"}]);
+        let changed = envelope(
+            EventType::RoomSeatsChanged,
+            serde_json::json!({"seats": seats, "cause": {"action": "move", "user_id": "erin", "by": "alice",
+                "displaced": "frank", "index": 2}}),
+        );
+        assert_eq!((changed.actor(), changed.seated()), (None, vec!["mallory", "erin", "alice", "frank"]));
+        let left = envelope(EventType::RoomUserLeft, serde_json::json!({"user_id": "dave", "seats": seats}));
+        assert_eq!(left.seated(), ["mallory", "erin"], "the actor is not repeated");
+        assert!(gift.seated().is_empty() && joined.seated().is_empty());
     }
 
     fn uuid_like() -> String {

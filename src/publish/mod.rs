@@ -81,6 +81,10 @@ pub struct Event {
     /// joined or left): an opaque key the packer uses to send a
     /// [quarantined](crate::delivery::quarantine) sender's events alone.
     pub sender: Option<Arc<str>>,
+    /// The other users whose ids its content carries from the mic seats
+    /// ([`EventEnvelope::seated`](crate::domain::EventEnvelope::seated): a seat list's holders,
+    /// a seat change's cause): held by the quarantine like its sender. Empty for most events.
+    pub seated: Arc<[Arc<str>]>,
     /// The span it traces to, when its trace is sampled (SPEC §13.4): on the command path its
     /// command's `lane` span, the parent of the call's span; from an outbox row the command's
     /// span, which the redelivery's span links to.

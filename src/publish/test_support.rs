@@ -24,6 +24,7 @@ pub(crate) fn message(event_type: &'static str, path: Path) -> Message {
         priority: Priority::Normal,
         body: Arc::from(SECRET_BODY),
         sender: None,
+        seated: Default::default(),
         trace: None,
         admin: None,
     };

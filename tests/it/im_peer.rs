@@ -64,6 +64,7 @@ fn message(event_id: &str) -> Message {
         priority: Priority::High,
         body: Arc::from(envelope.to_string()),
         sender: None,
+        seated: Default::default(),
         trace: None,
         admin: None,
     };

@@ -54,6 +54,7 @@ fn message(event_id: &str, body: &str) -> Message {
         priority: Priority::High,
         body: body.into(),
         sender: None,
+        seated: Default::default(),
         trace: None,
         admin: None,
     };

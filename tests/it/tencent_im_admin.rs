@@ -34,6 +34,7 @@ fn event(id: &str, event_type: &'static str, admin: Option<AdminCall>) -> Event 
         priority: Priority::Normal,
         body: format!(r#"{{"event_id":"{id}"}}"#).into(),
         sender: None,
+        seated: Default::default(),
         trace: None,
         admin: admin.map(Arc::new),
     }

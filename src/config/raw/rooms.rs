@@ -90,6 +90,8 @@ pub(crate) struct RawRooms {
     pub idle_close_after: RawDuration,
     /// How long a mic seat request or invitation stays pending before it expires.
     pub seat_request_ttl: RawDuration,
+    /// Mic seat actions one user may make per second in one room; 0: no limit.
+    pub seat_actions_per_user_per_sec: i64,
 }
 
 impl Default for RawRooms {
@@ -101,6 +103,7 @@ impl Default for RawRooms {
             max_admins: 5,
             idle_close_after: RawDuration::new("0s"),
             seat_request_ttl: RawDuration::new("30s"),
+            seat_actions_per_user_per_sec: 2,
         }
     }
 }

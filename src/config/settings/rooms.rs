@@ -31,7 +31,13 @@ pub struct RoomsSettings {
     pub idle_close_after: Option<Duration>,
     /// How long a seat request or invitation stays pending (1s..=`MAX_SEAT_REQUEST_TTL`).
     pub seat_request_ttl: Duration,
+    /// Mic seat actions per second of one user in one room
+    /// (0..=[`MAX_SEAT_ACTIONS_PER_SEC`]; 0: no limit).
+    pub seat_actions_per_user_per_sec: u32,
 }
+
+/// Largest accepted `rooms.seat_actions_per_user_per_sec`.
+pub const MAX_SEAT_ACTIONS_PER_SEC: u32 = 1000;
 
 /// Longest accepted `rooms.seat_request_ttl`.
 pub const MAX_SEAT_REQUEST_TTL: Duration = Duration::from_secs(3600);

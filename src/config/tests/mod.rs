@@ -198,3 +198,17 @@ fn yaml_syntax_errors_are_reported() {
     let error = load_yaml("http: {listen: \"unterminated\n", &[]).expect_err("syntax error");
     assert!(matches!(error, ConfigError::Unreadable { .. }), "{error:?}");
 }
+
+#[test]
+fn the_seat_action_rate_defaults_to_two_takes_zero_for_off_and_refuses_out_of_range() {
+    assert_eq!(ok("").rooms.seat_actions_per_user_per_sec, 2);
+    assert_eq!(ok("rooms: {seat_actions_per_user_per_sec: 0}\n").rooms.seat_actions_per_user_per_sec, 0);
+    let env = [("ROOM_SERVICE__ROOMS__SEAT_ACTIONS_PER_USER_PER_SEC", "5")];
+    assert_eq!(load_yaml("", &env).expect("valid").rooms.seat_actions_per_user_per_sec, 5);
+    for bad in ["-1", "1001"] {
+        refuses(
+            &format!("rooms: {{seat_actions_per_user_per_sec: {bad}}}\n"),
+            "rooms.seat_actions_per_user_per_sec",
+        );
+    }
+}

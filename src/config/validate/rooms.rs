@@ -2,7 +2,7 @@
 //! `wallet`.
 
 use super::*;
-use crate::config::settings::{MAX_ADMINS, MAX_SEAT_REQUEST_TTL};
+use crate::config::settings::{MAX_ADMINS, MAX_SEAT_ACTIONS_PER_SEC, MAX_SEAT_REQUEST_TTL};
 
 pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
     let max_commit_batch = match usize::try_from(raw.max_commit_batch) {
@@ -40,6 +40,19 @@ pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
         p.add("rooms.seat_request_ttl", "must be between 1s and 1h");
         seat_request_ttl = fallback;
     }
+    let seat_actions_per_user_per_sec = match u32::try_from(raw.seat_actions_per_user_per_sec) {
+        Ok(n) if n <= MAX_SEAT_ACTIONS_PER_SEC => n,
+        _ => {
+            p.add(
+                "rooms.seat_actions_per_user_per_sec",
+                format!(
+                    "{} is not between 0 (no limit) and {MAX_SEAT_ACTIONS_PER_SEC}",
+                    raw.seat_actions_per_user_per_sec
+                ),
+            );
+            2
+        }
+    };
     RoomsSettings {
         max_commit_batch,
         sync_publish_wait: sync_publish_wait(p, &raw.sync_publish_wait),
@@ -47,6 +60,7 @@ pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
         max_admins,
         idle_close_after,
         seat_request_ttl,
+        seat_actions_per_user_per_sec,
     }
 }
 

@@ -81,6 +81,10 @@ impl Ready for Held {
         self.event.as_ref().ok()?.sender.as_deref()
     }
 
+    fn seated(&self) -> &[std::sync::Arc<str>] {
+        self.event.as_ref().map_or(&[], |e| &e.seated)
+    }
+
     fn group_call(&self) -> bool {
         Held::group_call(self)
     }

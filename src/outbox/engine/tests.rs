@@ -28,6 +28,7 @@ fn held(id: i64, event_type: &str, sender: Option<&str>) -> Held {
         priority: crate::publish::Priority::High,
         body: "{}".into(),
         sender: sender.map(Into::into),
+        seated: Default::default(),
         trace: None,
         admin: None,
     };

@@ -8,11 +8,14 @@ mod auth;
 mod churn;
 mod cluster;
 mod expiry;
+mod expiry_load;
 mod grpc;
 mod hostile;
 mod im_order;
 mod members;
+mod quarantine;
 mod race;
+mod rate;
 
 use serde_json::{Value, json};
 

@@ -11,6 +11,7 @@ fn event(id: &str, event_type: &'static str, priority: Priority, body: &str) -> 
         priority,
         body: body.into(),
         sender: None,
+        seated: Default::default(),
         trace: None,
         admin: None,
     }

@@ -20,6 +20,7 @@ fn event(id: &str, sender: &str) -> LaneEvent {
             priority: Priority::High,
             body: "{}".into(),
             sender: Some(sender.into()),
+            seated: Default::default(),
             trace: None,
             admin: None,
         },
