@@ -5,7 +5,7 @@ use serde_json::json;
 use super::*;
 use crate::domain::apply::tests::user;
 use crate::domain::command::{AttributeWrite, InfoChange};
-use crate::domain::{Applied, Change, Command, CommandContext};
+use crate::domain::{Applied, Change, Command, CommandContext, RoomState};
 
 /// The shared context, with at most two admins.
 fn ctx(now_ms: i64) -> CommandContext {
@@ -267,3 +267,6 @@ fn an_idle_close_closes_only_an_empty_room() {
     let closed = run(&empty, Command::CloseRoom { by: None, idle: true }).unwrap();
     assert_eq!(closed.events[0].payload["reason"], "idle");
 }
+
+#[path = "lift_tests.rs"]
+mod lifts;
