@@ -1,4 +1,4 @@
-//! Who lifts a mute or a ban, and a banned moderator (docs/API.md, "Roles and moderation"): a
+//! Who lifts a mute or a ban, and a banned moderator (docs/API.md, "Roles and who acts"): a
 //! sanction is lifted only by a rank above its setter's, a service, or its setter on someone
 //! else; a banned admin moderates nothing while banned.
 

@@ -1,4 +1,4 @@
-//! Who outranks whom in a room, at the command's clock (docs/API.md, "Roles and moderation"):
+//! Who outranks whom in a room, at the command's clock (docs/API.md, "Roles and who acts"):
 //! the rank an actor acts with, who it may moderate, and who may lift or cut short a mute or a
 //! ban.
 //!

@@ -1,4 +1,4 @@
-//! Who lifts a sanction (docs/API.md, "Roles and moderation"), as a hostile admin would try it,
+//! Who lifts a sanction (docs/API.md, "Roles and who acts"), as a hostile admin would try it,
 //! over HTTP and gRPC on both backends: a mute or ban is lifted only by a rank above the one who
 //! set it; an admin may mute or kick itself but never lift either; a banned admin neither
 //! unbans itself nor rejoins, and moderates nothing while banned; the owner lifts both. Every
