@@ -197,7 +197,9 @@ impl From<DomainError> for ApiError {
             DomainError::RoomClosed => (StatusCode::CONFLICT, "room_closed"),
             DomainError::NotMember { .. } => (StatusCode::CONFLICT, "not_member"),
             DomainError::HeatOverflow => (StatusCode::CONFLICT, "heat_overflow"),
-            DomainError::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden"),
+            DomainError::Forbidden { .. }
+            | DomainError::SuspendedByBan { .. }
+            | DomainError::LiftForbidden { .. } => (StatusCode::FORBIDDEN, "forbidden"),
             DomainError::Banned { until_ms } => {
                 let error = ApiError::new(StatusCode::CONFLICT, "banned", message);
                 return ApiError { until_ms: Some(until_ms), ..error };

@@ -186,7 +186,8 @@ pub async fn moderation_page(
 pub async fn seats_view(state: &AppState, caller: &Caller, room_id: &RoomId) -> Result<SeatsView, ApiError> {
     let actor = closer(caller, None)?;
     let room = state.rooms.seats(room_id).await?;
-    let sees_all = actor.as_ref().is_none_or(|a| room.role_of(a) >= crate::domain::Role::Admin);
+    let now_ms = state.rooms.now_ms();
+    let sees_all = actor.as_ref().is_none_or(|a| room.role_of(a, now_ms) >= crate::domain::Role::Admin);
     let pending = room
         .seat_pending
         .iter()

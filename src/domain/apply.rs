@@ -13,6 +13,7 @@ use super::state::{
 
 pub mod attributes;
 pub mod moderation;
+mod rank;
 pub mod seats;
 
 /// What a command changed beyond the small snapshot: the rows the storage writes for it.
@@ -157,13 +158,13 @@ pub fn apply(
     if let Command::CloseRoom { by: Some(actor), idle: false } = command {
         // Who may close comes first: a stranger is refused a closed room's close as an open
         // one's, whatever it says of the room.
-        state.require(actor, moderation::Role::Owner)?;
+        state.require(actor, moderation::Role::Owner, ctx.now_ms)?;
     }
     if state.status == RoomStatus::Closed {
         return Err(DomainError::RoomClosed);
     }
-    let mut draft = Draft::of(state);
     let now = ctx.now_ms;
+    let mut draft = Draft::of(state, now);
     let events = match command {
         Command::CreateRoom { .. } => return Err(DomainError::RoomExists),
         Command::JoinRoom { user_id } => draft.join(user_id, now)?,
@@ -197,20 +198,32 @@ pub fn apply(
     })
 }
 
-/// An open room as one command changes it: its next state (one version on) and the rows the
-/// command changes. Each command's step answers its events, or `None` for a no-op (the draft
-/// is then dropped).
+/// An open room as one command changes it at the command's clock: its next state (one version
+/// on) and the rows the command changes. Each command's step answers its events, or `None` for a
+/// no-op (the draft is then dropped).
 struct Draft {
     state: RoomState,
     changes: Vec<Change>,
+    /// The command's clock: the ranks are weighed at it (a ban in force suspends a role).
+    now_ms: i64,
 }
 
 impl Draft {
-    fn of(state: &RoomState) -> Self {
+    fn of(state: &RoomState, now_ms: i64) -> Self {
         // O(1): members and senders are persistent maps.
         let mut next = state.clone();
         next.version += 1;
-        Self { state: next, changes: Vec::with_capacity(1) }
+        Self { state: next, changes: Vec::with_capacity(1), now_ms }
+    }
+
+    /// [`RoomState::require`] at the command's clock.
+    fn require(&self, actor: &Actor, needs: moderation::Role) -> Result<moderation::Role, DomainError> {
+        self.state.require(actor, needs, self.now_ms)
+    }
+
+    /// [`RoomState::may_moderate`] at the command's clock.
+    fn may_moderate(&self, actor: &Actor, target: &UserId) -> Result<(), DomainError> {
+        self.state.may_moderate(actor, target, self.now_ms)
     }
 
     /// A member joins; `None` when `user_id` is one already; refused while they are banned.
@@ -281,8 +294,6 @@ impl Draft {
         Ok(events)
     }
 
-    /// The room closes, every member removed, with the live's summary: by its owner, an
-    /// operator, or itself when `idle` (`None` when a member came in meanwhile).
     /// Closes the room: an owner's or a service's close, or (`idle`: `Some` of
     /// `rooms.idle_close_after`) the service's idle close, which applies only to a room that
     /// has had no member and no command for that long (never while idle close is off).
@@ -304,7 +315,7 @@ impl Draft {
             }
             (None, Some(Actor::Service(_))) => CloseReason::Admin,
             (None, Some(actor)) => {
-                next.require(actor, moderation::Role::Owner)?;
+                next.require(actor, moderation::Role::Owner, now_ms)?;
                 CloseReason::Owner
             }
             (None, None) => CloseReason::Owner,

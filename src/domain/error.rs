@@ -35,6 +35,28 @@ pub enum DomainError {
         /// The role it needs: `owner`, `admin` or `service`.
         needs: &'static str,
     },
+    /// The actor holds the role the command needs, but a ban holds it out of the room: a banned
+    /// user acts with no rank above member until the ban ends (docs/API.md).
+    #[error(
+        "actor_id: banned from the room until {until_ms} (ms since the epoch): a banned user holds no role in it"
+    )]
+    SuspendedByBan {
+        /// When the ban ends.
+        until_ms: i64,
+    },
+    /// A mute or ban in force is lifted (or cut short) only by a rank above its setter's, or by
+    /// its setter on someone else; nobody lifts its own unless it outranks the setter.
+    #[error(
+        "actor_id: this {kind} was set by the room's {setter}: lifting it needs the room's {needs} role (a sanction is lifted only by a rank above its setter's, or by its setter on someone else)"
+    )]
+    LiftForbidden {
+        /// `mute` or `ban`.
+        kind: &'static str,
+        /// The setter's rank now: `member`, `admin`, `owner` or `service`.
+        setter: &'static str,
+        /// The rank it needs: the one above the setter's.
+        needs: &'static str,
+    },
     /// The user is banned from the room.
     #[error("banned from the room until {until_ms} (ms since the epoch)")]
     Banned {

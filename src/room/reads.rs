@@ -92,10 +92,10 @@ impl RoomService {
         limit: usize,
     ) -> Result<(Vec<StoredRestriction>, bool), RoomError> {
         let room = self.room(room_id).await?;
-        if let Some(actor) = actor {
-            room.require(actor, Role::Admin)?;
-        }
         let now_ms = (self.inner.clock)();
+        if let Some(actor) = actor {
+            room.require(actor, Role::Admin, now_ms)?;
+        }
         let kinds = match kind {
             Some(kind) => vec![kind],
             None => vec![RestrictionKind::Ban, RestrictionKind::Mute],

@@ -33,7 +33,7 @@ impl Draft {
         write: &AttributeWrite,
     ) -> Result<Option<Vec<Event>>, DomainError> {
         check_write(write)?;
-        self.state.require(by, Role::Admin)?;
+        self.require(by, Role::Admin)?;
         let attributes = &mut self.state.attributes;
         for (key, expected) in &write.expect {
             let version = attributes.get(key).map_or(0, |a| a.version);

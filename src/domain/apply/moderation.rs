@@ -2,7 +2,8 @@
 //!
 //! Rights: owner ⊃ admin ⊃ member. Only the owner appoints admins (and closes the room); the
 //! owner and admins moderate members; nobody moderates the owner, an admin no other admin; a
-//! service token may do anything.
+//! service token may do anything. Ranks at the command's clock — a banned user's, and who may
+//! lift a mute or a ban — are [`super::rank`]'s.
 
 use serde_json::json;
 
@@ -11,7 +12,7 @@ use crate::domain::command::{Actor, InfoChange};
 use crate::domain::error::DomainError;
 use crate::domain::event::{Event, EventType};
 use crate::domain::ids::UserId;
-use crate::domain::state::{Restriction, RestrictionKind, RoomState};
+use crate::domain::state::{Restriction, RestrictionKind};
 
 /// Longest mute or ban: 30 days, in seconds.
 pub const MAX_RESTRICTION_S: u32 = 30 * 24 * 3600;
@@ -53,50 +54,6 @@ impl Role {
     }
 }
 
-impl RoomState {
-    /// `actor`'s role here.
-    pub fn role_of(&self, actor: &Actor) -> Role {
-        match actor {
-            Actor::Service(_) => Role::Service,
-            Actor::User(user) => self.user_role(user),
-        }
-    }
-
-    /// A user's role here.
-    pub fn user_role(&self, user: &UserId) -> Role {
-        if *user == self.owner_id {
-            Role::Owner
-        } else if self.admins.contains(user) {
-            Role::Admin
-        } else {
-            Role::Member
-        }
-    }
-
-    /// Refuses `actor` unless its role is at least `needs`.
-    pub fn require(&self, actor: &Actor, needs: Role) -> Result<Role, DomainError> {
-        let role = self.role_of(actor);
-        if role >= needs { Ok(role) } else { Err(DomainError::Forbidden { needs: needs.as_str() }) }
-    }
-
-    /// Refuses `actor` moderating `target` unless it is an admin at least and ranks above the
-    /// target (its own self aside): an admin moderates members, the owner admins too, a
-    /// service anyone.
-    pub fn may_moderate(&self, actor: &Actor, target: &UserId) -> Result<(), DomainError> {
-        let role = self.require(actor, Role::Admin)?;
-        let target_role = self.user_role(target);
-        if matches!(actor, Actor::User(me) if me == target) && target_role != Role::Owner {
-            return Ok(());
-        }
-        if role > target_role {
-            Ok(())
-        } else {
-            let needs = if target_role == Role::Owner { Role::Service } else { Role::Owner };
-            Err(DomainError::Forbidden { needs: needs.as_str() })
-        }
-    }
-}
-
 impl Draft {
     /// The owner appoints (or removes) an admin; `None` when nothing changes.
     pub(super) fn set_admin(
@@ -106,8 +63,8 @@ impl Draft {
         admin: bool,
         max_admins: usize,
     ) -> Result<Option<Vec<Event>>, DomainError> {
+        self.require(by, Role::Owner)?;
         let next = &mut self.state;
-        next.require(by, Role::Owner)?;
         if *user_id == next.owner_id {
             return Err(DomainError::InvalidArgument {
                 field: "user_id",
@@ -138,15 +95,17 @@ impl Draft {
         now_ms: i64,
     ) -> Result<Option<Vec<Event>>, DomainError> {
         check_duration("duration_s", duration_s)?;
-        self.state.may_moderate(by, user_id)?;
+        self.may_moderate(by, user_id)?;
         if duration_s == 0 {
+            self.state.may_lift(by, user_id, RestrictionKind::Mute, now_ms)?;
             let lifted = self.state.mutes.remove(user_id).is_some_and(|m| m.holds_at(now_ms));
             self.lift(RestrictionKind::Mute, user_id);
             return Ok(lifted
                 .then(|| vec![event(EventType::RoomUserUnmuted, json!({"user_id": user_id, "by": by}))]));
         }
         let until_ms = now_ms.saturating_add(i64::from(duration_s) * 1000);
-        self.restrict(RestrictionKind::Mute, user_id, until_ms, String::new(), by);
+        let setter = self.state.setter_of_new(by, user_id, RestrictionKind::Mute, until_ms, now_ms)?;
+        self.restrict(RestrictionKind::Mute, user_id, until_ms, String::new(), setter);
         Ok(Some(vec![event(
             EventType::RoomUserMuted,
             json!({"user_id": user_id, "until_ms": until_ms, "by": by}),
@@ -164,7 +123,14 @@ impl Draft {
     ) -> Result<Vec<Event>, DomainError> {
         check_duration("ban_s", ban_s)?;
         check_text("reason", reason, MAX_REASON_BYTES, false)?;
-        self.state.may_moderate(by, user_id)?;
+        self.may_moderate(by, user_id)?;
+        let until_ms = (ban_s > 0).then(|| now_ms.saturating_add(i64::from(ban_s) * 1000));
+        let setter = match until_ms {
+            Some(until_ms) => {
+                Some(self.state.setter_of_new(by, user_id, RestrictionKind::Ban, until_ms, now_ms)?)
+            }
+            None => None,
+        };
         let was_member = self.state.members.contains_key(user_id);
         if ban_s == 0 && !was_member {
             return Err(DomainError::NotMember { user_id: user_id.to_string() });
@@ -174,9 +140,8 @@ impl Draft {
             self.changes.push(super::Change::MemberLeft { user_id: user_id.clone() });
         }
         let seats = self.unseat(user_id);
-        let until_ms = (ban_s > 0).then(|| now_ms.saturating_add(i64::from(ban_s) * 1000));
-        if let Some(until_ms) = until_ms {
-            self.restrict(RestrictionKind::Ban, user_id, until_ms, reason.to_owned(), by);
+        if let (Some(until_ms), Some(setter)) = (until_ms, setter) {
+            self.restrict(RestrictionKind::Ban, user_id, until_ms, reason.to_owned(), setter);
         }
         let mut payload = json!({
             "user_id": user_id, "until_ms": until_ms, "reason": reason, "by": by,
@@ -193,7 +158,8 @@ impl Draft {
         user_id: &UserId,
         now_ms: i64,
     ) -> Result<Option<Vec<Event>>, DomainError> {
-        self.state.may_moderate(by, user_id)?;
+        self.may_moderate(by, user_id)?;
+        self.state.may_lift(by, user_id, RestrictionKind::Ban, now_ms)?;
         let lifted = self.state.bans.remove(user_id).is_some_and(|b| b.holds_at(now_ms));
         self.lift(RestrictionKind::Ban, user_id);
         Ok(lifted.then(|| vec![event(EventType::RoomUserUnbanned, json!({"user_id": user_id, "by": by}))]))
@@ -201,7 +167,7 @@ impl Draft {
 
     /// Mutes or unmutes everyone; `None` when it already is so.
     pub(super) fn mute_all(&mut self, by: &Actor, muted: bool) -> Result<Option<Vec<Event>>, DomainError> {
-        self.state.require(by, Role::Admin)?;
+        self.require(by, Role::Admin)?;
         if self.state.muted_all == muted {
             return Ok(None);
         }
@@ -216,7 +182,7 @@ impl Draft {
         info: &InfoChange,
     ) -> Result<Option<Vec<Event>>, DomainError> {
         check_info(info)?;
-        self.state.require(by, Role::Admin)?;
+        self.require(by, Role::Admin)?;
         let next = &mut self.state;
         let mut changed = serde_json::Map::new();
         for (field, new, old) in [
@@ -241,15 +207,18 @@ impl Draft {
         Ok(Some(vec![event(EventType::RoomInfoChanged, serde_json::Value::Object(changed))]))
     }
 
+    /// Records a mute or ban, set by `by` (an actor's wire form: see [`RoomState::setter_of_new`]).
+    ///
+    /// [`RoomState::setter_of_new`]: crate::domain::state::RoomState::setter_of_new
     fn restrict(
         &mut self,
         kind: RestrictionKind,
         user_id: &UserId,
         until_ms: i64,
         reason: String,
-        by: &Actor,
+        by: String,
     ) {
-        let restriction = Restriction { until_ms, reason, by: by.wire() };
+        let restriction = Restriction { until_ms, reason, by };
         let map = match kind {
             RestrictionKind::Mute => &mut self.state.mutes,
             RestrictionKind::Ban => &mut self.state.bans,

@@ -5,7 +5,7 @@ use serde_json::json;
 use super::*;
 use crate::domain::apply::tests::user;
 use crate::domain::command::{AttributeWrite, InfoChange};
-use crate::domain::{Applied, Change, Command, CommandContext};
+use crate::domain::{Applied, Change, Command, CommandContext, RoomState};
 
 /// The shared context, with at most two admins.
 fn ctx(now_ms: i64) -> CommandContext {
@@ -278,3 +278,6 @@ fn an_idle_close_closes_only_a_room_empty_and_silent_for_idle_close_after() {
         }
     }
 }
+
+#[path = "lift_tests.rs"]
+mod lifts;

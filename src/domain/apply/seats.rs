@@ -92,12 +92,12 @@ impl RoomState {
 
     /// Refuses `actor` kicking, locking or muting `holder`'s seat unless it is an admin at least
     /// and may moderate them, or it is its own seat (the owner's too).
-    fn may_act_on_seat_of(&self, actor: &Actor, holder: &UserId) -> Result<(), DomainError> {
-        self.require(actor, Role::Admin)?;
+    fn may_act_on_seat_of(&self, actor: &Actor, holder: &UserId, now_ms: i64) -> Result<(), DomainError> {
+        self.require(actor, Role::Admin, now_ms)?;
         if matches!(actor, Actor::User(me) if me == holder) {
             Ok(())
         } else {
-            self.may_moderate(actor, holder)
+            self.may_moderate(actor, holder, now_ms)
         }
     }
 
@@ -142,9 +142,9 @@ impl Draft {
             SeatAction::AnswerRequest { user_id, accept } => {
                 // Accepting seats anyone; turning down is acting on the requester.
                 if *accept {
-                    self.state.require(by, Role::Admin)?;
+                    self.require(by, Role::Admin)?;
                 } else {
-                    self.state.may_moderate(by, user_id)?;
+                    self.may_moderate(by, user_id)?;
                 }
                 self.answer(by, user_id, PendingKind::Request, *accept, ctx.now_ms)
             }
@@ -156,21 +156,21 @@ impl Draft {
                 self.answer(by, &user, PendingKind::Invite, *accept, ctx.now_ms)
             }
             SeatAction::Kick { index } => {
-                self.state.require(by, Role::Admin)?;
+                self.require(by, Role::Admin)?;
                 let at = self.state.seat_at(*index)?;
                 let holder =
                     self.state.seats[at].user_id.clone().ok_or(DomainError::SeatEmpty { index: *index })?;
-                self.state.may_act_on_seat_of(by, &holder)?;
+                self.state.may_act_on_seat_of(by, &holder, self.now_ms)?;
                 self.state.seats[at].user_id = None;
                 Ok(Some(self.seats_changed("kick", Some(&holder), *index, by, json!({}))))
             }
             SeatAction::Lock { index, locked } => self.lock(by, *index, *locked),
             SeatAction::Mute { index, muted } => {
-                self.state.require(by, Role::Admin)?;
+                self.require(by, Role::Admin)?;
                 let at = self.state.seat_at(*index)?;
                 let holder = self.state.seats[at].user_id.clone();
                 if let Some(holder) = &holder {
-                    self.state.may_act_on_seat_of(by, holder)?;
+                    self.state.may_act_on_seat_of(by, holder, self.now_ms)?;
                 }
                 if self.state.seats[at].muted == *muted {
                     return Ok(None);
@@ -187,7 +187,7 @@ impl Draft {
         let user = own(by)?;
         self.state.seatable(user)?;
         if self.state.seat_mode == SeatMode::Apply {
-            self.state.require(by, Role::Admin)?;
+            self.require(by, Role::Admin)?;
         }
         let at = self.state.free_seat(index)?;
         self.seat_user(user, at);
@@ -210,7 +210,7 @@ impl Draft {
 
     /// The owner or an admin invites a member.
     fn invite(&mut self, by: &Actor, user: &UserId, index: Option<u32>, expires_at_ms: i64) -> Step {
-        self.state.require(by, Role::Admin)?;
+        self.require(by, Role::Admin)?;
         self.open_pending(user, PendingKind::Invite, index, expires_at_ms, by)?;
         Ok(Some(vec![event(
             EventType::RoomSeatInvited,
@@ -253,7 +253,7 @@ impl Draft {
             _ => (own(by)?, PendingKind::Request),
         };
         if kind == PendingKind::Invite {
-            self.state.may_moderate(by, user)?;
+            self.may_moderate(by, user)?;
         }
         self.take_pending(user, kind)?;
         Ok(Some(vec![closed(user, kind, "cancelled", by)]))
@@ -278,11 +278,11 @@ impl Draft {
 
     /// Locks a seat (its holder leaves it first) or unlocks it; `None` when it already is so.
     fn lock(&mut self, by: &Actor, index: u32, locked: bool) -> Step {
-        self.state.require(by, Role::Admin)?;
+        self.require(by, Role::Admin)?;
         let at = self.state.seat_at(index)?;
         let holder = self.state.seats[at].user_id.clone();
         if let Some(holder) = &holder {
-            self.state.may_act_on_seat_of(by, holder)?;
+            self.state.may_act_on_seat_of(by, holder, self.now_ms)?;
         }
         if self.state.seats[at].locked == locked {
             return Ok(None);
@@ -299,9 +299,9 @@ impl Draft {
         let to_at = self.state.seat_at(to)?;
         let itself = matches!(by, Actor::User(me) if me == user);
         if !itself {
-            self.state.may_moderate(by, user)?;
+            self.may_moderate(by, user)?;
         } else if self.state.seat_mode == SeatMode::Apply || policy != MovePolicy::Cancel {
-            self.state.require(by, Role::Admin)?;
+            self.require(by, Role::Admin)?;
         }
         let from = self.state.seat_of(user).ok_or_else(|| not_seated(user))?;
         if from == to {
@@ -316,7 +316,7 @@ impl Draft {
             if policy == MovePolicy::Cancel {
                 return Err(DomainError::SeatOccupied { index: to });
             }
-            self.state.may_act_on_seat_of(by, holder)?;
+            self.state.may_act_on_seat_of(by, holder, self.now_ms)?;
         }
         let back = if policy == MovePolicy::Swap { holder.clone() } else { None };
         self.state.seats[from as usize].user_id = back;

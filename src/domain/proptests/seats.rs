@@ -114,18 +114,19 @@ fn ctx(now_ms: i64) -> CommandContext {
     }
 }
 
-/// The role of person `i` in `room`.
-fn role(room: &RoomState, i: usize) -> Role {
+/// The rank person `i` acts with in `room` at `now_ms`: its role, a member's while banned.
+fn role(room: &RoomState, i: usize, now_ms: i64) -> Role {
     match actor(i) {
         Actor::Service(_) => Role::Service,
+        Actor::User(u) if room.bans.get(&u).is_some_and(|b| now_ms < b.until_ms) => Role::Member,
         Actor::User(u) => room.user_role(&u),
     }
 }
 
 /// The rights the matrix asks of an applied seat action by `a` in `before` (restated from the
 /// spec): `Ok` when it may, else why not.
-fn check_rights(before: &RoomState, a: usize, action: &SeatAction) -> Result<(), TestCaseError> {
-    let mine = role(before, a);
+fn check_rights(before: &RoomState, a: usize, action: &SeatAction, now_ms: i64) -> Result<(), TestCaseError> {
+    let mine = role(before, a, now_ms);
     let me = match actor(a) {
         Actor::User(u) => Some(u),
         Actor::Service(_) => None,
@@ -233,7 +234,7 @@ fn run(mode: SeatMode, ops: &[(Op, u32)]) -> Result<(), TestCaseError> {
         if let Ok(applied) = apply(Some(&room), &command, &ctx(now_ms)) {
             if applied.applied {
                 if let Op::Seat { actor: a, action } = op {
-                    check_rights(&room, *a, action)?;
+                    check_rights(&room, *a, action, now_ms)?;
                 }
                 check_events(&room, &applied.state, &applied.events)?;
             } else {

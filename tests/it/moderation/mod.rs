@@ -8,6 +8,7 @@ mod auth;
 mod bans;
 mod grpc;
 mod hostile;
+mod lifts;
 mod roles;
 mod summary;
 
