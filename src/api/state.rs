@@ -63,6 +63,9 @@ pub struct AppState {
     /// Each reader's share of the events API (`rooms.history.reads_per_sec_per_client`);
     /// `None`: no limit.
     pub reads: Option<Arc<read_limit::ReadLimiter>>,
+    /// Members reads per reader and open rooms per owner (`rooms.members.*`,
+    /// `rooms.max_open_per_owner`).
+    pub bounds: super::bounds::Bounds,
 }
 
 /// This node's id and public URL.

@@ -67,6 +67,9 @@ declare_metrics! {
     /// Events API reads refused because their client (the user, or the address of an
     /// anonymous one) read more than `rooms.history.reads_per_sec_per_client`.
     HISTORY_READS_LIMITED_TOTAL: Counter(Count) = "room_history_reads_limited_total";
+    /// Members listing reads refused because their client (the user, or the address of an
+    /// anonymous one) read more than `rooms.members.reads_per_sec_per_client`.
+    MEMBERS_READS_LIMITED_TOTAL: Counter(Count) = "room_members_reads_limited_total";
     /// Room requests forwarded to the node owning the room, by `result` (ok|error).
     COMMANDS_FORWARDED_TOTAL: Counter(Count) = "room_commands_forwarded_total";
     /// Shards whose lease this node holds (all 1024 without a cluster).

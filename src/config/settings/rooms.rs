@@ -29,7 +29,16 @@ pub struct RoomsSettings {
     pub idle_close_after: Option<Duration>,
     /// How long a seat request or invitation stays pending (1s..=`MAX_SEAT_REQUEST_TTL`).
     pub seat_request_ttl: Duration,
+    /// Members listing reads per second per client, a page of more than 100 members counting
+    /// one per 100 (0: no limit; at most 100,000).
+    pub members_reads_per_sec_per_client: u32,
+    /// Open rooms one user may own at once (0: no limit; at most `MAX_OPEN_PER_OWNER`);
+    /// service tokens are exempt.
+    pub max_open_per_owner: u32,
 }
+
+/// Largest accepted `rooms.max_open_per_owner`.
+pub const MAX_OPEN_PER_OWNER: u32 = 1_000_000;
 
 /// Longest accepted `rooms.seat_request_ttl`.
 pub const MAX_SEAT_REQUEST_TTL: Duration = Duration::from_secs(3600);

@@ -2,7 +2,7 @@
 //! `wallet`.
 
 use super::*;
-use crate::config::settings::{MAX_ADMINS, MAX_SEAT_REQUEST_TTL};
+use crate::config::settings::{MAX_ADMINS, MAX_OPEN_PER_OWNER, MAX_SEAT_REQUEST_TTL};
 
 pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
     let max_commit_batch = match usize::try_from(raw.max_commit_batch) {
@@ -40,6 +40,26 @@ pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
         p.add("rooms.seat_request_ttl", "must be between 1s and 1h");
         seat_request_ttl = fallback;
     }
+    let members_reads_per_sec_per_client = match u32::try_from(raw.members.reads_per_sec_per_client) {
+        Ok(n) if n <= 100_000 => n,
+        _ => {
+            p.add(
+                "rooms.members.reads_per_sec_per_client",
+                format!("{} is not between 0 and 100000", raw.members.reads_per_sec_per_client),
+            );
+            10
+        }
+    };
+    let max_open_per_owner = match u32::try_from(raw.max_open_per_owner) {
+        Ok(n) if n <= MAX_OPEN_PER_OWNER => n,
+        _ => {
+            p.add(
+                "rooms.max_open_per_owner",
+                format!("{} is not between 0 (no limit) and {MAX_OPEN_PER_OWNER}", raw.max_open_per_owner),
+            );
+            10
+        }
+    };
     RoomsSettings {
         max_commit_batch,
         sync_publish_wait: sync_publish_wait(p, &raw.sync_publish_wait),
@@ -47,6 +67,8 @@ pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
         max_admins,
         idle_close_after,
         seat_request_ttl,
+        members_reads_per_sec_per_client,
+        max_open_per_owner,
     }
 }
 

@@ -114,6 +114,9 @@ impl CommandStore for Watched {
     async fn room_version(&self, room_id: &str) -> Result<Option<u64>, StoreError> {
         self.repo.room_version(room_id).await
     }
+    async fn open_rooms_owned(&self, owner_id: &str, except_room: &str) -> Result<u64, StoreError> {
+        self.repo.open_rooms_owned(owner_id, except_room).await
+    }
     async fn find_command(&self, key: &CommandKey) -> Result<Vec<StoredCommand>, StoreError> {
         self.repo.find_command(key).await
     }

@@ -39,6 +39,7 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
         // Limits no test reaches unless it is about them (those set their own).
         ("im_rate_limit.global_per_sec".to_owned(), "100000".to_owned()),
         ("im_rate_limit.per_group_per_sec".to_owned(), "100000".to_owned()),
+        ("rooms.max_open_per_owner".to_owned(), "0".to_owned()),
     ];
     if let Some(im) = im {
         vars.push(("tencent_im.enabled".into(), "true".into()));
@@ -76,6 +77,7 @@ pub fn router_state(db: &super::TestDb) -> room_service::api::AppState {
         node: Default::default(),
         auth: Default::default(),
         reads: None,
+        bounds: Default::default(),
     }
 }
 
