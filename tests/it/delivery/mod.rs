@@ -8,6 +8,7 @@
 mod clock;
 mod connection_cuts;
 mod crash;
+mod fair_groups;
 mod hot_room;
 mod im_faults;
 mod limits;

@@ -94,7 +94,7 @@ impl Permits for Im {
 
     fn pause(&self, _: &str, _: bool) {}
 
-    fn admin<'a>(&'a self, _: AdminApi) -> BoxFuture<'a, ()> {
+    fn admin<'a>(&'a self, _: AdminApi, _: Option<&'a str>) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
     }
 }
