@@ -83,6 +83,14 @@ impl ApiError {
         )
     }
 
+    /// 429 `rate_limited` with `Retry-After`: `retry_after`, rounded up to whole seconds (at
+    /// least 1).
+    pub fn rate_limited(message: impl Into<String>, retry_after: std::time::Duration) -> Self {
+        let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+        let error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
+        ApiError { retry_after: Some(seconds.max(1)), ..error }
+    }
+
     /// 413 `too_large`: the request body is over its limit.
     pub fn too_large() -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "request body is too large")
@@ -158,11 +166,7 @@ impl From<AuthError> for ApiError {
                 ApiError { challenge: Some(challenge), ..error }
             }
             AuthError::Forbidden { .. } => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
-            AuthError::RateLimited { retry_after, .. } => {
-                let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-                let error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message);
-                ApiError { retry_after: Some(seconds.max(1)), ..error }
-            }
+            AuthError::RateLimited { retry_after, .. } => ApiError::rate_limited(message, retry_after),
         }
     }
 }

@@ -17,6 +17,8 @@
 //! - the error they answer with ([`ApiError`]: a status, a stable snake_case code and a
 //!   message), one classification of every failure for both APIs. HTTP renders it as its
 //!   status and a JSON body (`http::error`), gRPC as a standard status code (`grpc::status`);
+//! - what one caller may cost the others ([`bounds`]: members reads per reader, open rooms per
+//!   owner);
 //! - readiness's database ping, shared by `/readyz` and gRPC health ([`readiness`]);
 //! - the rules both edges apply to a request id, and the report of a caught panic ([`edge`]).
 //!
@@ -24,6 +26,7 @@
 //! [`forward::wire`], excepted); the transports parse their requests into a [`RoomRequest`],
 //! call [`serve`], and map the [`Outcome`] back.
 
+pub mod bounds;
 pub mod dispatch;
 pub mod edge;
 pub mod error;

@@ -24,11 +24,13 @@ pub const MAX_HEARTBEAT_IDS: usize = 1_000;
 /// Runs a command that came in over `transport` from `caller`: refused while draining, when
 /// its `command_id` carries the reserved prefix, when the caller may not do it (403: acting as
 /// another user, closing a room it does not own) or is over its limit (429; a seat action also
-/// over its user's in the room, `rooms.seat_actions_per_user_per_sec`), else handed to
+/// over its user's in the room, `rooms.seat_actions_per_user_per_sec`), a creation when its
+/// owner has as many open rooms as it may ([`Bounds::check_open_rooms`], 409), else handed to
 /// [`RoomService::submit`] with the caller as part of the command's identity. The one command
 /// path of the HTTP and gRPC APIs; nothing is paid or written for a refused command.
 ///
 /// [`RoomService::submit`]: crate::room::RoomService::submit
+/// [`Bounds::check_open_rooms`]: super::bounds::Bounds::check_open_rooms
 pub async fn run_command(
     state: &AppState,
     transport: Transport,
@@ -55,6 +57,9 @@ pub async fn run_command(
     state.auth.check_rate(caller).map_err(refused)?;
     if let Some(seats) = &state.seat_actions {
         seats.check(&room_id, &command)?;
+    }
+    if let Command::CreateRoom { owner_id, .. } = &command {
+        state.bounds.check_open_rooms(state.repo.as_ref(), caller, &room_id, owner_id).await?;
     }
     let request =
         CommandRequest::new(room_id, command_id, request_id, command).via(transport).by(caller.identity());

@@ -66,6 +66,9 @@ pub struct AppState {
     /// Each user's share of the mic seat actions in a room
     /// (`rooms.seat_actions_per_user_per_sec`); `None`: no limit.
     pub seat_actions: Option<Arc<seat_limit::SeatLimiter>>,
+    /// Members reads per reader and open rooms per owner (`rooms.members.*`,
+    /// `rooms.max_open_per_owner`).
+    pub bounds: super::bounds::Bounds,
 }
 
 /// This node's id and public URL.

@@ -11,8 +11,9 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 use super::{auth, pack_limits, wallet};
+use crate::api::bounds::Bounds;
 use crate::api::forward::{Forwarder, Seal, hop_limit};
-use crate::api::read_limit::ReadLimiter;
+use crate::api::read_limit::{ReadApi, ReadLimiter};
 use crate::api::readiness::DbPing;
 use crate::api::seat_limit::SeatLimiter;
 use crate::api::{AppState, Lifecycle, NodeInfo};
@@ -169,7 +170,9 @@ impl Apis {
             metrics: Some(metrics),
             forwarder,
             auth: auth(&settings.auth).await?,
-            reads: ReadLimiter::new(settings.rooms.history.reads_per_sec_per_client).map(Arc::new),
+            reads: ReadLimiter::new(ReadApi::Events, settings.rooms.history.reads_per_sec_per_client)
+                .map(Arc::new),
+            bounds: Bounds::new(&settings.rooms),
             seat_actions: SeatLimiter::new(settings.rooms.seat_actions_per_user_per_sec).map(Arc::new),
             node: NodeInfo { node_id: settings.node_id.clone(), url },
         };

@@ -70,12 +70,13 @@ impl Groups {
         let (api, fields, until_ms) = match event_type {
             EventType::RoomCreated => {
                 let name = cut(text("title").unwrap_or_default(), IM_NAME_BYTES);
-                return Some(call(
-                    AdminApi::CreateGroup,
-                    json!({"Type": "AVChatRoom", "Name": name}),
-                    None,
-                    false,
-                ));
+                let created =
+                    call(AdminApi::CreateGroup, json!({"Type": "AVChatRoom", "Name": name}), None, false);
+                // Creations are admitted fairly between owners (docs/DESIGN.md).
+                return Some(AdminCall {
+                    share: Some(text("owner_id").unwrap_or_default().to_owned()),
+                    ..created
+                });
             }
             EventType::RoomClosed => (AdminApi::DestroyGroup, json!({}), None),
             EventType::RoomUserMuted => {
@@ -111,7 +112,7 @@ fn call(api: AdminApi, fields: Value, until_ms: Option<i64>, after_message: bool
         Value::Object(map) => map,
         _ => Map::new(),
     };
-    AdminCall { api, fields, until_ms, after_message }
+    AdminCall { api, fields, until_ms, after_message, share: None }
 }
 
 fn until(payload: &Value) -> Option<i64> {
@@ -154,6 +155,9 @@ mod tests {
         let created = ON.call_for(EventType::RoomCreated, &json!({"title": "Live"})).unwrap();
         assert_eq!((created.api, created.after_message), (AdminApi::CreateGroup, false));
         assert_eq!(created.fields["Type"], "AVChatRoom");
+        let owned =
+            ON.call_for(EventType::RoomCreated, &json!({"title": "Live", "owner_id": "alice"})).unwrap();
+        assert_eq!(owned.share.as_deref(), Some("alice"), "a creation takes its owner's share");
         let closed = ON.call_for(EventType::RoomClosed, &json!({})).unwrap();
         assert_eq!((closed.api, closed.after_message), (AdminApi::DestroyGroup, true));
         assert_eq!(ON.call_for(EventType::RoomGiftSent, &json!({})), None);

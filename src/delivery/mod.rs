@@ -86,7 +86,7 @@ impl Outlet {
     /// ([`Permits::admin`]); a rate-limited answer pauses its group, or the app.
     pub async fn call(&self, message: Message) -> Result<Outcome, BoxError> {
         for call in message.events.iter().filter_map(|e| e.admin.as_ref()) {
-            self.permits.admin(call.api).await;
+            self.permits.admin(call.api, call.share.as_deref()).await;
         }
         let group = message.group.clone();
         let result = self.publisher.clone().oneshot(message).await;

@@ -7,7 +7,7 @@
 //! | `invalid_argument` | `INVALID_ARGUMENT` (the message starts with the field) |
 //! | `room_not_found` | `NOT_FOUND` |
 //! | `command_conflict` | `ALREADY_EXISTS` |
-//! | `version_conflict`, `room_exists`, `room_closed`, `not_member`, `banned` (with `until-ms` metadata), `too_many_admins`, `attribute_conflict`, the seat codes (`seats_disabled`, `seat_occupied`, `seats_full`, `already_seated`, `seat_locked`, `not_seated`, `no_such_request`, `request_pending`, `too_many_requests`, `wrong_seat_mode`), `heat_overflow`, `insufficient_balance`, `payment_refunded` | `FAILED_PRECONDITION` |
+//! | `version_conflict`, `room_exists`, `room_closed`, `not_member`, `banned` (with `until-ms` metadata), `too_many_admins`, `too_many_rooms`, `attribute_conflict`, the seat codes (`seats_disabled`, `seat_occupied`, `seats_full`, `already_seated`, `seat_locked`, `not_seated`, `no_such_request`, `request_pending`, `too_many_requests`, `wrong_seat_mode`), `heat_overflow`, `insufficient_balance`, `payment_refunded` | `FAILED_PRECONDITION` |
 //! | `storage_unavailable`, `wallet_unavailable`, `draining`, `not_owner`, `owner_unavailable`, `request_timeout`, `overloaded` | `UNAVAILABLE` |
 //! | `too_large`, `rate_limited`, `seat_rate_limited` (with `retry-after` metadata, in seconds) | `RESOURCE_EXHAUSTED` |
 //! | `payment_mismatch` | `ABORTED` |
@@ -42,6 +42,7 @@ pub fn code(error_code: &str) -> Code {
         | "not_member"
         | "banned"
         | "too_many_admins"
+        | "too_many_rooms"
         | "attribute_conflict"
         | "seats_disabled"
         | "seat_occupied"

@@ -170,14 +170,17 @@ pub async fn get(
 }
 
 /// The room's members, paged in user id order: `?limit=` (1–1000, default 100) and `?after=`
-/// (the `next_after` of the previous page).
+/// (the `next_after` of the previous page). Metered here, where the reader's address is known,
+/// before it is served or forwarded (`rooms.members.reads_per_sec_per_client`).
 pub async fn members(
     State(state): State<AppState>,
     sender: Sender,
+    Peer(peer): Peer,
     RoomPath(room_id): RoomPath,
     QueryParams(params): QueryParams,
 ) -> Result<axum::Json<MembersPage>, ApiError> {
     let (after, limit) = parse_members_query(&params)?;
+    state.bounds.meter_members(&sender.caller, peer, limit)?;
     let request = RoomRequest::new(room_id, Operation::Members { after, limit }, sender);
     Ok(axum::Json(serve(&state, request).await?.members()?))
 }

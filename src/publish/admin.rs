@@ -78,4 +78,7 @@ pub struct AdminCall {
     /// True when the event's message goes first (`send_group_msg`), then the call; false for
     /// the call alone (a room's creation is no message).
     pub after_message: bool,
+    /// Whose share of its API's budget it takes, admitted fairly between shares (a room's
+    /// creation: its owner's id); `None`: the API's common limiter alone.
+    pub share: Option<String>,
 }

@@ -70,6 +70,9 @@ declare_metrics! {
     /// Mic seat actions refused because their user, in that room, acted more than
     /// `rooms.seat_actions_per_user_per_sec`.
     SEAT_ACTIONS_LIMITED_TOTAL: Counter(Count) = "room_seat_actions_limited_total";
+    /// Members listing reads refused because their client (the user, or the address of an
+    /// anonymous one) read more than `rooms.members.reads_per_sec_per_client`.
+    MEMBERS_READS_LIMITED_TOTAL: Counter(Count) = "room_members_reads_limited_total";
     /// Room requests forwarded to the node owning the room, by `result` (ok|error).
     COMMANDS_FORWARDED_TOTAL: Counter(Count) = "room_commands_forwarded_total";
     /// Calls of the cluster hop's route refused because no node of this cluster sealed them

@@ -104,6 +104,15 @@ fn migrate_creates_the_schema_and_exits() {
          'room_event_consumer', 'room_gift_total', 'room_member', 'room_outbox', 'room_payment_refund', \
          'room_restriction', 'room_seat_request', 'room_shard_lease', 'room_snapshot']"
     );
+    let indexes = Command::new("python3")
+        .args(["-c", "import sqlite3,sys; print(sorted(r[0] for r in sqlite3.connect(sys.argv[1]).execute(\"select name from sqlite_master where type='index' and tbl_name='room_snapshot' and sql is not null\")))"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&indexes.stdout).trim(),
+        "['idx_room_snapshot_open', 'idx_room_snapshot_owner']"
+    );
 }
 
 /// The operator's fd-exhaustion scenario: with the process limited to 256 open files, far more

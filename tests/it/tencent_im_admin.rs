@@ -42,7 +42,7 @@ fn event(id: &str, event_type: &'static str, admin: Option<AdminCall>) -> Event 
 
 fn call(api: AdminApi, fields: Value, until_ms: Option<i64>, after_message: bool) -> AdminCall {
     let Value::Object(fields) = fields else { panic!("fields must be an object") };
-    AdminCall { api, fields, until_ms, after_message }
+    AdminCall { api, fields, until_ms, after_message, share: None }
 }
 
 fn one(event: Event) -> Message {

@@ -98,6 +98,8 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
         ("grpc.listen".to_owned(), "127.0.0.1:0".to_owned()),
         ("presence.enabled".to_owned(), "false".to_owned()),
         ("log.level".to_owned(), "warn".to_owned()),
+        // The benchmarks create many rooms of one owner (a benchmark of the cap sets its own).
+        ("rooms.max_open_per_owner".to_owned(), "0".to_owned()),
     ];
     if let Some(im) = im {
         vars.push(("tencent_im.enabled".into(), "true".into()));

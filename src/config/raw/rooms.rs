@@ -92,6 +92,10 @@ pub(crate) struct RawRooms {
     pub seat_request_ttl: RawDuration,
     /// Mic seat actions one user may make per second in one room; 0: no limit.
     pub seat_actions_per_user_per_sec: i64,
+    /// The members listing (`GET /v1/rooms/{id}/members`).
+    pub members: RawMembersReads,
+    /// Open rooms one user may own at once (service tokens are exempt).
+    pub max_open_per_owner: i64,
 }
 
 impl Default for RawRooms {
@@ -104,7 +108,24 @@ impl Default for RawRooms {
             idle_close_after: RawDuration::new("0s"),
             seat_request_ttl: RawDuration::new("30s"),
             seat_actions_per_user_per_sec: 2,
+            members: RawMembersReads::default(),
+            max_open_per_owner: 10,
         }
+    }
+}
+
+/// `rooms.members.*`
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawMembersReads {
+    /// Members reads a client (a user, or the address of an anonymous one) may make per second,
+    /// a page of more than 100 members counting one per 100; 0: no limit.
+    pub reads_per_sec_per_client: i64,
+}
+
+impl Default for RawMembersReads {
+    fn default() -> Self {
+        Self { reads_per_sec_per_client: 10 }
     }
 }
 

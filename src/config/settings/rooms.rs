@@ -34,7 +34,16 @@ pub struct RoomsSettings {
     /// Mic seat actions per second of one user in one room
     /// (0..=[`MAX_SEAT_ACTIONS_PER_SEC`]; 0: no limit).
     pub seat_actions_per_user_per_sec: u32,
+    /// Members listing reads per second per client, a page of more than 100 members counting
+    /// one per 100 (0: no limit; at most 100,000).
+    pub members_reads_per_sec_per_client: u32,
+    /// Open rooms one user may own at once (0: no limit; at most `MAX_OPEN_PER_OWNER`);
+    /// service tokens are exempt.
+    pub max_open_per_owner: u32,
 }
+
+/// Largest accepted `rooms.max_open_per_owner`.
+pub const MAX_OPEN_PER_OWNER: u32 = 1_000_000;
 
 /// Largest accepted `rooms.seat_actions_per_user_per_sec`.
 pub const MAX_SEAT_ACTIONS_PER_SEC: u32 = 1000;

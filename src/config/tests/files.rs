@@ -92,6 +92,7 @@ fn every_shipped_file_sets_and_documents_every_key() {
         "outbox_worker",
         "rooms",
         "  history",
+        "  members",
         "presence",
         "log",
         "telemetry",

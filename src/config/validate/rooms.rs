@@ -2,7 +2,9 @@
 //! `wallet`.
 
 use super::*;
-use crate::config::settings::{MAX_ADMINS, MAX_SEAT_ACTIONS_PER_SEC, MAX_SEAT_REQUEST_TTL};
+use crate::config::settings::{
+    MAX_ADMINS, MAX_OPEN_PER_OWNER, MAX_SEAT_ACTIONS_PER_SEC, MAX_SEAT_REQUEST_TTL,
+};
 
 pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
     let max_commit_batch = match usize::try_from(raw.max_commit_batch) {
@@ -53,6 +55,26 @@ pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
             2
         }
     };
+    let members_reads_per_sec_per_client = match u32::try_from(raw.members.reads_per_sec_per_client) {
+        Ok(n) if n <= 100_000 => n,
+        _ => {
+            p.add(
+                "rooms.members.reads_per_sec_per_client",
+                format!("{} is not between 0 and 100000", raw.members.reads_per_sec_per_client),
+            );
+            10
+        }
+    };
+    let max_open_per_owner = match u32::try_from(raw.max_open_per_owner) {
+        Ok(n) if n <= MAX_OPEN_PER_OWNER => n,
+        _ => {
+            p.add(
+                "rooms.max_open_per_owner",
+                format!("{} is not between 0 (no limit) and {MAX_OPEN_PER_OWNER}", raw.max_open_per_owner),
+            );
+            10
+        }
+    };
     RoomsSettings {
         max_commit_batch,
         sync_publish_wait: sync_publish_wait(p, &raw.sync_publish_wait),
@@ -61,6 +83,8 @@ pub(super) fn rooms(p: &mut Problems, raw: RawRooms) -> RoomsSettings {
         idle_close_after,
         seat_request_ttl,
         seat_actions_per_user_per_sec,
+        members_reads_per_sec_per_client,
+        max_open_per_owner,
     }
 }
 

@@ -6,15 +6,21 @@
 //! moderation), so they take no share of the cluster's quota in Redis, and N nodes may call one
 //! API at up to N × the rate together; a rate-limited answer then pauses the room's group (or
 //! the app) as any other does.
+//!
+//! A call with a share (a room's creation: its owner) is admitted fairly between shares
+//! ([`FairGate`]): one owner creating rooms by the hundred waits behind its own creations, not
+//! in front of another owner's.
 
 use super::clock::{self, DirectLimiter};
+use super::fair::FairGate;
 use super::limits::window_quota;
 use crate::publish::AdminApi;
 
-/// One limiter per admin API, in [`AdminApi::ALL`]'s order.
+/// One limiter per admin API, in [`AdminApi::ALL`]'s order, each with the fair queue of its
+/// shared calls.
 #[derive(Debug)]
 pub(super) struct AdminLimits {
-    limiters: Vec<(AdminApi, DirectLimiter)>,
+    limiters: Vec<(AdminApi, DirectLimiter, FairGate)>,
 }
 
 impl AdminLimits {
@@ -22,15 +28,21 @@ impl AdminLimits {
     pub(super) fn new(per_sec: u32) -> Self {
         let per_sec = per_sec.max(1);
         let burst = (per_sec / 20).max(1);
-        let limiters =
-            AdminApi::ALL.into_iter().map(|api| (api, clock::direct(window_quota(per_sec, burst)))).collect();
+        let limiters = AdminApi::ALL
+            .into_iter()
+            .map(|api| (api, clock::direct(window_quota(per_sec, burst)), FairGate::default()))
+            .collect();
         Self { limiters }
     }
 
-    /// Waits for a permit of `api`'s limiter, on tokio's timer.
-    pub(super) async fn acquire(&self, api: AdminApi) {
-        if let Some((_, limiter)) = self.limiters.iter().find(|(a, _)| *a == api) {
-            clock::ready(limiter).await;
+    /// Waits for a permit of `api`'s limiter, on tokio's timer: in `share`'s turn when it has
+    /// one ([`FairGate`]).
+    pub(super) async fn acquire(&self, api: AdminApi, share: Option<&str>) {
+        if let Some((_, limiter, gate)) = self.limiters.iter().find(|(a, _, _)| *a == api) {
+            match share {
+                Some(share) => gate.acquire(limiter, share).await,
+                None => clock::ready(limiter).await,
+            }
         }
     }
 }

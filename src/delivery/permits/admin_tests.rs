@@ -35,7 +35,7 @@ async fn an_admin_apis_permits_hold_its_rate_in_every_second() {
     let start = Instant::now();
     let mut times = Vec::new();
     for _ in 0..35 {
-        limits.admin(AdminApi::ForbidSendMsg).await;
+        limits.admin(AdminApi::ForbidSendMsg, None).await;
         times.push(Instant::now());
     }
     assert!(busiest_second(&times) <= 10, "{} in one second", busiest_second(&times));
@@ -53,15 +53,18 @@ async fn each_admin_api_and_the_messages_have_limiters_of_their_own() {
     }
     assert!((1..=5).contains(&granted), "{granted}");
     // create_group still has its permit at once; spend it.
-    assert!(limits.admin(AdminApi::CreateGroup).now_or_never().is_some(), "held by the messages' limiter");
-    while limits.admin(AdminApi::CreateGroup).now_or_never().is_some() {}
+    assert!(
+        limits.admin(AdminApi::CreateGroup, None).now_or_never().is_some(),
+        "held by the messages' limiter"
+    );
+    while limits.admin(AdminApi::CreateGroup, None).now_or_never().is_some() {}
     // Every other API still has its own.
     for api in AdminApi::ALL.into_iter().filter(|api| *api != AdminApi::CreateGroup) {
-        assert!(limits.admin(api).now_or_never().is_some(), "{api:?} waited for another limiter");
+        assert!(limits.admin(api, None).now_or_never().is_some(), "{api:?} waited for another limiter");
     }
     // And create_group's next permit comes at its own rate.
     let start = Instant::now();
-    limits.admin(AdminApi::CreateGroup).await;
+    limits.admin(AdminApi::CreateGroup, None).await;
     assert!(start.elapsed() <= Duration::from_millis(200), "{:?}", start.elapsed());
 }
 
@@ -79,6 +82,7 @@ async fn the_outlet_takes_an_admin_calls_permit_before_calling_the_stack() {
         fields: Default::default(),
         until_ms: None,
         after_message: true,
+        share: None,
     };
     let mut closed = message("RoomClosed", Path::Worker);
     closed.events[0].admin = Some(Arc::new(destroy));

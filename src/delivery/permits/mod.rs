@@ -13,7 +13,8 @@
 //!   app-wide rate, so live events keep headroom during a backlog drain.
 //!
 //! A group admin call (SPEC §14.2) also waits for a permit of its API's own limiter
-//! ([`Permits::admin`]): Tencent's 200 calls a second hold per API.
+//! ([`Permits::admin`]): Tencent's 200 calls a second hold per API. A call with a share (a
+//! room's creation: its owner) is admitted fairly between shares (`fair`).
 //!
 //! When IM answers rate-limited anyway (60007 and kin, `MsgDropReason`), the group — or the
 //! whole app, for app-wide codes — is paused for `pause` ([`Permits::pause`]): no permit is
@@ -30,6 +31,7 @@
 mod admin;
 mod clock;
 pub mod cluster;
+mod fair;
 mod limits;
 mod options;
 
@@ -59,8 +61,10 @@ pub trait Permits: Send + Sync + std::fmt::Debug {
 
     /// Waits for a permit for one call of the group admin API `api` (SPEC §14.2): Tencent limits
     /// each API on its own, so each has its own app-wide limiter, apart from the messages'
-    /// ([`Self::wait`], which a message carrying an admin call takes as well).
-    fn admin<'a>(&'a self, api: AdminApi) -> BoxFuture<'a, ()>;
+    /// ([`Self::wait`], which a message carrying an admin call takes as well). A call of a
+    /// `share` (a creation's owner: [`AdminCall::share`](crate::publish::AdminCall::share))
+    /// waits in that share's turn, fairly between shares.
+    fn admin<'a>(&'a self, api: AdminApi, share: Option<&'a str>) -> BoxFuture<'a, ()>;
 }
 
 /// The permits of a process, shared by its lanes and its worker.
@@ -81,7 +85,7 @@ impl Permits for Unlimited {
 
     fn pause(&self, _: &str, _: bool) {}
 
-    fn admin<'a>(&'a self, _: AdminApi) -> BoxFuture<'a, ()> {
+    fn admin<'a>(&'a self, _: AdminApi, _: Option<&'a str>) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
     }
 }
@@ -124,8 +128,8 @@ impl Permits for RateLimits {
         self.limits.pause(group, app_wide);
     }
 
-    fn admin<'a>(&'a self, api: AdminApi) -> BoxFuture<'a, ()> {
-        Box::pin(self.admin.acquire(api))
+    fn admin<'a>(&'a self, api: AdminApi, share: Option<&'a str>) -> BoxFuture<'a, ()> {
+        Box::pin(self.admin.acquire(api, share))
     }
 }
 

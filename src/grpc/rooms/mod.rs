@@ -266,6 +266,7 @@ impl pb::room_service_server::RoomService for GrpcRooms {
 
     async fn list_members(&self, request: Request<pb::ListMembersRequest>) -> Rpc<pb::ListMembersResponse> {
         let sender = self.sender(&request, true).await?;
+        let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip());
         let m = request.into_inner();
         let room = room_id(m.room_id)?;
         let limit = match m.limit {
@@ -277,6 +278,8 @@ impl pb::room_service_server::RoomService for GrpcRooms {
             "" => None,
             _ => Some(user_id("after", m.after)?),
         };
+        // Metered here, where the reader's address is known, before it is served or forwarded.
+        self.state.bounds.meter_members(&sender.caller, peer, limit).map_err(from_api)?;
         let outcome = self.serve(room, Operation::Members { after, limit }, sender).await?;
         Ok(Response::new(reply::members(outcome.members().map_err(from_api)?)))
     }

@@ -98,6 +98,7 @@ async fn a_skipped_type_carrying_an_admin_call_is_forwarded_with_it() {
         fields: Default::default(),
         until_ms: None,
         after_message: false,
+        share: None,
     };
     let mut created = message("RoomCreated", Path::Sync);
     assert!(svc.skips("RoomCreated"), "RoomCreated is in the IM skip set");

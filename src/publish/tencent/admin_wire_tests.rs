@@ -7,7 +7,7 @@ use crate::publish::error::{Classify, ErrorClass};
 
 fn call(api: AdminApi, fields: Value, until_ms: Option<i64>) -> AdminCall {
     let Value::Object(fields) = fields else { panic!("fields must be an object") };
-    AdminCall { api, fields, until_ms, after_message: true }
+    AdminCall { api, fields, until_ms, after_message: true, share: None }
 }
 
 #[test]

@@ -188,6 +188,7 @@ mod tests {
             fields: Default::default(),
             until_ms: None,
             after_message,
+            share: None,
         };
         message.events[0].admin = Some(Arc::new(call));
         message

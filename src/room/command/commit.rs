@@ -294,7 +294,12 @@ fn logged_command(item: &Queued, committed: &Committed) -> LoggedCommand {
 }
 
 fn snapshot_write(state: &RoomState) -> SnapshotWrite {
-    SnapshotWrite { version: state.version, status: state.status.as_str(), state: state.snapshot_json() }
+    SnapshotWrite {
+        version: state.version,
+        status: state.status.as_str(),
+        state: state.snapshot_json(),
+        owner_id: state.owner_id.to_string(),
+    }
 }
 
 /// A stored mute or ban as the domain keeps it.

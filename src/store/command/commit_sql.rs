@@ -26,13 +26,15 @@ pub(super) fn insert_snapshot<DB: Backend>(
     epoch: Option<u64>,
 ) -> QueryBuilder<DB> {
     let mut q = QueryBuilder::new(
-        "INSERT INTO room_snapshot (room_id, version, status, state, epoch, updated_at_ms) VALUES (",
+        "INSERT INTO room_snapshot (room_id, version, status, owner_id, state, epoch, updated_at_ms) VALUES (",
     );
     DB::bind_str(&mut q, room_id);
     q.push(", ");
     DB::bind_i64(&mut q, s.version as i64);
     q.push(", ");
     DB::bind_str(&mut q, s.status);
+    q.push(", ");
+    DB::bind_str(&mut q, &s.owner_id);
     q.push(", ");
     DB::bind_str(&mut q, &s.state);
     q.push(", ");
@@ -53,6 +55,9 @@ pub(super) fn update_snapshot<DB: Backend>(
     DB::bind_i64(&mut q, s.version as i64);
     q.push(", status = ");
     DB::bind_str(&mut q, s.status);
+    // Never changes; written again so a row an older build wrote without it gets it.
+    q.push(", owner_id = ");
+    DB::bind_str(&mut q, &s.owner_id);
     q.push(", state = ");
     DB::bind_str(&mut q, &s.state);
     if let Some(epoch) = epoch {

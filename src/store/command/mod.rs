@@ -131,6 +131,10 @@ pub trait CommandStore: Send + Sync {
         limit: u32,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// How many open rooms other than `except_room` `owner_id` owns: one count on the owner's
+    /// index of `room_snapshot` (rooms on every node of a cluster).
+    async fn open_rooms_owned(&self, owner_id: &str, except_room: &str) -> Result<u64, StoreError>;
+
     /// Up to `limit` pending seat requests and invitations of every room due at `now_ms` (the
     /// scanning node's clock; a request's expiry was set on its owner's), after `after`
     /// (`(room_id, user_id)`, key order).
@@ -193,6 +197,12 @@ impl<DB: Backend> CommandStore for SqlRepository<DB> {
     ) -> Result<Vec<String>, StoreError> {
         let mut q = read_sql::idle_rooms::<DB>(idle_after, after, limit);
         Ok(q.fetch_all::<(String,)>(&self.pool).await?.into_iter().map(|(id,)| id).collect())
+    }
+
+    async fn open_rooms_owned(&self, owner_id: &str, except_room: &str) -> Result<u64, StoreError> {
+        let mut q = read_sql::open_rooms_owned::<DB>(owner_id, except_room);
+        let (count,) = q.fetch_one::<(i64,)>(&self.pool).await?;
+        Ok(count.max(0) as u64)
     }
 
     async fn due_seat_requests(

@@ -110,20 +110,33 @@ pub(super) fn delete_restrictions<DB: Backend>(rows: &[(String, String, String)]
 }
 
 /// Open rooms after `after` (room id order: a page of the scan) without members, written last
-/// at least `idle_after` ago.
+/// at least `idle_after` ago. On the index of open rooms (`status`, `room_id`): the page is a
+/// range of it, and closed rooms are never read.
 pub(super) fn idle_rooms<DB: Backend>(
     idle_after: std::time::Duration,
     after: &str,
     limit: u32,
 ) -> QueryBuilder<DB> {
-    let mut q = QueryBuilder::new("SELECT s.room_id FROM room_snapshot s WHERE s.room_id > ");
+    let mut q = QueryBuilder::new(format!(
+        "SELECT s.room_id FROM room_snapshot s {} WHERE s.status = 'open' AND s.room_id > ",
+        DB::index_hint("idx_room_snapshot_open")
+    ));
     DB::bind_str(&mut q, after);
-    q.push(format!(" AND s.status = 'open' AND s.updated_at_ms <= {} - ", DB::NOW_MS));
+    q.push(format!(" AND s.updated_at_ms <= {} - ", DB::NOW_MS));
     DB::bind_i64(&mut q, i64::try_from(idle_after.as_millis()).unwrap_or(i64::MAX));
     q.push(
         " AND NOT EXISTS (SELECT 1 FROM room_member m WHERE m.room_id = s.room_id) ORDER BY s.room_id LIMIT ",
     );
     DB::bind_i64(&mut q, i64::from(limit));
+    q
+}
+
+/// How many open rooms other than `except_room` `owner_id` owns (the owner's index).
+pub(super) fn open_rooms_owned<DB: Backend>(owner_id: &str, except_room: &str) -> QueryBuilder<DB> {
+    let mut q = QueryBuilder::new("SELECT COUNT(*) FROM room_snapshot WHERE owner_id = ");
+    DB::bind_str(&mut q, owner_id);
+    q.push(" AND status = 'open' AND room_id <> ");
+    DB::bind_str(&mut q, except_room);
     q
 }
 

@@ -211,6 +211,8 @@ pub struct SnapshotWrite {
     pub status: &'static str,
     /// The serialised `RoomSnapshot`.
     pub state: String,
+    /// The room's owner (its column: the open rooms of an owner are counted on it).
+    pub owner_id: String,
 }
 
 /// A sender's running gift total (`room_gift_total`).

@@ -8,6 +8,7 @@
 mod clock;
 mod connection_cuts;
 mod crash;
+mod fair_groups;
 mod hot_room;
 mod im_faults;
 mod limits;
@@ -92,6 +93,8 @@ impl Node {
             .env("ROOM_SERVICE__OUTBOX_WORKER__PUBLISH_TIMEOUT", "1s")
             .env("ROOM_SERVICE__IM_RATE_LIMIT__GLOBAL_PER_SEC", "400")
             .env("ROOM_SERVICE__IM_RATE_LIMIT__PER_GROUP_PER_SEC", "40")
+            // Tests create many rooms of one owner; the cap's own tests set it.
+            .env("ROOM_SERVICE__ROOMS__MAX_OPEN_PER_OWNER", "0")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(std::process::Stdio::null())
             .stderr(match (&self.log, std::env::var_os("ROOM_SERVICE_TEST_NODE_LOG")) {

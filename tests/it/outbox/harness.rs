@@ -101,7 +101,12 @@ impl Db {
         let commit = RoomCommit {
             room_id: room.into(),
             expected_version,
-            snapshot: Some(SnapshotWrite { version, status: "open", state: "{}".into() }),
+            snapshot: Some(SnapshotWrite {
+                version,
+                status: "open",
+                state: "{}".into(),
+                owner_id: "owner".into(),
+            }),
             commands: vec![LoggedCommand {
                 command_id: format!("cmd-{:016x}", rand::random::<u64>()),
                 caller: String::new(),

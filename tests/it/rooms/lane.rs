@@ -94,7 +94,7 @@ impl Permits for Im {
 
     fn pause(&self, _: &str, _: bool) {}
 
-    fn admin<'a>(&'a self, _: AdminApi) -> BoxFuture<'a, ()> {
+    fn admin<'a>(&'a self, _: AdminApi, _: Option<&'a str>) -> BoxFuture<'a, ()> {
         Box::pin(std::future::ready(()))
     }
 }
@@ -113,6 +113,9 @@ impl CommandStore for Watched {
     }
     async fn room_version(&self, room_id: &str) -> Result<Option<u64>, StoreError> {
         self.repo.room_version(room_id).await
+    }
+    async fn open_rooms_owned(&self, owner_id: &str, except_room: &str) -> Result<u64, StoreError> {
+        self.repo.open_rooms_owned(owner_id, except_room).await
     }
     async fn find_command(&self, key: &CommandKey) -> Result<Vec<StoredCommand>, StoreError> {
         self.repo.find_command(key).await

@@ -6,6 +6,7 @@
 //! commands with `join_all` on the test's single-threaded runtime: every command is queued
 //! before the room's drain task first runs, so they form one batch deterministically.
 
+mod bounds;
 mod group_commit;
 mod lane;
 mod legacy;

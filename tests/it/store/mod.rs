@@ -9,6 +9,7 @@ mod commit;
 mod consumers;
 mod leases;
 mod mariadb;
+mod open_rooms;
 mod sqlite;
 
 use std::time::Duration;
@@ -27,6 +28,7 @@ pub fn commit(room_id: &str, command_id: &str, expected: u64, events: usize) -> 
             version,
             status: "open",
             state: format!(r#"{{"room":"{room_id}","version":{version}}}"#),
+            owner_id: "owner".into(),
         }),
         commands: vec![LoggedCommand {
             command_id: command_id.to_owned(),

@@ -40,6 +40,7 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
         ("im_rate_limit.global_per_sec".to_owned(), "100000".to_owned()),
         ("im_rate_limit.per_group_per_sec".to_owned(), "100000".to_owned()),
         ("rooms.seat_actions_per_user_per_sec".to_owned(), "0".to_owned()),
+        ("rooms.max_open_per_owner".to_owned(), "0".to_owned()),
     ];
     if let Some(im) = im {
         vars.push(("tencent_im.enabled".into(), "true".into()));
@@ -78,6 +79,7 @@ pub fn router_state(db: &super::TestDb) -> room_service::api::AppState {
         auth: Default::default(),
         reads: None,
         seat_actions: None,
+        bounds: Default::default(),
     }
 }
 

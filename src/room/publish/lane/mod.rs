@@ -166,7 +166,10 @@ impl Lanes {
         let started = Instant::now();
         let deadline = started + self.publish_timeout;
         let room = lane.room();
-        if self.outlet.permit_by(&room, deadline, || lane.settle_queued()).await.is_err() {
+        // A creation sends no message: its only permit is its API's, in `Outlet::call`.
+        if !lane.head_is_call_alone()
+            && self.outlet.permit_by(&room, deadline, || lane.settle_queued()).await.is_err()
+        {
             lane.no_permit();
             tracing::warn!(room_id = %room, "Room lane permit not in hand within publish_timeout; the outbox worker takes the room");
             return (Vec::new(), Sent::Failed);

@@ -152,6 +152,13 @@ impl Lane {
         }
     }
 
+    /// True when the next event to send is a call that sends no message (a room's creation,
+    /// always sent alone): it takes its API's permit only — fairly between owners — and none of
+    /// the messages' (docs/DESIGN.md, "Fair group creation").
+    pub(super) fn head_is_call_alone(&self) -> bool {
+        self.lock().queue.front().and_then(|e| e.event.admin.as_ref()).is_some_and(|call| !call.after_message)
+    }
+
     /// The message `opened` has its permit: its pack, taken off the front of the queue by the
     /// packer — under another epoch than it opened under, only of what was queued then — and
     /// what stays behind it answered `pending`. The next message may open.
