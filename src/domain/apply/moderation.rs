@@ -125,12 +125,11 @@ impl Draft {
         check_text("reason", reason, MAX_REASON_BYTES, false)?;
         self.may_moderate(by, user_id)?;
         let until_ms = (ban_s > 0).then(|| now_ms.saturating_add(i64::from(ban_s) * 1000));
-        let setter = match until_ms {
-            Some(until_ms) => {
-                Some(self.state.setter_of_new(by, user_id, RestrictionKind::Ban, until_ms, now_ms)?)
-            }
-            None => None,
-        };
+        let ban = until_ms
+            .map(|until| {
+                self.state.setter_of_new(by, user_id, RestrictionKind::Ban, until, now_ms).map(|s| (until, s))
+            })
+            .transpose()?;
         let was_member = self.state.members.contains_key(user_id);
         if ban_s == 0 && !was_member {
             return Err(DomainError::NotMember { user_id: user_id.to_string() });
@@ -140,7 +139,7 @@ impl Draft {
             self.changes.push(super::Change::MemberLeft { user_id: user_id.clone() });
         }
         let seats = self.unseat(user_id);
-        if let (Some(until_ms), Some(setter)) = (until_ms, setter) {
+        if let Some((until_ms, setter)) = ban {
             self.restrict(RestrictionKind::Ban, user_id, until_ms, reason.to_owned(), setter);
         }
         let mut payload = json!({
