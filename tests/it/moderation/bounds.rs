@@ -105,3 +105,43 @@ async fn a_command_answer_carries_the_room_without_attributes_and_the_room_read_
         app.stop().await;
     }
 }
+
+#[tokio::test]
+async fn a_cover_url_that_is_not_an_absolute_https_url_with_a_host_is_400_naming_cover_url() {
+    for db in backends().await {
+        let app = TestApp::start(settings(db.url(), None, &[])).await;
+        create(&app, "r1", "alice").await;
+        for bad in [
+            "https:///etc/passwd",
+            "https://a/<script>",
+            "https://cdn.test/it's.png",
+            "https://user:pw@cdn.test/c.png",
+            "https://CDN.test/c.png",
+            "javascript:alert(1)",
+        ] {
+            refused(&db, &app, "info", json!({"cover_url": bad}), 400, "invalid_argument", "cover_url").await;
+        }
+        let good = "https://cdn.test/a%20b.png?w=100";
+        ok(&app, "r1", "info", "alice", json!({"cover_url": good})).await;
+        assert_eq!(room(&app, "r1").await["cover_url"], good, "{db}");
+
+        // gRPC: the same rule, INVALID_ARGUMENT naming the field, nothing written.
+        let mut rooms = grpc(&app);
+        let before = written(&db, &app, "r1").await;
+        let info = pb::UpdateRoomInfoRequest {
+            seat_mode: None,
+            command_id: cid("gi"),
+            room_id: "r1".into(),
+            actor_id: "alice".into(),
+            title: None,
+            announcement: None,
+            cover_url: Some("https:///etc/passwd".into()),
+        };
+        let status = rooms.update_room_info(info).await.expect_err("refused");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{db}: {status:?}");
+        assert!(status.message().starts_with("cover_url:"), "{db}: {}", status.message());
+        assert_eq!(written(&db, &app, "r1").await, before, "{db}: nothing written");
+        assert_eq!(room(&app, "r1").await["cover_url"], good, "{db}");
+        app.stop().await;
+    }
+}
