@@ -12,6 +12,7 @@ use super::state::{
 };
 
 pub mod attributes;
+mod cover;
 pub mod moderation;
 mod rank;
 pub mod seats;

@@ -183,8 +183,9 @@ pub struct MemberView {
     pub joined_at_ms: i64,
 }
 
-/// The small part of a room: its public view (`GET /v1/rooms/{id}` and command responses)
-/// and, serialised, the snapshot row. Members are counted here and listed page by page.
+/// The small part of a room: its public view (`GET /v1/rooms/{id}` and, without the
+/// attributes, command responses) and, serialised, the snapshot row. Members are counted here
+/// and listed page by page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoomSnapshot {
     /// The room.
@@ -216,9 +217,10 @@ pub struct RoomSnapshot {
     /// The cover image URL.
     #[serde(default)]
     pub cover_url: String,
-    /// Attributes by key, with their versions.
-    #[serde(default)]
-    pub attributes: BTreeMap<String, Attribute>,
+    /// Attributes by key, with their versions; `None` where the view leaves them out (a
+    /// command's answer and the snapshot row), so the key is absent from its JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<BTreeMap<String, Attribute>>,
     /// The live's figures so far.
     #[serde(default)]
     pub figures: LiveFigures,
@@ -263,7 +265,7 @@ impl RoomState {
             muted_all: snapshot.muted_all,
             announcement: snapshot.announcement,
             cover_url: snapshot.cover_url,
-            attributes: snapshot.attributes,
+            attributes: snapshot.attributes.unwrap_or_default(),
             mutes,
             bans,
             figures: snapshot.figures,
@@ -282,9 +284,15 @@ impl RoomState {
         serde_json::to_string(&self.view(false)).expect("a room snapshot always serialises")
     }
 
-    /// The small view of this state (no member list).
+    /// The small view of this state (no member list), as the room read shows it.
     pub fn snapshot(&self) -> RoomSnapshot {
         self.view(true)
+    }
+
+    /// The small view a command answers: without the attributes (up to 16 KB a room), so an
+    /// answer stays small however much the room holds; the room read carries them.
+    pub fn answer_view(&self) -> RoomSnapshot {
+        self.view(false)
     }
 
     /// The small view, with or without the attributes.
@@ -302,7 +310,7 @@ impl RoomState {
             muted_all: self.muted_all,
             announcement: self.announcement.clone(),
             cover_url: self.cover_url.clone(),
-            attributes: if attributes { self.attributes.clone() } else { BTreeMap::new() },
+            attributes: attributes.then(|| self.attributes.clone()),
             figures: self.figures.clone(),
             seat_mode: self.seat_mode,
             seats: self.seats.iter().cloned().collect(),

@@ -14,11 +14,11 @@ use super::moderation::Role;
 
 /// Most attributes a room holds.
 pub const MAX_ATTRIBUTES: usize = 32;
-/// Longest key, in bytes.
+/// Longest key, in bytes (a key is of characters JSON never escapes).
 pub const MAX_ATTRIBUTE_KEY_BYTES: usize = 64;
-/// Longest value, in bytes.
+/// Longest value, in bytes as JSON writes it out ([`json_escaped_len`]).
 pub const MAX_ATTRIBUTE_VALUE_BYTES: usize = 2 * 1024;
-/// Most bytes of all of a room's values together.
+/// Most bytes of all of a room's values together, as JSON writes them out.
 pub const MAX_ATTRIBUTE_TOTAL_BYTES: usize = 16 * 1024;
 /// Most bytes of the values one `RoomAttributesChanged` carries: above it the event names the
 /// keys and their versions only (`values_omitted: true`) and clients read the room, so no write
@@ -60,7 +60,7 @@ impl Draft {
             self.changes.push(super::Change::AttributeSet { key: key.clone(), attribute });
             set.insert(key.clone(), json!(value));
         }
-        check_room(attributes.values().map(|a| a.value.len()), attributes.len())?;
+        check_room(attributes.values().map(|a| json_escaped_len(&a.value)), attributes.len())?;
         if set.is_empty() && deleted.is_empty() {
             return Ok(None);
         }
@@ -97,10 +97,10 @@ fn check_write(write: &AttributeWrite) -> Result<(), DomainError> {
     if let Some(both) = write.delete.iter().find(|k| write.set.contains_key(*k)) {
         return Err(invalid("delete", format!("{both:?} is also in set")));
     }
-    if let Some((key, _)) = write.set.iter().find(|(_, v)| v.len() > MAX_ATTRIBUTE_VALUE_BYTES) {
+    if let Some((key, _)) = write.set.iter().find(|(_, v)| json_escaped_len(v) > MAX_ATTRIBUTE_VALUE_BYTES) {
         return Err(invalid(
             "set",
-            format!("the value of {key:?} is over {MAX_ATTRIBUTE_VALUE_BYTES} bytes"),
+            format!("the value of {key:?} is over {MAX_ATTRIBUTE_VALUE_BYTES} bytes as JSON escapes it"),
         ));
     }
     Ok(())
@@ -124,8 +124,42 @@ fn check_room(values: impl Iterator<Item = usize>, keys: usize) -> Result<(), Do
     if values.sum::<usize>() > MAX_ATTRIBUTE_TOTAL_BYTES {
         return Err(invalid(
             "set",
-            format!("a room's values hold at most {MAX_ATTRIBUTE_TOTAL_BYTES} bytes together"),
+            format!(
+                "a room's values hold at most {MAX_ATTRIBUTE_TOTAL_BYTES} bytes together as JSON escapes them"
+            ),
         ));
     }
     Ok(())
+}
+
+/// The bytes `value` takes as a JSON string, without its quotes, as `serde_json` writes it: a
+/// quote, a backslash and `\b \f \n \r \t` take 2, any other control character below
+/// U+0020 takes 6 (`\u0000`), every other character its UTF-8 bytes. The limits count this, so
+/// they hold on the wire (a value of control characters is six times its length there).
+pub fn json_escaped_len(value: &str) -> usize {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_escaped_len;
+
+    #[test]
+    fn the_escaped_length_is_what_serde_json_writes() {
+        let mut samples: Vec<String> = (0u8..=0x7f).map(|b| char::from(b).to_string()).collect();
+        samples.extend(["é", "語", "😀", "\u{2028}", "a\"b\\c\u{0}\u{1f}\n", ""].map(String::from));
+        samples.push((0u8..=0x7f).map(char::from).collect());
+        for sample in samples {
+            let written = serde_json::to_string(&sample).unwrap().len() - 2;
+            assert_eq!(json_escaped_len(&sample), written, "{sample:?}");
+        }
+        assert_eq!(json_escaped_len(&"\u{1}".repeat(10)), 60);
+    }
 }

@@ -279,14 +279,7 @@ fn check_info(info: &InfoChange) -> Result<(), DomainError> {
         check_text("announcement", announcement, MAX_ANNOUNCEMENT_BYTES, true)?;
     }
     if let Some(url) = info.cover_url.as_deref().filter(|u| !u.is_empty()) {
-        check_text("cover_url", url, MAX_COVER_URL_BYTES, false)?;
-        let host = url.strip_prefix("https://").unwrap_or_default();
-        if host.is_empty() || url.chars().any(|c| c.is_whitespace() || c == '"') {
-            return Err(DomainError::InvalidArgument {
-                field: "cover_url",
-                reason: "must be an https:// URL without spaces or quotes".into(),
-            });
-        }
+        super::cover::check_cover_url(url)?;
     }
     Ok(())
 }

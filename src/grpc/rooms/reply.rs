@@ -47,6 +47,7 @@ pub(super) fn room(s: RoomSnapshot) -> pb::Room {
         cover_url: s.cover_url,
         attributes: s
             .attributes
+            .unwrap_or_default()
             .into_iter()
             .map(|(k, a)| (k, pb::AttributeValue { value: a.value, version: a.version }))
             .collect(),

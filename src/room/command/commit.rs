@@ -153,11 +153,13 @@ impl Commit {
         };
         let mut snapshot: RoomSnapshot =
             serde_json::from_str(&stored.state).map_err(|e| corrupt("snapshot", &e))?;
-        snapshot.attributes = stored
-            .attributes
-            .into_iter()
-            .map(|r| (r.attr_key, Attribute { value: r.value, version: r.version.max(0) as u64 }))
-            .collect();
+        snapshot.attributes = Some(
+            stored
+                .attributes
+                .into_iter()
+                .map(|r| (r.attr_key, Attribute { value: r.value, version: r.version.max(0) as u64 }))
+                .collect(),
+        );
         let members = stored
             .members
             .into_iter()

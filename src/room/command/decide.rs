@@ -201,7 +201,7 @@ impl<'a> Decide<'a> {
             applied: applied.applied,
             room_version: applied.state.version,
             replayed: false,
-            room: Some(applied.state.snapshot()),
+            room: Some(applied.state.answer_view()),
             events: Vec::new(),
         };
         plan.changes.extend(applied.changes);
@@ -215,7 +215,7 @@ impl<'a> Decide<'a> {
 
 /// The answer to a command whose condition no longer held: nothing applied or logged.
 fn not_applied(state: Option<&RoomState>) -> Committed {
-    let room = state.map(RoomState::snapshot);
+    let room = state.map(RoomState::answer_view);
     let room_version = room.as_ref().map_or(0, |r| r.version);
     let response =
         CommandResponse { applied: false, room_version, replayed: false, room, events: Vec::new() };

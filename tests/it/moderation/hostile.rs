@@ -139,12 +139,13 @@ async fn values_at_their_limits_never_break_an_event() {
         let v00 = made.token(&viewer(0));
         must(&app, "/v1/rooms/ra/join", json!({"user_id": viewer(0)}), v00).await;
         // 1,000 bytes of what JSON escapes and of 4-byte characters; a 200-byte reason of
-        // 2-byte characters; a 2 KB value of quotes and a 500-byte one of backslashes (1 KB escaped).
+        // 2-byte characters; a value of 1,024 quotes (2 KB escaped, the most a value may take)
+        // and a 500-byte one of backslashes (1 KB escaped).
         let announcement = format!("{}{}", "\"\\\n<>&\u{2028}".repeat(100), "😀".repeat(25));
         assert_eq!(announcement.len(), 1000);
         let reason = "é\"".repeat(66) + "é";
         assert_eq!(reason.len(), 200);
-        let (quotes, backslashes) = ("\"".repeat(2048), "\\".repeat(500));
+        let (quotes, backslashes) = ("\"".repeat(1024), "\\".repeat(500));
         must(&app, "/v1/rooms/ra/info", json!({"announcement": announcement, "title": "😀".repeat(64)}), adm)
             .await;
         let kick = json!({"user_id": viewer(0), "ban_s": 2_592_000, "reason": reason});

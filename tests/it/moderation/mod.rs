@@ -6,6 +6,7 @@
 mod attributes;
 mod auth;
 mod bans;
+mod bounds;
 mod grpc;
 mod hostile;
 mod lifts;

@@ -156,7 +156,7 @@ impl Drain {
         state: Option<&RoomState>,
         progress: &mut Progress,
     ) {
-        let room = state.map(RoomState::snapshot);
+        let room = state.map(RoomState::answer_view);
         for item in repeats {
             let answer = self.steps.replay.answer(&item.key(), &item.fingerprint, None, room.clone()).await;
             progress.answers.push((item, answer));
@@ -173,7 +173,7 @@ impl Drain {
         decisions: Vec<Decision>,
         state: Option<RoomState>,
     ) {
-        let room = state.as_ref().map(|s| s.snapshot());
+        let room = state.as_ref().map(RoomState::answer_view);
         for (item, decision) in items.into_iter().zip(decisions) {
             let answer = match decision {
                 Decision::Done(committed) => Ok(*committed),
