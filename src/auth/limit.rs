@@ -17,7 +17,7 @@ use crate::domain::UserId;
 const RETAIN_EVERY: u64 = 4096;
 
 /// A GCRA per key (governor), bursts of up to one second's worth, whose memory stays bounded:
-/// every [`RETAIN_EVERY`] checks it forgets the keys whose budget is full again, so many
+/// every `RETAIN_EVERY` checks it forgets the keys whose budget is full again, so many
 /// keys seen once cost only until their second has passed. The one per-key rate machinery of
 /// the callers' limits (commands here, seat actions in `api::seat_limit`).
 #[derive(Debug)]
@@ -51,7 +51,7 @@ impl<K: Hash + Eq + Clone> KeyedRate<K> {
         })
     }
 
-    /// Keys remembered now (forgotten ones excluded once [`RETAIN_EVERY`] checks passed).
+    /// Keys remembered now (forgotten ones excluded once `RETAIN_EVERY` checks passed).
     pub fn len(&self) -> usize {
         self.limiter.len()
     }

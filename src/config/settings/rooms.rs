@@ -32,7 +32,7 @@ pub struct RoomsSettings {
     /// How long a seat request or invitation stays pending (1s..=`MAX_SEAT_REQUEST_TTL`).
     pub seat_request_ttl: Duration,
     /// Mic seat actions per second of one user in one room
-    /// (0..=[`MAX_SEAT_ACTIONS_PER_SEC`]; 0: no limit).
+    /// (0..=`MAX_SEAT_ACTIONS_PER_SEC`; 0: no limit).
     pub seat_actions_per_user_per_sec: u32,
     /// Members listing reads per second per client, a page of more than 100 members counting
     /// one per 100 (0: no limit; at most 100,000).

@@ -16,7 +16,7 @@ use super::moderation::Role;
 pub const MAX_ATTRIBUTES: usize = 32;
 /// Longest key, in bytes (a key is of characters JSON never escapes).
 pub const MAX_ATTRIBUTE_KEY_BYTES: usize = 64;
-/// Longest value, in bytes as JSON writes it out ([`json_escaped_len`]).
+/// Longest value, in bytes as JSON writes it out (`json_escaped_len`).
 pub const MAX_ATTRIBUTE_VALUE_BYTES: usize = 2 * 1024;
 /// Most bytes of all of a room's values together, as JSON writes them out.
 pub const MAX_ATTRIBUTE_TOTAL_BYTES: usize = 16 * 1024;
