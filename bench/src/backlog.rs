@@ -44,6 +44,7 @@ pub fn row(command_id: &str, room: &str) -> anyhow::Result<(String, String, Stri
         now_ms: crate::support::unix_ms(),
         max_admins: room_service::domain::DEFAULT_MAX_ADMINS,
         seat_request_ttl_ms: room_service::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
+        idle_close_after_ms: None,
     };
     let event = Event {
         event_type: EventType::RoomUserJoined,

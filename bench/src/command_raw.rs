@@ -59,6 +59,7 @@ pub(crate) fn precompute(
             now_ms: unix_ms(),
             max_admins: room_service::domain::DEFAULT_MAX_ADMINS,
             seat_request_ttl_ms: room_service::domain::DEFAULT_SEAT_REQUEST_TTL_MS,
+            idle_close_after_ms: None,
         };
         let Ok(applied) = domain::apply(states.get(room), command, &ctx) else { continue };
         let expected = states.get(room).map_or(0, |s| s.version) as i64;
