@@ -40,7 +40,6 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::api::forward::HOP_PATH;
 use crate::api::{ApiError, AppState, BATCH_HEARTBEAT_BYTES};
 use crate::config::HttpSettings;
 use crate::secret::Secret;
@@ -131,7 +130,7 @@ pub fn public_router(state: AppState, options: PublicOptions) -> Router {
     // The owner's end of the cluster hop (`api::forward::HOP_PATH`), with a cluster only: it
     // verifies the sending node's seal, then the caller's credential itself, per operation.
     let v1 = match &state.forwarder {
-        Some(_) => v1.route(HOP_PATH, post(hop::serve)),
+        Some(_) => v1.route("/internal/v1/operations", post(hop::serve)),
         None => v1,
     }
     .route_layer(edge::layer(options.request_timeout, options.max_in_flight));

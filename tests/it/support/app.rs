@@ -41,6 +41,7 @@ pub fn settings(db_url: &str, im: Option<&FakeIm>, overrides: &[(&str, &str)]) -
         ("im_rate_limit.per_group_per_sec".to_owned(), "100000".to_owned()),
         ("rooms.seat_actions_per_user_per_sec".to_owned(), "0".to_owned()),
         ("rooms.max_open_per_owner".to_owned(), "0".to_owned()),
+        ("rooms.members.reads_per_sec_per_client".to_owned(), "0".to_owned()),
     ];
     if let Some(im) = im {
         vars.push(("tencent_im.enabled".into(), "true".into()));
