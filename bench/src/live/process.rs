@@ -186,6 +186,8 @@ pub(crate) async fn start_service(
         ("IM_BATCH__IN_FLIGHT_PER_ROOM", in_flight.to_string()),
         // The benchmarks create many rooms of one owner (a benchmark of the cap sets its own).
         ("ROOMS__MAX_OPEN_PER_OWNER", "0".into()),
+        ("ROOMS__SEAT_ACTIONS_PER_USER_PER_SEC", "0".into()),
+        ("ROOMS__MEMBERS__READS_PER_SEC_PER_CLIENT", "0".into()),
     ];
     if let Some(im) = im {
         vars.push(("TENCENT_IM__BASE_URL", im.to_owned()));
