@@ -20,6 +20,14 @@ pub enum Actor {
 }
 
 impl Actor {
+    /// The user, if it is one.
+    pub fn user(&self) -> Option<&UserId> {
+        match self {
+            Actor::User(user) => Some(user),
+            Actor::Service(_) => None,
+        }
+    }
+
     /// The wire form.
     pub fn wire(&self) -> String {
         match self {
@@ -290,22 +298,6 @@ impl Command {
         }
     }
 
-    /// Who a moderation command acts as (`by`); `None` for the commands of a member.
-    pub fn by(&self) -> Option<&Actor> {
-        match self {
-            Command::CloseRoom { by, .. } => by.as_ref(),
-            Command::SetAdmin { by, .. }
-            | Command::MuteUser { by, .. }
-            | Command::KickUser { by, .. }
-            | Command::UnbanUser { by, .. }
-            | Command::MuteAll { by, .. }
-            | Command::UpdateRoomInfo { by, .. }
-            | Command::SetAttributes { by, .. }
-            | Command::Seat { by, .. } => Some(by),
-            _ => None,
-        }
-    }
-
     /// Who asks for this command, as authorization sees it: one exhaustive decision per
     /// command, so a new command does not compile until it says who may send it.
     pub fn actor(&self) -> Acting<'_> {
@@ -341,10 +333,16 @@ impl Command {
             Command::CreateRoom { owner_id, .. } => Some(owner_id),
             Command::JoinRoom { user_id } | Command::LeaveRoom { user_id, .. } => Some(user_id),
             Command::SendGift { sender_id, .. } => Some(sender_id),
-            other => match other.by() {
-                Some(Actor::User(user)) => Some(user),
-                _ => None,
-            },
+            Command::CloseRoom { by, .. } => by.as_ref().and_then(Actor::user),
+            Command::SetAdmin { by, .. }
+            | Command::MuteUser { by, .. }
+            | Command::KickUser { by, .. }
+            | Command::UnbanUser { by, .. }
+            | Command::MuteAll { by, .. }
+            | Command::UpdateRoomInfo { by, .. }
+            | Command::SetAttributes { by, .. }
+            | Command::Seat { by, .. } => by.user(),
+            Command::ExpireSeatRequest { .. } => None,
         }
     }
 }
